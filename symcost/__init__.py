@@ -1,0 +1,27 @@
+"""symcost: symbolic cost derivation for sharded tensor programs.
+
+    >>> import symcost
+    >>> plan = symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh={"X": 4})
+    >>> [s.kind for s in plan.collectives]
+    ['AllToAll', 'AllGather']
+
+The notation is the book *How to Scale Your Model*'s (Part 3). See the README for the command line.
+"""
+from .api import check, derive, parse_dims
+from .errors import NotationError, ShardingError, SymcostError, UsageError
+from .layout import Layout, bytes_per_device, bytes_total, local_shape
+from .mesh import Axis, Mesh, parse_mesh
+from .notation import parse
+from .plan import Plan, Step
+
+
+def hardware(name: str):
+    """A hardware preset by name: ``symcost.hardware("tpu-v5p").C``."""
+    from .hardware import hardware as _hw
+    return _hw(name)
+
+
+__version__ = "0.1.0"
+__all__ = ["derive", "check", "parse", "parse_mesh", "parse_dims", "hardware", "Plan", "Step", "Layout",
+           "Mesh", "Axis", "local_shape", "bytes_per_device", "bytes_total", "SymcostError",
+           "NotationError", "ShardingError", "UsageError"]

@@ -1,0 +1,1 @@
+"""Output formats: LaTeX (and Markdown) derivation documents."""

@@ -1,0 +1,200 @@
+"""Layouts: how a tensor's dimensions are split over mesh axes (book Part 3).
+
+    >>> a = Layout.of("A", ["I", "J"], [("X", "Y"), ()], dtype="int8")
+    >>> str(a)
+    'A:int8[I_XY, J]'
+    >>> mesh = parse_mesh("X=2,Y=8,Z=2")
+    >>> local_shape(a, mesh, {"I": 128, "J": 2048}), bytes_per_device(a, mesh, {"I": 128, "J": 2048})
+    ((8, 2048), 16384)
+
+``A[I_XY, J]`` splits I over X then Y (block index x*|Y| + y, X major, like the JAX PartitionSpec
+``P(('X', 'Y'), None)``); J is whole; A is replicated over every axis it does not name (Z here). A layout
+is valid when every mesh axis appears at most once across its dimensions and its unreduced set, every
+axis is in the mesh, and (with numbers bound) every dimension divides by the product of its axes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import sympy as sp
+
+from . import symbols
+from .errors import ShardingError
+from .mesh import Mesh, parse_mesh  # noqa: F401  (parse_mesh is used by the doctest)
+from .notation import DEFAULT_DTYPE, DTYPE_BYTES, NO_SPAN, Span, TensorRef, format_axes
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A named tensor's sharding: per-dimension axis tuples, unreduced axes and a dtype."""
+
+    name: str
+    dims: tuple[str, ...]
+    axes: tuple[tuple[str, ...], ...]
+    unreduced: frozenset[str] = frozenset()
+    dtype: str = DEFAULT_DTYPE
+
+    @staticmethod
+    def of(name, dims, axes=None, unreduced=(), dtype=DEFAULT_DTYPE) -> "Layout":
+        dims = tuple(dims)
+        axes = tuple(tuple(a) for a in axes) if axes is not None else tuple(() for _ in dims)
+        return Layout(name, dims, axes, frozenset(unreduced), dtype)
+
+    # ------------------------------------------------------------------ views
+    def __str__(self) -> str:
+        return self.render()
+
+    def render(self, mesh: Mesh | None = None) -> str:
+        dt = f":{self.dtype}" if self.dtype != DEFAULT_DTYPE else ""
+        body = ", ".join(d + format_axes(a) for d, a in zip(self.dims, self.axes))
+        out = f"{self.name}{dt}[{body}]"
+        if self.unreduced:
+            order = mesh.order(self.unreduced) if mesh is not None else tuple(sorted(self.unreduced))
+            out += "{U" + format_axes(order) + "}"
+        return out
+
+    @property
+    def sharding_axes(self) -> tuple[str, ...]:
+        return tuple(a for ax in self.axes for a in ax)
+
+    @property
+    def used_axes(self) -> frozenset[str]:
+        return frozenset(self.sharding_axes) | self.unreduced
+
+    def axes_of(self, dim: str) -> tuple[str, ...]:
+        return self.axes[self.dims.index(dim)]
+
+    def with_dim_axes(self, dim: str, axes: tuple[str, ...]) -> "Layout":
+        i = self.dims.index(dim)
+        return replace(self, axes=self.axes[:i] + (tuple(axes),) + self.axes[i + 1:])
+
+    def with_unreduced(self, unreduced) -> "Layout":
+        return replace(self, unreduced=frozenset(unreduced))
+
+    def renamed(self, name: str) -> "Layout":
+        return replace(self, name=name)
+
+    def same_sharding(self, other: "Layout") -> bool:
+        """Equal up to the tensor's name."""
+        return (self.dims, self.axes, self.unreduced, self.dtype) == (other.dims, other.axes,
+                                                                      other.unreduced, other.dtype)
+
+    @property
+    def dtype_bytes(self):
+        return sp.Rational(DTYPE_BYTES[self.dtype]).limit_denominator(2) if self.dtype == "int4" \
+            else sp.Integer(DTYPE_BYTES[self.dtype])
+
+
+def shard_count(axes, mesh: Mesh):
+    """Product of the sizes of ``axes`` (numbers where bound, symbols otherwise)."""
+    out = sp.Integer(1)
+    for a in axes:
+        out *= mesh.size_expr(a)
+    return out
+
+
+def local_size(layout: Layout, dim: str, mesh: Mesh, sizes=None):
+    """Size of ``dim`` on one device: the dimension over the product of its axes."""
+    n = _dim_size(dim, sizes)
+    return n / shard_count(layout.axes_of(dim), mesh)
+
+
+def _dim_size(dim: str, sizes=None):
+    if sizes and dim in sizes:
+        return sp.Integer(sizes[dim])
+    return symbols.dim(dim)
+
+
+def local_shape(layout: Layout, mesh: Mesh, sizes=None) -> tuple:
+    """The per-device block shape (ints when everything is bound)."""
+    out = []
+    for d in layout.dims:
+        v = local_size(layout, d, mesh, sizes)
+        out.append(int(v) if v.is_Integer else v)
+    return tuple(out)
+
+
+def bytes_per_device(layout: Layout, mesh: Mesh, sizes=None):
+    """Bytes one device holds: ``dtype bytes x prod(local shape)``."""
+    v = layout.dtype_bytes
+    for d in layout.dims:
+        v *= local_size(layout, d, mesh, sizes)
+    return int(v) if v.is_Integer else v
+
+
+def bytes_total(layout: Layout, mesh: Mesh, sizes=None):
+    """Bytes across every device of the mesh (replicas counted), the book's Pop Quiz 1."""
+    v = bytes_per_device(layout, mesh, sizes) * mesh.devices()
+    v = sp.sympify(v)
+    return int(v) if v.is_Integer else v
+
+
+def global_bytes(layout: Layout, sizes=None):
+    """Bytes of one whole copy of the array."""
+    v = layout.dtype_bytes
+    for d in layout.dims:
+        v *= _dim_size(d, sizes)
+    return int(v) if v.is_Integer else v
+
+
+# -------------------------------------------------------------------------------------- validity
+
+
+def layout_from_ref(ref: TensorRef, mesh: Mesh, text: str = "", sizes=None,
+                    default_dtype: str = DEFAULT_DTYPE) -> Layout:
+    """Build and validate a :class:`Layout` from the notation, errors pointing at the text."""
+    layout = Layout(ref.name, tuple(d.name for d in ref.dims), tuple(d.axes for d in ref.dims),
+                    frozenset(ref.unreduced), ref.dtype or default_dtype)
+    spans = {d.name: d.span for d in ref.dims}
+    check_layout(layout, mesh, sizes, text=text, spans=spans, span=ref.span, uspan=ref.unreduced_span,
+                 unreduced_order=ref.unreduced)
+    return layout
+
+
+def check_layout(layout: Layout, mesh: Mesh, sizes=None, *, text: str = "", spans=None,
+                 span: Span = NO_SPAN, uspan: Span = NO_SPAN, unreduced_order=()) -> None:
+    """Raise :class:`ShardingError` naming the axis and the tensor when ``layout`` is invalid."""
+    spans = spans or {}
+
+    def fail(msg, where: Span, hint=None):
+        return ShardingError(msg, text=text or None, line=where.line or None,
+                             column=where.column or None, width=where.width, hint=hint)
+
+    where_axis: dict[str, str] = {}
+    for d, axes in zip(layout.dims, layout.axes):
+        sp_ = spans.get(d, span)
+        for a in axes:
+            if a not in mesh:
+                raise fail(f"unknown mesh axis {a!r} in dimension {d} of {layout.name}", sp_,
+                           hint=f"the mesh has axes {', '.join(mesh.names) or '(none)'}")
+            if a in where_axis:
+                other = where_axis[a]
+                if other == d:
+                    raise fail(f"mesh axis {a!r} appears twice in dimension {d} of {layout.name}", sp_)
+                raise fail(f"mesh axis {a!r} shards two dimensions of {layout.name} ({other} and {d})",
+                           sp_, hint="a mesh axis may shard at most one dimension of a tensor; "
+                                     "gather one of them first")
+            where_axis[a] = d
+        if d.isdigit() and axes:
+            raise fail(f"dimension {d} of {layout.name} is a literal size and cannot be sharded", sp_)
+    seen_u = set()
+    for a in unreduced_order or sorted(layout.unreduced):
+        if a not in mesh:
+            raise fail(f"unknown mesh axis {a!r} in the unreduced axes of {layout.name}", uspan or span,
+                       hint=f"the mesh has axes {', '.join(mesh.names) or '(none)'}")
+        if a in seen_u:
+            raise fail(f"mesh axis {a!r} is listed twice as unreduced in {layout.name}", uspan or span)
+        seen_u.add(a)
+        if a in where_axis:
+            raise fail(f"mesh axis {a!r} both shards dimension {where_axis[a]} of {layout.name} and is "
+                       f"unreduced", uspan or span,
+                       hint="an axis that holds partial sums cannot also split a dimension")
+    if sizes:
+        for d, axes in zip(layout.dims, layout.axes):
+            if not axes:
+                continue
+            n = sizes.get(d) if not d.isdigit() else int(d)
+            parts = shard_count(axes, mesh)
+            if n is not None and parts.is_Integer and n % int(parts) != 0:
+                raise fail(f"dimension {d}={n} of {layout.name} does not divide by {format_axes(axes)[1:]}"
+                           f"={int(parts)} devices", spans.get(d, span))

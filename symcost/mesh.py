@@ -1,0 +1,194 @@
+"""Meshes: named axes with sizes and link models.
+
+    >>> m = parse_mesh("X=4,Y=8:2,Z=2:dcn")
+    >>> [str(a) for a in m.axes]
+    ['X=4', 'Y=8:2', 'Z=2:dcn']
+    >>> m.size("X"), m.size("Y")
+    (4, 8)
+
+An axis's size is a number or, when unbound, the symbol named like the axis. Its link model says what
+network its collectives cross (DESIGN section 2): ``ici`` (a torus ring, with or without wraparound),
+``nvlink`` (a switched GPU domain) or ``dcn`` (between slices), and how many physical links it spans
+(the book's M_X; a symbol ``M_X`` when written ``X:M_X``). A mesh knows nothing of chips: wraparound is
+settled by :meth:`Mesh.on_hardware` from the chip's rules and the slice shape.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+import sympy as sp
+
+from . import symbols
+from .errors import UsageError
+
+LINK_KINDS = ("ici", "nvlink", "dcn")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One mesh axis. ``size`` None is symbolic; ``links`` is an int or the name of a symbol."""
+
+    name: str
+    size: int | None = None
+    kind: str = "ici"
+    links: int | str = 1
+    wraparound: bool | None = None  # None: not settled (symbolic analysis assumes a full ring)
+
+    @property
+    def size_expr(self) -> sp.Expr:
+        return sp.Integer(self.size) if self.size is not None else symbols.axis(self.name)
+
+    @property
+    def links_expr(self) -> sp.Expr:
+        return sp.Integer(self.links) if isinstance(self.links, int) else symbols.axis(self.links)
+
+    @property
+    def ring(self) -> bool:
+        """True when collectives see a bidirectional ring (wraparound, or not yet settled)."""
+        return self.wraparound is not False
+
+    def __str__(self) -> str:
+        out = self.name + (f"={self.size}" if self.size is not None else "")
+        if self.links != 1:
+            out += f":{self.links}"
+        if self.kind != "ici":
+            out += f":{self.kind}"
+        if self.wraparound is False and self.kind == "ici":
+            out += ":nowrap"
+        return out
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """An ordered set of named axes."""
+
+    axes: tuple[Axis, ...]
+
+    def __post_init__(self):
+        names = [a.name for a in self.axes]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise UsageError(f"mesh axis {sorted(dup)[0]!r} is given twice")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.axes)
+
+    def __contains__(self, name: str) -> bool:
+        return any(a.name == name for a in self.axes)
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise UsageError(f"unknown mesh axis {name!r}; the mesh has {', '.join(self.names) or 'no axes'}")
+
+    def size(self, name: str) -> sp.Expr | int:
+        a = self.axis(name)
+        return a.size if a.size is not None else a.size_expr
+
+    def size_expr(self, name: str) -> sp.Expr:
+        return self.axis(name).size_expr
+
+    def devices(self) -> sp.Expr:
+        return sp.Mul(*(a.size_expr for a in self.axes))
+
+    def order(self, names) -> tuple[str, ...]:
+        """``names`` in mesh order."""
+        s = set(names)
+        return tuple(n for n in self.names if n in s)
+
+    def with_axes(self, names) -> "Mesh":
+        """This mesh plus symbolic one-link ICI axes for any of ``names`` it lacks."""
+        extra = tuple(Axis(n) for n in names if n not in self)
+        return Mesh(self.axes + extra) if extra else self
+
+    @property
+    def bound(self) -> bool:
+        return all(a.size is not None for a in self.axes)
+
+    def on_hardware(self, hw) -> "Mesh":
+        """Settle link kinds and wraparound from a chip's rules: the mesh is the slice."""
+        if hw is None:
+            return self
+        axes = list(self.axes)
+        if hw.family == "gpu":
+            axes = [replace(a, kind="nvlink") if a.kind == "ici" else a for a in axes]
+        ici = [i for i, a in enumerate(axes) if a.kind == "ici" and a.wraparound is None]
+        if ici and all(axes[i].size is not None and isinstance(axes[i].links, int) for i in ici):
+            # axes whose wraparound the user fixed count as part of the slice too
+            every = [i for i, a in enumerate(axes) if a.kind == "ici"]
+            shape = tuple(axes[i].size for i in every)
+            links = tuple(axes[i].links if isinstance(axes[i].links, int) else 1 for i in every)
+            wrap = dict(zip(every, hw.wraparound(shape, links)))
+            for i in ici:
+                axes[i] = replace(axes[i], wraparound=bool(wrap[i]))
+        return Mesh(tuple(axes))
+
+    def __str__(self) -> str:
+        return ",".join(str(a) for a in self.axes)
+
+
+_AXIS_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:=(\?|[0-9]+))?((?::[A-Za-z0-9_]+)*)$")
+
+
+def parse_mesh(text: str | None) -> Mesh:
+    """Parse ``--mesh``: ``X=4,Y=8``; ``X`` or ``X=?`` symbolic; ``X=16:2`` two links; ``X:M_X``
+    symbolic links; ``X=4:dcn``, ``X=8:nvlink``; ``:wrap`` / ``:nowrap`` force the ring model."""
+    if text is None or not text.strip():
+        return Mesh(())
+    axes = []
+    for part in text.split(","):
+        part = part.strip()
+        m = _AXIS_RE.match(part)
+        if not m:
+            raise UsageError(f"cannot read mesh axis {part!r}; write X=4, X, X=16:2, X=4:dcn or X:M_X")
+        name, size, suffix = m.group(1), m.group(2), m.group(3)
+        size_v = None if size in (None, "?") else int(size)
+        if size_v is not None and size_v < 1:
+            raise UsageError(f"mesh axis {name} must have a positive size, not {size_v}")
+        if size_v is not None and size_v > 1_000_000:
+            raise UsageError(f"mesh axis {name} of size {size_v} is larger than any machine")
+        kind, links, wrap = "ici", 1, None
+        for s in filter(None, suffix.split(":")):
+            low = s.lower()
+            if low in LINK_KINDS:
+                kind = low
+            elif low in ("wrap", "ring", "torus"):
+                wrap = True
+            elif low in ("nowrap", "line"):
+                wrap = False
+            elif s.isdigit():
+                links = int(s)
+                if links < 1:
+                    raise UsageError(f"mesh axis {name} must span at least one link")
+            elif re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", s):
+                links = s
+            else:
+                raise UsageError(f"unknown link model {s!r} for mesh axis {name}")
+        axes.append(Axis(name, size_v, kind, links, wrap))
+    return Mesh(tuple(axes))
+
+
+def as_mesh(mesh) -> Mesh:
+    """Accept a Mesh, a ``--mesh`` string, a dict ``{"X": 4, "Y": None}`` or None."""
+    if mesh is None:
+        return Mesh(())
+    if isinstance(mesh, Mesh):
+        return mesh
+    if isinstance(mesh, str):
+        return parse_mesh(mesh)
+    if isinstance(mesh, dict):
+        axes = []
+        for k, v in mesh.items():
+            if isinstance(v, Axis):
+                axes.append(v)
+            elif v is None or v == "?" or v == k:
+                axes.append(Axis(str(k)))
+            elif isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+                axes.append(Axis(str(k), v))
+            else:
+                raise UsageError(f"mesh axis {k} must have a positive integer size, not {v!r}")
+        return Mesh(tuple(axes))
+    raise UsageError(f"cannot use {type(mesh).__name__} as a mesh")

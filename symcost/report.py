@@ -1,0 +1,64 @@
+"""Plain-text rendering of a plan for the terminal."""
+from __future__ import annotations
+
+import sympy as sp
+
+
+def fmt_seconds(x: float) -> str:
+    if x == 0:
+        return "0 s"
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} s"
+
+
+def fmt_bytes(x: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} B"
+
+
+def fmt_count(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def render_plan(plan) -> str:
+    lines = [f"expression: {plan.expression}",
+             f"mesh: {plan.mesh}" + (f"   hardware: {plan.hardware.name}" if plan.hardware else ""),
+             ""]
+    for i, s in enumerate(plan.steps, 1):
+        lines.append(f"{i}. {s.signature()}")
+        b = plan.evaluate(s.bytes)
+        t = plan.evaluate(s.seconds)
+        label = "bytes" if s.kind == "Einsum" else "V"
+        nums = f"{label} = {s.bytes}"
+        if b is not None and not s.bytes.is_number:
+            nums += f" = {fmt_bytes(b)}"
+        lines.append("   " + nums)
+        if s.kind == "Einsum":
+            f = plan.evaluate(s.flops)
+            lines.append(f"   flops = {s.flops}" + (f" = {fmt_count(f)}" if f is not None and not s.flops.is_number else ""))
+        lines.append(f"   time = {s.seconds}" + (f" = {fmt_seconds(t)}" if t is not None else ""))
+        if s.why:
+            lines.append(f"   why: {s.why}")
+    lines.append("")
+    lines.append("totals" + ("" if plan.overlap else " (no overlap)") + ":")
+    num = plan.numeric()
+    for k in ("flops", "t_math", "t_hbm", "t_comms", "t_step"):
+        expr = getattr(plan, k)
+        v = num.get(k)
+        shown = "" if v is None else " = " + (fmt_count(v) if k == "flops" else fmt_seconds(v))
+        lines.append(f"  {k:8s} = {expr}{shown}")
+    if plan.alternatives:
+        lines.append("")
+        lines.append("alternatives considered:")
+        for a in plan.alternatives:
+            v = plan.evaluate(a.t_step)
+            shown = "" if v is None else f" = {fmt_seconds(v)}"
+            lines.append(f"  - {a.summary}")
+            lines.append(f"      t_step = {a.t_step}{shown}")
+            if a.wins_when:
+                lines.append(f"      moves less data when {a.wins_when}")
+    return "\n".join(lines)
