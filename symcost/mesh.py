@@ -163,8 +163,8 @@ def parse_mesh(text: str | None) -> Mesh:
                 links = int(s)
                 if links < 1:
                     raise UsageError(f"mesh axis {name} must span at least one link")
-            elif re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", s):
-                links = s
+            elif re.match(r"^[A-Z][A-Za-z0-9_]*$", s):
+                links = s  # a symbolic link count, the book's M_X
             else:
                 raise UsageError(f"unknown link model {s!r} for mesh axis {name}")
         axes.append(Axis(name, size_v, kind, links, wrap))

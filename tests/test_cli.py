@@ -1,0 +1,95 @@
+"""The command line end to end: exit codes, JSON shape, errors without tracebacks."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from symcost.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_derive_json_contract(capsys):
+    code, out, err = run(capsys, "derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--mesh", "X=4",
+                         "--dims", "I=256,J=8192,K=8192", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert set(d) >= {"expression", "mesh", "hardware", "steps", "totals", "numeric", "alternatives"}
+    assert d["mesh"] == {"X": 4}
+    for s in d["steps"]:
+        assert set(s) >= {"kind", "axes", "tensor", "before", "after", "phase", "bytes", "flops", "seconds"}
+        assert s["kind"] in {"AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Slice", "Permute", "Einsum"}
+    assert set(d["totals"]) == {"flops", "t_math", "t_hbm", "t_comms", "t_step"}
+    assert "flops" in d["numeric"]          # bound by --dims
+    assert "t_math" not in d["numeric"]     # C is not bound without --hw
+    for a in d["alternatives"]:
+        assert set(a) >= {"summary", "t_comms", "wins_when"}
+
+
+def test_derive_json_symbolic_mesh(capsys):
+    code, out, _ = run(capsys, "derive", "In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]",
+                       "--mesh", "X,Y", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["mesh"] == {"X": "X", "Y": "Y"}
+    assert [s["kind"] for s in d["steps"]] == ["AllGather", "Einsum", "Einsum", "ReduceScatter"]
+    assert d["steps"][0]["bytes"] == "2*B*D/X"
+
+
+def test_check_reports_the_axis_and_the_tensor_with_exit_1(capsys):
+    code, out, err = run(capsys, "check", "A[I_X, J_X]")
+    assert code == 1
+    assert "mesh axis 'X' shards two dimensions of A" in err
+    assert "^^^" in err and "Traceback" not in err
+
+
+def test_notation_error_exit_2(capsys):
+    code, _, err = run(capsys, "derive", "A[I_X, J")
+    assert code == 2
+    assert "line 1, column 9" in err and "^" in err
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["derive", "A[I_X]", "--mesh", "X=0"], "positive size"),
+    (["derive", "A[I_X]", "--mesh", "X=4:warp"], "unknown link model"),
+    (["derive", "A[I_X]", "--dims", "I=abc"], "positive integer"),
+    (["derive", "A[I_X]", "--dims", "I=1e30"], "absurdly large"),
+    (["derive", "A[I_X]", "--dims", "I=-3"], "positive"),
+    (["derive", "A[I_X]", "--mesh", "X=4,X=2"], "given twice"),
+    (["derive", "A[I_Y]", "--mesh", "X=4"], "unknown mesh axis 'Y'"),
+])
+def test_bad_arguments_are_one_sentence(capsys, argv, words):
+    code, _, err = run(capsys, *argv)
+    assert code in (1, 2)
+    assert words in err
+    assert "Traceback" not in err
+
+
+def test_program_file(tmp_path, capsys):
+    f = tmp_path / "layer.sc"
+    f.write_text("# a layer\nTmp[B_X, F_Y] = In[B_X, D_Y] *_D Win[D, F_Y]\n")
+    code, out, err = run(capsys, "derive", str(f), "--mesh", "X=2,Y=2")
+    assert code == 0, err
+    assert "AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]" in out
+
+
+def test_solve_data_parallel_critical_batch(capsys):
+    code, out, err = run(capsys, "solve", "In[B_X, D] * W[D_X, F] -> Out[B_X, F]", "--mesh", "X",
+                         "--for", "B", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["symbol"] == "B"
+    assert {"condition": "t_math = t_comms", "value": "C*X/W_ici", "numeric": None} in d["critical"]
+
+
+def test_console_script_runs_without_traceback():
+    r = subprocess.run([sys.executable, "-m", "symcost.cli", "check", "A[I_X, J_X]"], capture_output=True,
+                       text=True)
+    assert r.returncode == 1
+    assert r.stderr.startswith("symcost: mesh axis 'X' shards two dimensions of A")
+    assert "Traceback" not in r.stderr

@@ -1,0 +1,64 @@
+"""Layouts: validity with reasons, local shapes, bytes per device and across devices."""
+import pytest
+
+import symcost
+from symcost.errors import ShardingError
+from symcost.layout import Layout, bytes_per_device, bytes_total, check_layout, local_shape
+from symcost.mesh import parse_mesh
+
+
+def test_local_shape_and_bytes_symbolic():
+    mesh = parse_mesh("X,Y")
+    a = Layout.of("A", "IJ", [("X", "Y"), ()])
+    I, J, X, Y = (symcost.symbols.dim("I"), symcost.symbols.dim("J"), symcost.symbols.axis("X"),
+                  symcost.symbols.axis("Y"))
+    assert local_shape(a, mesh) == (I / (X * Y), J)
+    assert bytes_per_device(a, mesh) == 2 * I * J / (X * Y)
+
+
+@pytest.mark.parametrize("text, words, column", [
+    ("A[I_X, J_X]", "mesh axis 'X' shards two dimensions of A (I and J)", 8),
+    ("A[I_XX, J]", "mesh axis 'X' appears twice in dimension I of A", 3),
+    ("A[I_X, J]{U_X}", "mesh axis 'X' both shards dimension I of A and is unreduced", 10),
+    ("A[I_Q, J]", "unknown mesh axis 'Q' in dimension I of A", 3),
+    ("A[I, J]{U_Q}", "unknown mesh axis 'Q' in the unreduced axes of A", 8),
+])
+def test_invalid_layouts_say_which_axis_and_tensor(text, words, column):
+    with pytest.raises(ShardingError) as e:
+        symcost.check(text, mesh="X=4,Y=2")
+    assert words in str(e.value)
+    assert e.value.column == column
+    assert e.value.exit_code == 1
+
+
+def test_indivisible_size_when_bound():
+    with pytest.raises(ShardingError) as e:
+        symcost.check("A[I_X, J]", mesh="X=3", dims="I=128,J=2")
+    assert "dimension I=128 of A does not divide by X=3 devices" in str(e.value)
+    symcost.check("A[I_X, J]", mesh="X=4", dims="I=128,J=2")  # fine
+
+
+def test_literal_dims_cannot_be_sharded():
+    with pytest.raises(symcost.NotationError, match="unexpected '_X'"):
+        symcost.check("KV[2_X, B]", mesh="X=2")
+
+
+def test_symbolic_mesh_from_the_notation():
+    plan = symcost.check("A[I_X, J_Y]")
+    assert plan.mesh.names == ("X", "Y")
+    assert all(a.size is None for a in plan.mesh.axes)
+
+
+def test_bytes_total_counts_replicas():
+    mesh = parse_mesh("X=4,Y=8,Z=2")
+    a = Layout.of("A", "IJK", [("X",), (), ()], dtype="bf16")
+    sizes = {"I": 64, "J": 32, "K": 16}
+    # replicated over Y and Z: total is Y*Z = 16 times one copy (book Part 3, Question 1)
+    assert bytes_total(a, mesh, sizes) / (2 * 64 * 32 * 16) == 16
+
+
+def test_check_layout_direct():
+    mesh = parse_mesh("X=2")
+    check_layout(Layout.of("A", "IJ", [("X",), ()]), mesh)
+    with pytest.raises(ShardingError):
+        check_layout(Layout.of("A", "IJ", [("X",), ("X",)]), mesh)

@@ -1,0 +1,120 @@
+"""The notation: spellings that must mean the same thing, round trips, and errors with carets."""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import symcost
+from symcost.errors import NotationError
+from symcost.notation import Collective, Einsum, parse, parse_tensor
+
+EQUIVALENT_SPELLINGS = [
+    ("In[B_XY, D]", "In[B_{XY}, D]", "In[B_{X,Y}, D]"),
+    ("A[I, J_X] * B[J, K] -> C[I, K]", "A[I, J_X] · B[J, K] → C[I, K]", "A[I,J_X]@B[J,K]->C[I,K]"),
+    ("W:int8[D_X, F]", "int8:W[D_X, F]"),
+    ("C[I, K]{U_XY}", "C[I, K]{U_{XY}}", "C[I, K]{U_{X,Y}}", "C[I, K]{U_X, U_Y}"),
+]
+
+
+@pytest.mark.parametrize("spellings", EQUIVALENT_SPELLINGS)
+def test_equivalent_spellings_parse_identically(spellings):
+    first = parse(spellings[0])
+    for s in spellings[1:]:
+        assert parse(s) == first
+
+
+def test_equivalent_spellings_give_identical_plans():
+    plans = [symcost.derive(f"In[{b}, D] * W[D, F] -> Out[B, F]", mesh="X=2,Y=4")
+             for b in ("B_XY", "B_{XY}", "B_{X,Y}")]
+    assert len({tuple(s.signature() for s in p.steps) for p in plans}) == 1
+    assert [s.kind for s in plans[0].collectives] == ["AllGather"]
+    assert plans[0].collectives[0].axes == ("X", "Y")
+
+
+def test_multi_letter_axes_need_braces():
+    t = parse_tensor("In[B_{data,model}, D]")
+    assert t.dims[0].axes == ("data", "model")
+    with pytest.raises(NotationError) as e:
+        parse("In[B_da1, D]")
+    assert "braces" in str(e.value)
+
+
+def test_structure_of_chain_assignment_and_collective():
+    prog = parse("""
+        # the Megatron MLP
+        Tmp[B_X, F_Y] = In[B_X, D] *_D Win[D, F_Y]
+        Out[B_X, D]{U_Y} = Tmp[B_X, F_Y] *_F Wout[F_Y, D]
+        ReduceScatter_Y(Out[B_X, D]{U_Y}) -> Out[B_X, D_Y]
+    """)
+    a, b, c = prog.statements
+    assert isinstance(a, Einsum) and a.assignment and a.contract == (("D",),)
+    assert b.output.unreduced == ("Y",)
+    assert isinstance(c, Collective) and c.kind == "ReduceScatter" and c.axes == ("Y",)
+    assert a.span.line == 3 and c.span.line == 5
+
+
+def test_contraction_lists_and_literal_dims():
+    e = parse("A[I, J, K] *_{J,K} B[J, K, L] -> C[I, L]").statements[0]
+    assert e.contract == (("J", "K"),)
+    kv = parse_tensor("KV[2, B_Z, S, K_Y, H]")
+    assert kv.dims[0].size == 2 and kv.dims[1].axes == ("Z",)
+
+
+def test_scalar_and_semicolons():
+    prog = parse("A[] * B[] -> C[]; D[I_X]")
+    assert len(prog.statements) == 2
+    assert prog.statements[0].operands[0].dims == ()
+
+
+@pytest.mark.parametrize("text, line, column, words", [
+    ("A[I_X, J", 1, 9, "end of input"),
+    ("A[I_X,, J]", 1, 7, "unexpected ','"),
+    ("A[I] B[J]", 1, 6, "unexpected 'B'"),
+    ("A[I] -> \n", 1, 9, "expected a name"),
+    ("A[I$]", 1, 4, "unexpected character '$'"),
+    ("ok[I]\nA[I_X, I]", 2, 8, "dimension I appears twice"),
+    ("Foo_X(A[I]) -> A[I]", 1, 1, "unknown collective 'Foo'"),
+    ("AllGather(A[I_X]) -> A[I]", 1, 1, "names no mesh axis"),
+    ("A[I]{V_X}", 1, 6, "U_<axes>"),
+    ("W:int9[D]", 1, 3, "is a dtype"),
+])
+def test_syntax_errors_point_at_the_text(text, line, column, words):
+    with pytest.raises(NotationError) as e:
+        parse(text)
+    err = e.value
+    assert (err.line, err.column) == (line, column)
+    assert words in str(err)
+    assert "^" in str(err)  # the caret snippet
+    assert isinstance(err, ValueError) and isinstance(err, symcost.SymcostError)
+
+
+def test_caret_sits_under_the_offending_text():
+    with pytest.raises(NotationError) as e:
+        parse("In[B_X, D_Y] * W[D_X,, F_Y]")
+    src, caret = str(e.value).splitlines()[1:3]
+    assert src.strip() == "In[B_X, D_Y] * W[D_X,, F_Y]"
+    assert src[caret.index("^")] == ","
+
+
+def test_user_text_is_never_evaluated(monkeypatch):
+    import sympy
+    calls = []
+    monkeypatch.setattr(sympy, "sympify", lambda *a, **k: calls.append(a) or (_ for _ in ()).throw(
+        AssertionError("sympify called")))
+    with pytest.raises(NotationError):
+        parse("__import__('os').system('echo hacked')[I]")
+    symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh="X=4")
+    assert not calls
+
+
+dim_names = st.sampled_from(["B", "D", "F", "I", "J", "K", "S", "H2"])
+axis_runs = st.lists(st.sampled_from(["X", "Y", "Z"]), max_size=3, unique=True)
+
+
+@given(st.lists(st.tuples(dim_names, axis_runs), min_size=0, max_size=4, unique_by=lambda t: t[0]),
+       st.sampled_from([None, "int8", "fp32"]), st.sampled_from(["", "{U_W}"]))
+@settings(max_examples=200, deadline=None)
+def test_parse_of_str_round_trips(dims, dtype, unreduced):
+    body = ", ".join(d + ("_" + "".join(a) if a else "") for d, a in dims)
+    text = f"T{':' + dtype if dtype else ''}[{body}]{unreduced}"
+    t = parse_tensor(text)
+    assert parse_tensor(str(t)) == t
+    assert str(t) == text

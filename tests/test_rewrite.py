@@ -1,0 +1,165 @@
+"""The rewriter: the book's four cases, chains, reshards, unreduced inputs and explicit collectives."""
+import pytest
+import sympy as sp
+
+import symcost
+from symcost.errors import ShardingError
+from symcost.symbols import W_ici, dim
+
+
+def kinds(plan, skip=("Einsum",)):
+    return [s.kind for s in plan.steps if s.kind not in skip]
+
+
+def sigs(plan):
+    return [s.signature() for s in plan.steps if s.kind != "Einsum"]
+
+
+def test_case1_needs_no_communication():
+    plan = symcost.derive("A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]", mesh="X=4,Y=2")
+    assert kinds(plan) == []
+    e = plan.steps[0]
+    assert e.after == "C[I_X, K_Y]"
+    I, J, K = dim("I"), dim("J"), dim("K")
+    assert sp.simplify(e.flops - 2 * I * J * K / 8) == 0
+
+
+def test_case2_slices_the_replicated_operand_when_that_is_cheaper():
+    plan = symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh="X=8", dims="I=256,J=8192,K=64")
+    assert sigs(plan) == ["Slice_X(B[J, K]) -> B[J_X, K]", "AllReduce_X(C[I, K]{U_X}) -> C[I, K]"]
+    gather = [a for a in plan.alternatives if a.summary.startswith("AllGather_X(A); einsum -> C[I, K]")]
+    assert gather and gather[0].wins_when == "J < 2*K"
+
+
+def test_case2_gathers_when_that_is_cheaper():
+    plan = symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh="X=8", dims="I=1024,J=256,K=8192")
+    assert sigs(plan) == ["AllGather_X(A[I, J_X]) -> A[I, J]"]
+    slice_ = [a for a in plan.alternatives if "AllReduce_X(C)" in a.summary]
+    assert slice_ and slice_[0].wins_when == "2*K < J"
+
+
+@pytest.mark.parametrize("out, expected", [
+    ("C[I, K]", ["AllReduce_X(C[I, K]{U_X}) -> C[I, K]"]),
+    ("C[I, K_X]", ["ReduceScatter_X(C[I, K]{U_X}) -> C[I, K_X]"]),
+    ("C[I_X, K]", ["ReduceScatter_X(C[I, K]{U_X}) -> C[I_X, K]"]),
+    ("C[I, K]{U_X}", []),
+])
+def test_case3_reduces_the_partial_sums(out, expected):
+    plan = symcost.derive(f"A[I, J_X] * B[J_X, K] -> {out}", mesh="X=4")
+    assert sigs(plan) == expected
+
+
+def test_case3_allreduce_is_twice_the_reduce_scatter():
+    ar = symcost.derive("A[I, J_X] * B[J_X, K] -> C[I, K]", mesh="X=4", dims="I=4096,J=4096,K=4096",
+                        hw="tpu-v5p")
+    rs = symcost.derive("A[I, J_X] * B[J_X, K] -> C[I, K_X]", mesh="X=4", dims="I=4096,J=4096,K=4096",
+                        hw="tpu-v5p")
+    t_ar = ar.evaluate(ar.collectives[0].seconds)
+    t_rs = rs.evaluate(rs.collectives[0].seconds)
+    assert t_ar == pytest.approx(2 * t_rs)
+
+
+def test_case4_gathers_one_operand():
+    plan = symcost.derive("A[I_X, J] * B[J, K_X] -> C[I_X, K]", mesh="X=4")
+    assert sigs(plan) == ["AllGather_X(B[J, K_X]) -> B[J, K]"]
+
+
+def test_megatron_layer_is_allgather_plus_reducescatter():
+    plan = symcost.derive("In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]", mesh="X=4,Y=4",
+                          dims="B=1024,D=8192,F=32768")
+    assert sigs(plan) == ["AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]",
+                          "ReduceScatter_Y(Out[B_X, D]{U_Y}) -> Out[B_X, D_Y]"]
+    assert [s.after for s in plan.steps if s.kind == "Einsum"] == ["T1[B_X, F_Y]", "Out[B_X, D]{U_Y}"]
+    # the two AllReduces the naive layer needs cost twice as much
+    B, D = dim("B"), dim("D")
+    assert plan.comm_bytes == B * D / 2 + B * D / 2
+
+
+def test_assignments_chain_through_named_intermediates():
+    plan = symcost.derive("""
+        Tmp[B_X, F_Y] = In[B_X, D_Y] *_D Win[D, F_Y]
+        Out[B_X, D_Y] = Tmp[B_X, F_Y] *_F Wout[F_Y, D]
+    """, mesh="X=4,Y=4")
+    assert sigs(plan) == ["AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]",
+                          "ReduceScatter_Y(Out[B_X, D]{U_Y}) -> Out[B_X, D_Y]"]
+
+
+def test_reshard_by_alltoall():
+    plan = symcost.derive("A[I_X, J] -> A[I, J_X]", mesh="X=4")
+    assert sigs(plan) == ["AllToAll_X(A[I_X, J]) -> A[I, J_X]"]
+    assert plan.collectives[0].bytes == 2 * dim("I") * dim("J")  # V: the whole array over the group
+
+
+def test_multi_axis_gather_is_one_collective():
+    plan = symcost.derive("In[B_X, D_Y] -> In[B, D]", mesh="X=4,Y=4")
+    assert sigs(plan) == ["AllGather_XY(In[B_X, D_Y]) -> In[B, D]"]
+    B, D = dim("B"), dim("D")
+    assert plan.collectives[0].seconds == sp.Max(4 * symcost.symbols.T_min, B * D / W_ici)
+
+
+def test_unreduced_operand_stays_unreduced_through_a_product():
+    plan = symcost.derive("A[I, J]{U_X} * B[J, K] -> C[I, K]{U_X}", mesh="X=4", dims="I=64,J=64,K=64")
+    assert sigs(plan) == []
+
+
+def test_unreduced_operand_reduced_after_the_product_when_smaller():
+    plan = symcost.derive("A[I, J]{U_X} * B[J, K] -> C[I, K]", mesh="X=4", dims="I=64,J=8192,K=64")
+    assert sigs(plan) == ["AllReduce_X(C[I, K]{U_X}) -> C[I, K]"]
+
+
+def test_without_output_the_result_is_reduced():
+    plan = symcost.derive("A[I, J_X] * B[J_X, K]", mesh="X=4")
+    final = plan.layouts[-1]
+    assert not final.unreduced and final.dims == ("I", "K")
+
+
+def test_major_axis_gather_is_exact_through_a_permute():
+    plan = symcost.derive("AllGather_X(A[I_XY, J]) -> A[I_Y, J]", mesh="X=2,Y=2")
+    assert [s.kind for s in plan.steps] == ["Permute", "AllGather"]
+
+
+@pytest.mark.parametrize("text, words", [
+    ("AllGather_Y(A[I_X, J]) -> A[I, J]", "mesh axis 'Y' does not shard any dimension of A"),
+    ("AllReduce_X(A[I, J]) -> A[I, J]", "A holds no partial sums over 'X'"),
+    ("ReduceScatter_Y(A[I, J]{U_X}) -> A[I, J_Y]", "A holds no partial sums over 'Y'"),
+    ("AllGather_X(A[I_X, J]) -> A[I, J_X]", "cannot give A[I, J_X]"),
+    ("AllToAll_Y(A[I_X, J]) -> A[I, J_X]", "mesh axis 'Y' does not shard any dimension of A"),
+    ("AllGather_Q(A[I_X, J]) -> A[I, J]", "unknown mesh axis 'Q'"),
+])
+def test_explicit_collectives_are_checked_against_their_signatures(text, words):
+    with pytest.raises(ShardingError) as e:
+        symcost.derive(text, mesh="X=4,Y=2")
+    assert words in str(e.value)
+    assert e.value.exit_code == 1
+
+
+@pytest.mark.parametrize("text", [
+    "AllGather_X(A[I_X, J]) -> A[I, J]",
+    "ReduceScatter_X(C[I, K]{U_X}) -> C[I, K_X]",
+    "AllReduce_Y(C[I_X, K]{U_Y}) -> C[I_X, K]",
+    "AllToAll_X(A[I_X, J]) -> A[I, J_X]",
+    "AllGather_XY(In[B_X, D_Y]) -> In[B, D]",
+])
+def test_valid_explicit_collectives(text):
+    plan = symcost.derive(text, mesh="X=4,Y=2")
+    assert plan.steps[-1].signature() == text
+
+
+@pytest.mark.parametrize("text, words", [
+    ("A[I, J] *_K B[J, K] -> C[I]", "*_K contracts K, which is not a dimension of both sides"),
+    ("A[I, J] * B[J, K] -> C[I, L]", "output C has dimension L, which no operand has"),
+    ("A[I, X] * B[X, K] -> C[I, K]", "has the name of a mesh axis"),
+    ("A[I, C] * B[C, K] -> Out[I, K]", "clashes with the hardware symbol C"),
+    ("A[I_X, J] -> A[I, J]{U_X}", "asks for partial sums over X"),
+])
+def test_invalid_programs(text, words):
+    with pytest.raises(ShardingError) as e:
+        symcost.derive(text, mesh="X=4")
+    assert words in str(e.value)
+
+
+def test_comms_objective_never_moves_more_than_time_objective():
+    text = "A[I, J_X] * B[J, K] -> C[I, K]"
+    t = symcost.derive(text, mesh="X=8", dims="I=256,J=8192,K=8192")
+    c = symcost.derive(text, mesh="X=8", dims="I=256,J=8192,K=8192", objective="comms")
+    assert c.evaluate(c.comm_bytes) <= t.evaluate(t.comm_bytes)
