@@ -50,6 +50,27 @@ class Move:
         return self.signature()
 
 
+def smax(*args) -> sp.Expr:
+    """``Max`` without SymPy's pairwise comparisons (slow, and pointless for these positive terms):
+    flattened, zeros and duplicates dropped, arguments in canonical order so equal maxima compare equal.
+    Substituting numbers evaluates it."""
+    flat = []
+    for a in args:
+        a = sp.sympify(a)
+        if isinstance(a, sp.Max):
+            flat.extend(a.args)
+        elif a != 0:
+            flat.append(a)
+    uniq = sorted(set(flat), key=sp.default_sort_key)
+    if not uniq:
+        return sp.Integer(0)
+    if len(uniq) == 1:
+        return uniq[0]
+    if all(u.is_number for u in uniq):
+        return max(uniq)
+    return sp.Max(*uniq, evaluate=False)
+
+
 class Env:
     """Where formulas are evaluated: symbols (``symbolic``) or floats (``numeric``)."""
 
@@ -97,7 +118,7 @@ class Env:
         return a.links_expr
 
     def max(self, *args):
-        return max(args) if self.is_numeric else sp.Max(*args)
+        return max(args) if self.is_numeric else smax(*args)
 
     def prod(self, values):
         out = 1.0 if self.is_numeric else sp.Integer(1)

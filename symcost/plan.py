@@ -21,7 +21,7 @@ import sympy as sp
 
 from . import symbols
 from .cost import (Env, LocalEinsum, Move, collective_bandwidth_time, collective_bytes,
-                   collective_time, einsum_times)
+                   collective_time, einsum_times, smax)
 from .mesh import Mesh
 
 ZERO = sp.Integer(0)
@@ -85,8 +85,8 @@ def build_step(op, env: Env, phase: str = "forward", why: str = "") -> Step:
         flops, nbytes, t_math, t_hbm = einsum_times(op, env)
         used = tuple(a for a in mesh.names if any(a in ax for ax in op.axes))
         return Step("Einsum", used, op.output.name, " * ".join(t.render(mesh) for t in op.inputs),
-                    op.output.render(mesh), phase, sp.simplify(nbytes), sp.simplify(flops),
-                    sp.Max(t_math, t_hbm), t_math, t_hbm, ZERO, why, op)
+                    op.output.render(mesh), phase, nbytes, flops,
+                    smax(t_math, t_hbm), t_math, t_hbm, ZERO, why, op)
     v = collective_bytes(op, env)
     t = collective_time(op, env)
     return Step(op.kind, op.axes, op.before.name, op.before.render(mesh), op.after.render(mesh), phase,
@@ -118,8 +118,8 @@ def totals(steps, mesh: Mesh, overlap: bool = True) -> dict:
         for s in comm_steps:
             for a in s.axes:
                 per_axis[a] = per_axis.get(a, ZERO) + s.t_comms
-        t_comms = sp.Max(*per_axis.values()) if per_axis else ZERO
-        t_step = sp.Max(t_math, t_hbm, t_comms)
+        t_comms = smax(*per_axis.values()) if per_axis else ZERO
+        t_step = smax(t_math, t_hbm, t_comms)
     else:
         t_comms = sum((s.t_comms for s in comm_steps), ZERO)
         t_step = sum((s.seconds for s in steps), ZERO)

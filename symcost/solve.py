@@ -10,7 +10,7 @@ from __future__ import annotations
 import sympy as sp
 
 from . import symbols
-from .cost import Env, Move, collective_bandwidth_time
+from .cost import Env, Move, collective_bandwidth_time, smax
 from .errors import UsageError
 
 
@@ -26,7 +26,7 @@ def bandwidth_comms(plan):
             for a in s.axes:
                 per_axis[a] = per_axis.get(a, sp.Integer(0)) + t
     if plan.overlap:
-        return sp.Max(*per_axis.values()) if per_axis else sp.Integer(0)
+        return smax(*per_axis.values()) if per_axis else sp.Integer(0)
     return total
 
 

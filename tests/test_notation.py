@@ -95,14 +95,34 @@ def test_caret_sits_under_the_offending_text():
 
 
 def test_user_text_is_never_evaluated(monkeypatch):
+    """No string reaches sympify / parse_expr / eval: SymPy objects are built from the parse tree."""
+    import builtins
+    import sys
+
     import sympy
-    calls = []
-    monkeypatch.setattr(sympy, "sympify", lambda *a, **k: calls.append(a) or (_ for _ in ()).throw(
-        AssertionError("sympify called")))
+    from sympy.parsing import sympy_parser
+
+    core_sympify = sys.modules["sympy.core.sympify"]
+
+    strings = []
+    real = core_sympify.sympify
+
+    def spy(a, *args, **kw):
+        if isinstance(a, str):
+            strings.append(a)
+        return real(a, *args, **kw)
+
+    for mod in (sympy, core_sympify):
+        monkeypatch.setattr(mod, "sympify", spy)
+    monkeypatch.setattr(sympy_parser, "parse_expr", lambda *a, **k: strings.append(a[0]))
+    real_eval = builtins.eval
+    monkeypatch.setattr(builtins, "eval", lambda *a, **k: strings.append(a[0]) or real_eval(*a, **k))
     with pytest.raises(NotationError):
         parse("__import__('os').system('echo hacked')[I]")
-    symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh="X=4")
-    assert not calls
+    plan = symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh="X=4", dims="I=8,J=8,K=8")
+    plan.to_json()
+    str(plan)
+    assert strings == []
 
 
 dim_names = st.sampled_from(["B", "D", "F", "I", "J", "K", "S", "H2"])
