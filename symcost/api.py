@@ -15,8 +15,8 @@ from .cost import Env, LocalEinsum, Move
 from .errors import ShardingError, SymcostError, UsageError
 from .layout import Layout, check_layout, layout_from_ref
 from .mesh import Mesh, as_mesh
-from .notation import (DEFAULT_DTYPE, DTYPE_BYTES, Collective, Einsum, Program, TensorRef, format_axes,
-                       parse)
+from .notation import (DEFAULT_DTYPE, DTYPE_BYTES, Collective, Declaration, Einsum, Program, TensorRef,
+                       format_axes, parse)
 from .plan import Alternative, Plan, build_step, summarize, totals, wins_when
 from .rewrite import Ranker, moves_from, plan_chain, product_dims, reshard
 from . import symbols
@@ -102,16 +102,20 @@ def _axes_named(prog: Program) -> list[str]:
         add(t.unreduced)
 
     for st in prog.statements:
-        if isinstance(st, Einsum):
-            for t in st.operands:
-                tensor(t)
-            if st.output:
-                tensor(st.output)
-        else:
+        for t in statement_tensors(st):
+            tensor(t)
+        if isinstance(st, Collective):
             add(st.axes)
-            tensor(st.operand)
-            tensor(st.output)
     return names
+
+
+def statement_tensors(st) -> tuple[TensorRef, ...]:
+    """Every tensor a statement writes, operands first."""
+    if isinstance(st, Einsum):
+        return st.operands + ((st.output,) if st.output else ())
+    if isinstance(st, Declaration):
+        return st.tensors
+    return (st.operand, st.output)
 
 
 def _setup(text, mesh, dims, hw):
@@ -141,8 +145,7 @@ def _check_names(prog: Program, mesh: Mesh):
                                     width=d.span.width, hint="give dimensions and mesh axes different names")
 
     for st in prog.statements:
-        for t in (st.operands + ((st.output,) if st.output else ())) if isinstance(st, Einsum) \
-                else (st.operand, st.output):
+        for t in statement_tensors(st):
             tensor(t)
 
 
@@ -160,6 +163,17 @@ class _State:
     steps: list
     alternatives: list
     dtypes: set
+    initial: dict = None   # tensor name -> the layout it was first written (or declared) with
+    params: dict = None    # parameter name -> its declared layout
+    produced: dict = None  # tensor name -> line of the statement that produced it
+    einsums: list = None   # (LocalEinsum, line) of the chosen plan, in order
+    hardware: object = None
+
+    def __post_init__(self):
+        self.initial = {} if self.initial is None else self.initial
+        self.params = {} if self.params is None else self.params
+        self.produced = {} if self.produced is None else self.produced
+        self.einsums = [] if self.einsums is None else self.einsums
 
 
 def _layout(ref: TensorRef, st: _State) -> Layout:
@@ -173,6 +187,7 @@ def _use(ref: TensorRef, st: _State, stmt_line: int) -> Layout:
     known = st.known.get(ref.name)
     if known is None:
         st.known[ref.name] = written
+        st.initial.setdefault(ref.name, written)
         return written
     if known.dims != written.dims:
         if set(known.dims) == set(written.dims):
@@ -239,7 +254,9 @@ def _plan_einsum(stmt: Einsum, st: _State, line: int):
         st.dtypes.add(lay.dtype)
     out_dims, _ = _einsum_dims(stmt, layouts, st)
     out = stmt.output
-    name = out.name if out is not None else _fresh_name(st, "Out")
+    name = stmt.result_name or _fresh_name(st, "Out")
+    if not (len(stmt.operands) == 1 and name == stmt.operands[0].name):  # a reshard keeps its tensor
+        _produce(name, stmt, st)
     out_dtype = out.dtype if out is not None and out.dtype else None
     target = None
     if out is not None:
@@ -259,6 +276,7 @@ def _plan_einsum(stmt: Einsum, st: _State, line: int):
         for m in moves:
             st.steps.append(build_step(m, st.env, why=f"reshard to {target.render(st.mesh)}"))
         st.known[out.name] = target
+        st.initial.setdefault(out.name, target)
         return
     cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, st.mesh, st.ranker,
                        out_dtype=target.dtype if target is not None else None,
@@ -274,6 +292,20 @@ def _plan_einsum(stmt: Einsum, st: _State, line: int):
     final = best.steps[-1]
     final_layout = final.output if isinstance(final, LocalEinsum) else final.after
     st.known[name] = final_layout
+    st.initial.setdefault(name, final_layout)
+    st.einsums.extend((op, line) for op in best.steps if isinstance(op, LocalEinsum))
+
+
+def _produce(name: str, stmt, st: _State):
+    """A tensor is produced once: a second assignment would make the program ambiguous."""
+    where = stmt.output.span if getattr(stmt, "output", None) is not None else stmt.span
+    if name in st.produced:
+        raise ShardingError(f"{name} is assigned twice (first on line {st.produced[name]})",
+                            text=st.prog.text, line=where.line, column=where.column, width=where.width)
+    if name in st.params:
+        raise ShardingError(f"{name} is a parameter and cannot be assigned", text=st.prog.text,
+                            line=where.line, column=where.column, width=where.width)
+    st.produced[name] = stmt.span.line
 
 
 def _fresh_name(st: _State, base: str) -> str:
@@ -371,6 +403,7 @@ def _plan_collective(stmt: Collective, st: _State, line: int):
     for m in moves:
         st.steps.append(build_step(m, st.env, why=f"written on line {line}"))
     st.known[stmt.output.name] = out_named
+    st.initial.setdefault(stmt.output.name, out_named)
 
 
 _SIGNATURES = {
@@ -413,6 +446,43 @@ def _ranker(mesh, sizes, hardware, overlap, objective):
     return Ranker(mesh, sizes, constants, objective=objective, overlap=overlap)
 
 
+def run(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objective: str = "time") -> _State:
+    """Plan every statement of a program in order; the state the backward pass starts from."""
+    if objective not in ("time", "comms"):
+        raise UsageError(f"objective must be 'time' or 'comms', not {objective!r}")
+    prog, mesh, sizes, hardware = _setup(text, mesh, dims, hw)
+    st = _State(prog, mesh, sizes, _ranker(mesh, sizes, hardware, overlap, objective), Env.symbolic(mesh),
+                {}, [], [], set())
+    st.hardware = hardware
+    for stmt in prog.statements:
+        line = stmt.span.line
+        if isinstance(stmt, Declaration):
+            for ref in stmt.tensors:
+                if ref.name in st.known:
+                    raise ShardingError(f"{ref.name} is declared a parameter after it is used",
+                                        text=prog.text, line=ref.span.line, column=ref.span.column,
+                                        width=ref.span.width)
+                lay = _use(ref, st, line)
+                st.params[ref.name] = lay
+                st.dtypes.add(lay.dtype)
+        elif isinstance(stmt, Collective):
+            _plan_collective(stmt, st, line)
+        elif len(stmt.operands) == 1 and stmt.result_name is None:
+            lay = _use(stmt.operands[0], st, line)
+            st.dtypes.add(lay.dtype)
+        else:
+            _plan_einsum(stmt, st, line)
+    return st
+
+
+def plan_of(st: _State, text, steps=None, overlap=True, objective="time") -> Plan:
+    dtype = max(st.dtypes or {DEFAULT_DTYPE}, key=lambda d: DTYPE_BYTES[d])
+    expression = text.strip() if isinstance(text, str) else str(st.prog)
+    return Plan(expression, st.mesh, tuple(st.steps if steps is None else steps), st.hardware,
+                tuple(sorted(st.sizes.items())), tuple(st.alternatives), overlap, dtype, objective,
+                tuple(st.known.values()))
+
+
 def derive(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objective: str = "time") -> Plan:
     """Derive the plan of a program: the collectives it needs, in order, with their costs.
 
@@ -420,24 +490,8 @@ def derive(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objecti
     every axis the notation names); ``dims``: sizes to bind (``"B=1024,D=8192"`` or a dict); ``hw``: a
     hardware preset name. ``objective``: rank plans by step ``time`` (default) or by ``comms`` alone.
     """
-    if objective not in ("time", "comms"):
-        raise UsageError(f"objective must be 'time' or 'comms', not {objective!r}")
-    prog, mesh, sizes, hardware = _setup(text, mesh, dims, hw)
-    st = _State(prog, mesh, sizes, _ranker(mesh, sizes, hardware, overlap, objective), Env.symbolic(mesh),
-                {}, [], [], set())
-    for stmt in prog.statements:
-        line = stmt.span.line
-        if isinstance(stmt, Collective):
-            _plan_collective(stmt, st, line)
-        elif len(stmt.operands) == 1 and stmt.output is None:
-            lay = _use(stmt.operands[0], st, line)
-            st.dtypes.add(lay.dtype)
-        else:
-            _plan_einsum(stmt, st, line)
-    dtype = max(st.dtypes or {DEFAULT_DTYPE}, key=lambda d: DTYPE_BYTES[d])
-    return Plan(str(prog) if not isinstance(text, str) else text.strip(), mesh, tuple(st.steps), hardware,
-                tuple(sorted(sizes.items())), tuple(st.alternatives), overlap, dtype, objective,
-                tuple(st.known.values()))
+    st = run(text, mesh, dims, hw, overlap=overlap, objective=objective)
+    return plan_of(st, text, overlap=overlap, objective=objective)
 
 
 def check(text, mesh=None, dims=None, hw=None) -> Plan:

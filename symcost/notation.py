@@ -110,6 +110,11 @@ class Einsum:
     assignment: bool
     span: Span = field(default=NO_SPAN, compare=False, repr=False)
     op_spans: tuple[Span, ...] = field(default=(), compare=False, repr=False)
+    output_name: str | None = None   # ``Tmp = ...``: a named result whose layout the engine chooses
+
+    @property
+    def result_name(self) -> str | None:
+        return self.output.name if self.output is not None else self.output_name
 
     def __str__(self) -> str:
         parts = [str(self.operands[0])]
@@ -118,7 +123,7 @@ class Einsum:
             parts.append(f"{op} {t}")
         rhs = " ".join(parts)
         if self.output is None:
-            return rhs
+            return f"{self.output_name} = {rhs}" if self.output_name else rhs
         return f"{self.output} = {rhs}" if self.assignment else f"{rhs} -> {self.output}"
 
 
@@ -137,7 +142,19 @@ class Collective:
         return f"{self.kind}{format_axes(self.axes)}({self.operand}) -> {self.output}"
 
 
-Statement = Einsum | Collective
+@dataclass(frozen=True)
+class Declaration:
+    """``param Win[D, F_Y], Wout[F_Y, D]``: the parameters of a program (what training differentiates)."""
+
+    kind: str
+    tensors: tuple[TensorRef, ...]
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return f"{self.kind} " + ", ".join(str(t) for t in self.tensors)
+
+
+Statement = Einsum | Collective | Declaration
 
 
 @dataclass(frozen=True)
@@ -318,9 +335,13 @@ class _Builder:
     def statement(self, node) -> Statement:
         span = _span(node.meta)
         if node.data == "assignment":
-            out = self.tensor(node.children[0])
+            target = node.children[0]
             ops, contract, spans = self.chain(node.children[1])
-            return Einsum(ops, contract, out, True, span=span, op_spans=spans)
+            if isinstance(target, lark.Token):  # Tmp = ...: the engine chooses the layout
+                return Einsum(ops, contract, None, True, span=span, op_spans=spans, output_name=str(target))
+            return Einsum(ops, contract, self.tensor(target), True, span=span, op_spans=spans)
+        if node.data == "declaration":
+            return Declaration("param", tuple(self.tensor(t) for t in node.children), span=span)
         if node.data == "expression":
             ops, contract, spans = self.chain(node.children[0])
             out = self.tensor(node.children[1]) if node.children[1] is not None else None

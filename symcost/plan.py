@@ -45,6 +45,7 @@ class Step:
     t_comms: sp.Expr = ZERO
     why: str = ""
     op: Move | LocalEinsum | None = field(default=None, compare=False, repr=False)
+    critical: bool = True   # on the critical path (the book marks weight gathers / reductions as off it)
 
     @property
     def is_collective(self) -> bool:
@@ -60,7 +61,8 @@ class Step:
     def as_dict(self) -> dict:
         return {"kind": self.kind, "axes": list(self.axes), "tensor": self.tensor, "before": self.before,
                 "after": self.after, "phase": self.phase, "bytes": str(self.bytes),
-                "flops": str(self.flops), "seconds": str(self.seconds), "why": self.why}
+                "flops": str(self.flops), "seconds": str(self.seconds), "why": self.why,
+                "critical": self.critical}
 
 
 @dataclass(frozen=True)
@@ -232,6 +234,11 @@ class Plan:
             if v is not None:
                 out[k] = v
         return out
+
+    def phase(self, phase: str) -> "Plan":
+        """The plan restricted to the steps of one phase (``forward`` or ``backward``)."""
+        from dataclasses import replace
+        return replace(self, steps=tuple(s for s in self.steps if s.phase == phase), alternatives=())
 
     def solve(self, symbol: str):
         """Critical values of ``symbol``: where T_math meets T_comms and T_hbm (see symcost.solve)."""

@@ -248,7 +248,8 @@ def product_dims(left_dims, right_dims, contract, later: set, out_dims=None):
 def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ranker: Ranker,
                out_dtype: str | None = None, keep: int = 6, names=None) -> list[Candidate]:
     """Plan ``operands[0] * operands[1] * ...`` (left to right) into ``target`` (or, when None, into
-    the cheapest fully reduced layout of ``out_dims``). Returns the best plan first, then the best plan
+    the cheapest fully reduced layout of ``out_dims``). ``operands[0]`` may be a tuple of layouts the
+    tensor already has (each free to start from). Returns the best plan first, then the best plan
     of each other final choice of local einsum (distinct routes only, at most ``keep``)."""
     cands = plan_chain_candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
                                   out_dtype, names)
@@ -281,7 +282,12 @@ def plan_chain_candidates(operands, contracts, final_name, out_dims, target, mes
         for t in operands[k + 1:]:
             later |= set(t.dims)
         later_of.append(later)
-    dist_left = search({operands[0]: _Entry(0.0, ())}, mesh, ranker)
+    first = operands[0]
+    if isinstance(first, (tuple, list)):  # layouts of the first operand that are already at hand
+        operands = [first[0]] + list(operands[1:])
+        dist_left = search({lay: _Entry(0.0, ()) for lay in first}, mesh, ranker)
+    else:
+        dist_left = search({first: _Entry(0.0, ())}, mesh, ranker)
     left_dims = operands[0].dims
     finals = []
     for k in range(1, n):

@@ -1,0 +1,181 @@
+"""Programs as graphs, and their backward pass (book Part 5).
+
+A program is a sequence of statements; :func:`graph` turns it into a networkx graph of tensors (an edge
+from each operand to the result of its statement). :func:`derive_program` plans the forward pass with the
+core rewriter and, with ``backward=True``, derives the gradient einsums and plans them too::
+
+    >>> plan = derive_program('''
+    ...     param W[D_X, F]
+    ...     Out[B_X, F] = In[B_X, D] *_D W[D_X, F]
+    ... ''', mesh="X", backward=True)
+    >>> [s.signature() for s in plan.collectives]
+    ['AllGather_X(W[D_X, F]) -> W[D, F]', 'AllGather_X(W[D_X, F]) -> W[D, F]', 'ReduceScatter_X(dW[D, F]{U_X}) -> dW[D_X, F]']
+
+For ``C = A * B`` the gradients are ``dA = dC * B`` and ``dB = A * dC`` (einsum's transpose rule); ``dC``
+is laid out like ``C``, a parameter's gradient must end in the parameter's layout, and an input
+activation's gradient in the input's layout. So FSDP's forward AllGather of a weight comes back as a
+ReduceScatter of its gradient, and Megatron's AllGather / ReduceScatter pair swaps places.
+
+Collectives on parameters and their gradients are off the critical path (they can be prefetched or
+overlapped, as the book's listings mark them); the others are on it.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import networkx as nx
+
+from .api import _materialize, plan_of, run
+from .cost import LocalEinsum
+from .errors import ShardingError, UsageError
+from .layout import Layout
+from .notation import Collective, Declaration, Einsum, Program, parse
+from .plan import Plan
+from .rewrite import plan_chain
+
+REUSE = ("none", "activations", "all")
+
+
+def graph(prog: Program | str) -> nx.DiGraph:
+    """Tensors as nodes (``kind``: input, param or computed), statements as edges (``line``)."""
+    prog = parse(prog) if isinstance(prog, str) else prog
+    g = nx.DiGraph()
+    params = set()
+    for st in prog.statements:
+        line = st.span.line
+        if isinstance(st, Declaration):
+            for t in st.tensors:
+                params.add(t.name)
+                g.add_node(t.name, kind="param", line=line)
+            continue
+        if isinstance(st, Collective):
+            ins, out = [st.operand.name], st.output.name
+        else:
+            ins = [t.name for t in st.operands]
+            out = st.result_name
+        for name in ins:
+            if name not in g:
+                g.add_node(name, kind="param" if name in params else "input", line=line)
+        if out is None:
+            continue
+        if out not in g or g.nodes[out].get("kind") == "input" and out not in ins:
+            g.add_node(out, kind="computed", line=line)
+        for name in ins:
+            if name != out:
+                g.add_edge(name, out, line=line)
+    return g
+
+
+def default_params(st) -> list[str]:
+    """Without declarations: the program's inputs whose names start with W (W, Win, W_out, ...)."""
+    return [n for n in st.initial if n not in st.produced and n[:1] == "W"]
+
+
+def _resolve_params(st, params) -> dict[str, Layout]:
+    if params:
+        names = [p.strip() for p in (params.split(",") if isinstance(params, str) else params) if p.strip()]
+        out = {}
+        for n in names:
+            if n in st.produced:
+                raise ShardingError(f"{n} is not a parameter: it is computed on line {st.produced[n]}")
+            if n not in st.initial:
+                raise UsageError(f"{n} is not a tensor of the program; it has "
+                                 f"{', '.join(sorted(st.initial))}")
+            out[n] = st.initial[n]
+        return out
+    if st.params:
+        return dict(st.params)
+    found = default_params(st)
+    if not found:
+        raise UsageError("the program declares no parameters; write e.g. 'param W[D_X, F]' or pass --params")
+    return {n: st.initial[n] for n in found}
+
+
+def _critical(step, params: set) -> bool:
+    if not step.is_collective:
+        return step.kind == "Einsum"
+    name = step.tensor
+    base = name[1:] if name.startswith("d") and name[1:] in params else name
+    return base not in params
+
+
+def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = False,
+                   reuse: str = "activations", params=None, input_grads: bool = True,
+                   overlap: bool = True, objective: str = "time") -> Plan:
+    """Plan a program's forward pass and, with ``backward``, its gradients.
+
+    ``reuse``: which forward gathers the backward pass may reuse: ``activations`` (default: activations
+    are kept as the forward pass used them; weights are gathered again, as in the book's FSDP listing),
+    ``all`` or ``none``. ``params``: names of the parameters (default: ``param`` declarations, else the
+    inputs named W...). ``input_grads``: also derive the gradient of the program's input activations.
+    """
+    if reuse not in REUSE:
+        raise UsageError(f"reuse must be one of {', '.join(REUSE)}, not {reuse!r}")
+    st = run(text, mesh, dims, hw, overlap=overlap, objective=objective)
+    if not backward:
+        params_ = set(st.params) or set(default_params(st))
+        steps = [replace(s, critical=_critical(s, params_)) for s in st.steps]
+        return plan_of(st, text, steps, overlap, objective)
+    params_ = _resolve_params(st, params)
+    forward = [replace(s, critical=_critical(s, set(params_))) for s in st.steps]
+    backward_steps = _backward(st, params_, reuse, input_grads)
+    return plan_of(st, text, forward + backward_steps, overlap, objective)
+
+
+def _backward(st, params: dict, reuse: str, input_grads: bool) -> list:
+    consumed = {t.name for e, _ in st.einsums for t in e.inputs}
+    outputs = [n for n in st.produced if n not in consumed]
+    if not outputs:
+        raise UsageError("the program has no output to differentiate")
+    grads: dict[str, Layout] = {}
+    for n in outputs:
+        lay = st.known[n]
+        grads[n] = replace(lay, name="d" + n, unreduced=frozenset())
+    steps = []
+    have: dict[str, list] = {}  # gradient name -> layouts already materialized (reused, not moved again)
+    inputs = {n for n in st.initial if n not in st.produced}
+    for e, line in reversed(st.einsums):
+        dres = grads.get(e.output.name)
+        if dres is None:
+            continue
+        for i, x in enumerate(e.inputs):
+            name = x.name
+            if name in inputs and name not in params and not input_grads:
+                continue
+            others = [t for j, t in enumerate(e.inputs) if j != i]
+            srcs = [_saved(t, st, params, reuse) for t in others]
+            missing = set(x.dims) - set(dres.dims).union(*(set(t.dims) for t in others))
+            if missing:
+                raise ShardingError(f"the gradient of {name} on line {line} needs dimension "
+                                    f"{sorted(missing)[0]}, which the product sums away; "
+                                    f"broadcasts are not supported")
+            if name in params:
+                target = replace(params[name], name="d" + name, unreduced=frozenset())
+            elif name in inputs:
+                target = replace(st.initial[name], name="d" + name, unreduced=frozenset())
+            else:
+                target = grads.get(name)  # accumulate into the first contribution's layout
+            at_hand = tuple(have.get(dres.name, [dres]))
+            operands = [at_hand] + srcs
+            cands = plan_chain(operands, [None] * (len(operands) - 1), "d" + name, x.dims, target, st.mesh,
+                               st.ranker, out_dtype=x.dtype)
+            best = cands[0]
+            for op in best.steps:
+                if not isinstance(op, LocalEinsum) and op.before.name == dres.name:
+                    have.setdefault(dres.name, [dres]).append(op.after)
+            for s in _materialize(best.steps, st, target):
+                steps.append(replace(s, phase="backward", critical=_critical(s, set(params))))
+            final = best.steps[-1]
+            grads.setdefault(name, final.output if isinstance(final, LocalEinsum) else final.after)
+    return steps
+
+
+def _saved(t: Layout, st, params: dict, reuse: str) -> Layout:
+    """The layout in which a forward operand is available to the backward pass."""
+    is_param = t.name in params
+    keep = reuse == "all" or (reuse == "activations" and not is_param)
+    if keep:
+        return t
+    if is_param:
+        return params[t.name]
+    return st.initial.get(t.name, t)
