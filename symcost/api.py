@@ -168,12 +168,14 @@ class _State:
     produced: dict = None  # tensor name -> line of the statement that produced it
     einsums: list = None   # (LocalEinsum, line) of the chosen plan, in order
     hardware: object = None
+    ops: list = None       # in program order: ("einsum", LocalEinsum, line) or ("collective", kind, src, out, line)
 
     def __post_init__(self):
         self.initial = {} if self.initial is None else self.initial
         self.params = {} if self.params is None else self.params
         self.produced = {} if self.produced is None else self.produced
         self.einsums = [] if self.einsums is None else self.einsums
+        self.ops = [] if self.ops is None else self.ops
 
 
 def _layout(ref: TensorRef, st: _State) -> Layout:
@@ -294,6 +296,7 @@ def _plan_einsum(stmt: Einsum, st: _State, line: int):
     st.known[name] = final_layout
     st.initial.setdefault(name, final_layout)
     st.einsums.extend((op, line) for op in best.steps if isinstance(op, LocalEinsum))
+    st.ops.extend(("einsum", op, line) for op in best.steps if isinstance(op, LocalEinsum))
 
 
 def _produce(name: str, stmt, st: _State):
@@ -382,6 +385,18 @@ def _plan_collective(stmt: Collective, st: _State, line: int):
         out_named = out
     want = replace(out, name=src.name)
     axes = set(stmt.axes)
+    if stmt.kind == "Send":  # one hop along the axes: a collective-permute that keeps the layout
+        if not want.same_sharding(src):
+            raise ShardingError(f"Send_{format_axes(stmt.axes)[1:]} keeps the layout of {src.name}; "
+                                f"{want.render(st.mesh)} differs from {src.render(st.mesh)}", text=text,
+                                line=stmt.span.line, column=stmt.span.column, width=stmt.name_span.width,
+                                hint=_collective_hint("Send"))
+        st.steps.append(build_step(Move("Permute", tuple(stmt.axes), src, src), st.env,
+                                   why=f"sends each block one hop along {format_axes(stmt.axes)[1:]} "
+                                       f"(line {line})"))
+        st.known[stmt.output.name] = out
+        st.ops.append(("collective", "Send", src, out, line))
+        return
     matches = [m for m in moves_from(src, st.mesh) if m.kind == stmt.kind and set(m.axes) == axes
                and m.after == want]
     moves = []
@@ -404,6 +419,7 @@ def _plan_collective(stmt: Collective, st: _State, line: int):
         st.steps.append(build_step(m, st.env, why=f"written on line {line}"))
     st.known[stmt.output.name] = out_named
     st.initial.setdefault(stmt.output.name, out_named)
+    st.ops.append(("collective", stmt.kind, src, out_named, line))
 
 
 _SIGNATURES = {
@@ -411,6 +427,7 @@ _SIGNATURES = {
     "ReduceScatter": "ReduceScatter_X(A[I, J]{U_X}) -> A[I, J_X]",
     "AllReduce": "AllReduce_X(A[I_Y, J]{U_X}) -> A[I_Y, J]",
     "AllToAll": "AllToAll_X(A[I_X, J]) -> A[I, J_X]",
+    "Send": "Send_X(A[I, J]) -> A[I, J] (each device's block goes one hop along X)",
 }
 
 
@@ -441,18 +458,40 @@ def _collective_reason(stmt: Collective, src: Layout, want: Layout, mesh: Mesh) 
     return (f"{k}_{ax}({src.render(mesh)}) cannot give {want.render(mesh)}")
 
 
-def _ranker(mesh, sizes, hardware, overlap, objective):
+#: the moves the engine inserts in a strategy (a program with ``param`` declarations): the book's
+#: algorithms gather, slice and reduce; an AllToAll or a send is part of a strategy only when written.
+STRATEGY_MOVES = ("AllGather", "ReduceScatter", "AllReduce", "Slice")
+ALL_MOVES = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Slice", "Permute")
+
+
+def _ranker(mesh, sizes, hardware, overlap, objective, moves=None):
     constants = hardware.bindings("bf16") if hardware is not None else None
-    return Ranker(mesh, sizes, constants, objective=objective, overlap=overlap)
+    return Ranker(mesh, sizes, constants, objective=objective, overlap=overlap, moves=moves)
 
 
-def run(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objective: str = "time") -> _State:
+def _moves_for(prog: Program, moves) -> tuple | None:
+    if moves in (None, "auto"):
+        strategy = any(isinstance(s, Declaration) for s in prog.statements)
+        return STRATEGY_MOVES if strategy else None
+    if moves == "all":
+        return None
+    if moves == "strategy":
+        return STRATEGY_MOVES
+    kinds = tuple(moves.split(",")) if isinstance(moves, str) else tuple(moves)
+    bad = [k for k in kinds if k not in ALL_MOVES]
+    if bad:
+        raise UsageError(f"unknown move {bad[0]!r}; moves are {', '.join(ALL_MOVES)}")
+    return kinds
+
+
+def run(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objective: str = "time",
+        moves=None) -> _State:
     """Plan every statement of a program in order; the state the backward pass starts from."""
     if objective not in ("time", "comms"):
         raise UsageError(f"objective must be 'time' or 'comms', not {objective!r}")
     prog, mesh, sizes, hardware = _setup(text, mesh, dims, hw)
-    st = _State(prog, mesh, sizes, _ranker(mesh, sizes, hardware, overlap, objective), Env.symbolic(mesh),
-                {}, [], [], set())
+    st = _State(prog, mesh, sizes, _ranker(mesh, sizes, hardware, overlap, objective, _moves_for(prog, moves)),
+                Env.symbolic(mesh), {}, [], [], set())
     st.hardware = hardware
     for stmt in prog.statements:
         line = stmt.span.line
@@ -483,14 +522,18 @@ def plan_of(st: _State, text, steps=None, overlap=True, objective="time") -> Pla
                 tuple(st.known.values()))
 
 
-def derive(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objective: str = "time") -> Plan:
+def derive(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objective: str = "time",
+           moves=None) -> Plan:
     """Derive the plan of a program: the collectives it needs, in order, with their costs.
 
     ``mesh``: a ``--mesh`` string, a dict or a :class:`Mesh` (default: a symbolic one-link ICI axis for
     every axis the notation names); ``dims``: sizes to bind (``"B=1024,D=8192"`` or a dict); ``hw``: a
     hardware preset name. ``objective``: rank plans by step ``time`` (default) or by ``comms`` alone.
+    ``moves``: which moves the engine may insert: ``all``, ``strategy`` (gathers, slices and reductions
+    only, as the book's algorithms) or ``auto`` (default: ``strategy`` for a program that declares
+    parameters, ``all`` otherwise).
     """
-    st = run(text, mesh, dims, hw, overlap=overlap, objective=objective)
+    st = run(text, mesh, dims, hw, overlap=overlap, objective=objective, moves=moves)
     return plan_of(st, text, overlap=overlap, objective=objective)
 
 

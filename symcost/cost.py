@@ -25,9 +25,10 @@ from .layout import Layout
 from .mesh import Mesh
 from .notation import DTYPE_BYTES, format_axes
 
-#: what ranks candidate plans when a symbol is unbound (documented in the README): dimensions of 4096,
-#: axes of 4 devices, one link per axis, and TPU v5p's figures (book Part 2).
-RANKING_DEFAULTS = {"dim": 4096, "axis": 4, "links": 1,
+#: what ranks candidate plans when a symbol is unbound (documented in the README): dimensions of 8192,
+#: axes of 4 devices, one link per axis, and TPU v5p's figures (book Part 2). Bind sizes with --dims to
+#: rank at yours.
+RANKING_DEFAULTS = {"dim": 8192, "axis": 4, "links": 1,
                     "C": 4.59e14, "W_hbm": 2.8e12, "W_ici": 1.8e11, "W_dcn": 6.25e9, "W_nvlink": 4.5e11,
                     "T_min": 1e-6}
 
@@ -102,7 +103,7 @@ class Env:
         if name.isdigit():
             return int(name) if self.is_numeric else sp.Integer(int(name))
         if self.is_numeric:
-            return float(self.sizes.get(name, RANKING_DEFAULTS["dim"]))
+            return float(self.sizes.get(name, RANKING_DEFAULTS.get(name, RANKING_DEFAULTS["dim"])))
         return symbols.dim(name)
 
     def axis(self, name: str):

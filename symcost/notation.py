@@ -34,7 +34,7 @@ DTYPE_CANON = {"fp32": "fp32", "f32": "fp32", "float32": "fp32", "bf16": "bf16",
                "i8": "int8", "int4": "int4", "i4": "int4"}
 DEFAULT_DTYPE = "bf16"
 
-COLLECTIVE_KINDS = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll")
+COLLECTIVE_KINDS = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Send")
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,13 @@ from dataclasses import replace
 import networkx as nx
 
 from .api import _materialize, plan_of, run
-from .cost import LocalEinsum
+from .cost import LocalEinsum, Move
+from .plan import build_step
 from .errors import ShardingError, UsageError
 from .layout import Layout
 from .notation import Collective, Declaration, Einsum, Program, parse
 from .plan import Plan
-from .rewrite import plan_chain
+from .rewrite import Ranker, plan_chain, reshard
 
 REUSE = ("none", "activations", "all")
 
@@ -101,7 +102,7 @@ def _critical(step, params: set) -> bool:
 
 def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = False,
                    reuse: str = "activations", params=None, input_grads: bool = True,
-                   overlap: bool = True, objective: str = "time") -> Plan:
+                   overlap: bool = True, objective: str = "time", moves=None) -> Plan:
     """Plan a program's forward pass and, with ``backward``, its gradients.
 
     ``reuse``: which forward gathers the backward pass may reuse: ``activations`` (default: activations
@@ -111,7 +112,7 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     """
     if reuse not in REUSE:
         raise UsageError(f"reuse must be one of {', '.join(REUSE)}, not {reuse!r}")
-    st = run(text, mesh, dims, hw, overlap=overlap, objective=objective)
+    st = run(text, mesh, dims, hw, overlap=overlap, objective=objective, moves=moves)
     if not backward:
         params_ = set(st.params) or set(default_params(st))
         steps = [replace(s, critical=_critical(s, params_)) for s in st.steps]
@@ -134,7 +135,27 @@ def _backward(st, params: dict, reuse: str, input_grads: bool) -> list:
     steps = []
     have: dict[str, list] = {}  # gradient name -> layouts already materialized (reused, not moved again)
     inputs = {n for n in st.initial if n not in st.produced}
-    for e, line in reversed(st.einsums):
+    any_move = Ranker(st.mesh, st.sizes, st.ranker.env.constants, objective=st.ranker.objective,
+                      overlap=st.ranker.overlap)
+    for op in reversed(st.ops):
+        if op[0] == "collective":
+            _, kind, src, out, line = op
+            g = grads.pop(out.name, None)
+            if g is None:
+                continue
+            want = replace(src, name="d" + src.name, unreduced=frozenset())
+            g = replace(g, name=want.name)
+            if kind == "Send":  # the transpose of a send is a send the other way
+                moves = [Move("Permute", tuple(a for a in st.mesh.names if a in src.sharding_axes) or
+                              tuple(st.mesh.names[:1]), g, g)] if g == want else reshard(g, want, st.mesh, any_move)[1]
+            else:  # AllGather^T = ReduceScatter, AllToAll^T = AllToAll the other way, ...
+                _, moves = reshard(g, want, st.mesh, any_move)
+            for m in moves:
+                s_ = build_step(m, st.env, phase="backward", why=f"transpose of the {kind} on line {line}")
+                steps.append(replace(s_, critical=_critical(s_, set(params))))
+            grads[src.name] = want
+            continue
+        _, e, line = op
         dres = grads.get(e.output.name)
         if dres is None:
             continue
@@ -149,12 +170,19 @@ def _backward(st, params: dict, reuse: str, input_grads: bool) -> list:
                 raise ShardingError(f"the gradient of {name} on line {line} needs dimension "
                                     f"{sorted(missing)[0]}, which the product sums away; "
                                     f"broadcasts are not supported")
-            if name in params:
+            redefined = any(o[0] == "collective" and o[3].name == name for o in st.ops)
+            if name in params and not redefined:
                 target = replace(params[name], name="d" + name, unreduced=frozenset())
+            elif redefined:  # laid out as consumed here; the collective's transpose takes it back
+                target = grads.get(name, replace(x, name="d" + name, unreduced=frozenset()))
             elif name in inputs:
                 target = replace(st.initial[name], name="d" + name, unreduced=frozenset())
+            elif name in grads:
+                target = grads[name]  # accumulate into the first contribution's layout
+            elif name in st.initial:  # a named intermediate: its gradient is laid out like it
+                target = replace(st.initial[name], name="d" + name, unreduced=frozenset())
             else:
-                target = grads.get(name)  # accumulate into the first contribution's layout
+                target = None
             at_hand = tuple(have.get(dres.name, [dres]))
             operands = [at_hand] + srcs
             cands = plan_chain(operands, [None] * (len(operands) - 1), "d" + name, x.dims, target, st.mesh,

@@ -107,8 +107,9 @@ class Ranker:
     """Prices steps with floats for the search. ``objective``: ``time`` (default) or ``comms``."""
 
     def __init__(self, mesh: Mesh, sizes=None, constants=None, objective: str = "time",
-                 overlap: bool = True):
+                 overlap: bool = True, moves=None):
         self.env = Env.numeric(mesh, sizes, constants)
+        self.allowed = frozenset(moves) if moves is not None else None  # move kinds the search may use
         self.mesh = mesh
         self.objective = objective
         self.overlap = overlap
@@ -182,7 +183,7 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
         if (target is not None and lay == target) or (accept is not None and accept(lay)):
             break
         for m in moves_from(lay, mesh):
-            if m.after in best:
+            if m.after in best or (ranker.allowed is not None and m.kind not in ranker.allowed):
                 continue
             heapq.heappush(heap, (cost + ranker.move(m), next(counter), m.after, steps + (m,)))
     return best

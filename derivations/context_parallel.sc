@@ -1,0 +1,6 @@
+# Sequence / context parallelism: queries split by sequence over X; the keys are gathered over X so every
+# device sees the whole context (the AllGather a ring attention overlaps with compute).
+param Wq[D, N, H], Wk[D, N, H]
+Q[B, S_X, N, H] = In[B, S_X, D] *_D Wq[D, N, H]
+K[B, T_X, N, H] = Ctx[B, T_X, D] *_D Wk[D, N, H]
+Scores[B, S_X, T, N] = Q[B, S, N, H] *_H K[B, T, N, H]
