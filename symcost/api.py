@@ -516,7 +516,7 @@ def run(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objective:
 
 def plan_of(st: _State, text, steps=None, overlap=True, objective="time") -> Plan:
     dtype = max(st.dtypes or {DEFAULT_DTYPE}, key=lambda d: DTYPE_BYTES[d])
-    expression = text.strip() if isinstance(text, str) else str(st.prog)
+    expression = text.strip() if isinstance(text, str) and "\n" not in text.strip() else str(st.prog)
     return Plan(expression, st.mesh, tuple(st.steps if steps is None else steps), st.hardware,
                 tuple(sorted(st.sizes.items())), tuple(st.alternatives), overlap, dtype, objective,
                 tuple(st.known.values()))

@@ -56,22 +56,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("derive", help="the plan: steps with collectives, per-step and total costs")
     _common(d)
-    d.add_argument("--backward", action="store_true", help="also derive the backward pass")
-    d.add_argument("--no-overlap", action="store_true", help="sum compute and communication times")
+    _planning(d)
     d.add_argument("--objective", choices=("time", "comms"), default="time",
                    help="rank plans by step time (default) or by communication alone")
 
     s = sub.add_parser("solve", help="critical values (T_math = T_comms, T_math = T_hbm)")
     _common(s)
     s.add_argument("--for", dest="symbol", required=True, help="the symbol to solve for, e.g. B")
-    s.add_argument("--backward", action="store_true", help="include the backward pass")
-    s.add_argument("--no-overlap", action="store_true")
+    _planning(s)
+
+    o = sub.add_parser("optimize", help="optimal mesh split and its compute-bound condition")
+    _common(o)
+    o.add_argument("--chips", required=True, help="number of chips N (a number or a symbol)")
+    o.add_argument("--vary", required=True, help="the two axes to split the chips over, e.g. X,Y")
+    _planning(o)
 
     lx = sub.add_parser("latex", help="a standalone LaTeX derivation document")
     _common(lx)
     lx.add_argument("-o", "--output", help="write to this file (default: stdout)")
     lx.add_argument("--fragment", action="store_true", help="no preamble")
-    lx.add_argument("--backward", action="store_true")
+    _planning(lx)
 
     h = sub.add_parser("hardware", help="list presets / show one, with its sources")
     h.add_argument("name", nargs="?")
@@ -81,9 +85,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _planning(p):
+    p.add_argument("--backward", action="store_true", help="also derive the backward pass")
+    p.add_argument("--no-overlap", action="store_true", help="sum compute and communication times")
+    p.add_argument("--params", help="the parameters (default: 'param' declarations, else inputs named W...)")
+    p.add_argument("--reuse", choices=("none", "activations", "all"), default="activations",
+                   help="forward gathers the backward pass may reuse (default: activations)")
+    p.add_argument("--moves", default="auto",
+                   help="moves the engine may insert: all, strategy (gathers, slices, reductions) or "
+                        "auto (strategy for programs that declare parameters)")
+
+
 def _register_extra(sub):
     """Commands that live in their own modules register here when present."""
-    for mod in ("symcost.cli_train", "symcost.cli_model", "symcost.cli_docs"):
+    for mod in ("symcost.cli_model", "symcost.cli_docs"):
         try:
             m = __import__(mod, fromlist=["register"])
         except ImportError:
@@ -91,16 +106,15 @@ def _register_extra(sub):
         m.register(sub, _common)
 
 
-def _derive(args, backward=None):
-    from . import api
+def _derive(args):
+    from .program import derive_program
     text = _read_program(args.program)
-    kw = dict(overlap=not getattr(args, "no_overlap", False))
+    kw = dict(overlap=not getattr(args, "no_overlap", False), moves=getattr(args, "moves", "auto"))
     if getattr(args, "objective", None):
         kw["objective"] = args.objective
-    if backward if backward is not None else getattr(args, "backward", False):
-        from .program import derive_program
-        return derive_program(text, args.mesh, args.dims, args.hw, backward=True, **kw)
-    return api.derive(text, args.mesh, args.dims, args.hw, **kw)
+    if getattr(args, "backward", False):
+        kw.update(backward=True, reuse=args.reuse, params=args.params)
+    return derive_program(text, args.mesh, args.dims, args.hw, **kw)
 
 
 def cmd_check(args) -> int:
@@ -126,27 +140,64 @@ def cmd_derive(args) -> int:
 
 def cmd_solve(args) -> int:
     import sympy as sp
-    from .solve import compute_bound_when, solve_plan
+    from .solve import bandwidth_comms, compute_bound_when, solve_plan
     plan = _derive(args)
-    crit = solve_plan(plan, args.symbol)
-    cond = compute_bound_when(plan, args.symbol)
+    phases = [("all", plan)]
+    if any(st.phase == "backward" for st in plan.steps):
+        phases = [("forward", plan.phase("forward")), ("backward", plan.phase("backward")), ("all", plan)]
+    report = []
+    for name, p in phases:
+        report.append((name, p, solve_plan(p, args.symbol), compute_bound_when(p, args.symbol)))
     if args.json:
-        print(json.dumps({"symbol": args.symbol,
-                          "critical": [{"condition": c["condition"], "value": str(c["value"]),
-                                        "numeric": c["numeric"]} for c in crit],
-                          "compute_bound_when": str(cond)}, indent=2))
+        _, p, crit, cond = report[-1]
+        out = {"symbol": args.symbol,
+               "critical": [{"condition": c["condition"], "value": str(c["value"]), "numeric": c["numeric"]}
+                            for c in crit],
+               "compute_bound_when": str(cond)}
+        if len(report) > 1:
+            out["phases"] = {name: {"critical": [{"condition": c["condition"], "value": str(c["value"]),
+                                                  "numeric": c["numeric"]} for c in cr],
+                                    "compute_bound_when": str(co)} for name, _, cr, co in report}
+        print(json.dumps(out, indent=2))
         return 0
-    print(f"expression: {plan.expression}")
-    print(f"  t_math  = {plan.t_math}")
-    from .solve import bandwidth_comms
-    print(f"  t_comms = {bandwidth_comms(plan)}   (throughput terms)")
-    print(f"  t_hbm   = {plan.t_hbm}")
-    if not crit:
-        print(f"no critical value of {args.symbol}")
-    for c in crit:
-        num = "" if c["numeric"] is None else f" = {c['numeric']:.6g}"
-        print(f"{c['condition']}:  {args.symbol} = {sp.sstr(c['value'])}{num}")
-    print(f"compute-bound when: {cond}")
+    print(f"expression: {plan.expression.splitlines()[0] if plan.expression else ''}"
+          + (" ..." if "\n" in plan.expression else ""))
+    for name, p, crit, cond in report:
+        print(f"[{name}]" if len(report) > 1 else "")
+        print(f"  t_math  = {p.t_math}")
+        print(f"  t_comms = {bandwidth_comms(p)}   (throughput terms)")
+        print(f"  t_hbm   = {p.t_hbm}")
+        if not crit:
+            print(f"  no critical value of {args.symbol}")
+        for c in crit:
+            num = "" if c["numeric"] is None else f" = {c['numeric']:.6g}"
+            print(f"  {c['condition']}:  {args.symbol} = {sp.sstr(c['value'])}{num}")
+        print(f"  compute-bound when: {cond}")
+    return 0
+
+
+def cmd_optimize(args) -> int:
+    from .optimize import optimize_plan
+    plan = _derive(args)
+    vary = tuple(v.strip() for v in args.vary.split(",") if v.strip())
+    r = optimize_plan(plan, vary, args.chips)
+    if args.json:
+        print(json.dumps({"vary": r["vary"], "optimum": {k: str(v) for k, v in r["optimum"].items()},
+                          "numeric": r["numeric"],
+                          "chosen": ({k: r["chosen"][k] for k in vary} if r["chosen"] else None),
+                          "t_comms": str(r["t_comms"]), "t_math": str(r["t_math"]),
+                          "compute_bound_when": str(r["compute_bound_when"])}, indent=2))
+        return 0
+    for k, v in r["optimum"].items():
+        num = "" if r["numeric"] is None else f" = {r['numeric'][k]:.4g}"
+        print(f"{k}_opt = {v}{num}")
+    print(f"t_comms at the optimum = {r['t_comms']}")
+    print(f"t_math = {r['t_math']}")
+    if r["chosen"]:
+        c = r["chosen"]
+        print(f"best integer split: " + ", ".join(f"{k}={c[k]}" for k in vary)
+              + f" (t_comms = {c['t_comms']:.4g} s at the ranking figures where hardware is unbound)")
+    print(f"compute-bound when: {r['compute_bound_when']}")
     return 0
 
 
@@ -188,8 +239,8 @@ def cmd_hardware(args) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "derive": cmd_derive, "solve": cmd_solve, "latex": cmd_latex,
-            "hardware": cmd_hardware}
+COMMANDS = {"check": cmd_check, "derive": cmd_derive, "solve": cmd_solve, "optimize": cmd_optimize,
+            "latex": cmd_latex, "hardware": cmd_hardware}
 
 
 def main(argv=None) -> int:

@@ -89,4 +89,13 @@ def _solve_ineq(ineq, sym):
                 and not (isinstance(a, sp.StrictGreaterThan) and a.rhs == 0)
                 and not (isinstance(a, sp.StrictLessThan) and a.lhs == 0)]
         sol = sp.And(*keep) if keep else sp.true
-    return sol
+    return _symbol_left(sol, sym)
+
+
+def _symbol_left(rel, sym):
+    """``a <= B`` -> ``B >= a``: the solved symbol reads first."""
+    if isinstance(rel, sp.And):
+        return sp.And(*(_symbol_left(a, sym) for a in rel.args), evaluate=False)
+    if isinstance(rel, sp.core.relational.Relational) and rel.rhs == sym and rel.lhs != sym:
+        return rel.reversed
+    return rel

@@ -1,0 +1,141 @@
+"""Optimal mesh splits (book Part 5, "mixed FSDP and tensor parallelism").
+
+With ``X * Y = N`` chips, the FSDP traffic grows with X and the tensor-parallel traffic shrinks with it;
+the split that balances them minimises ``T_comms`` (collectives on different axes overlap, so T_comms is
+the max of the two)::
+
+    >>> from symcost.program import derive_program
+    >>> plan = derive_program(open("derivations/fsdp_tp.sc").read(), mesh="X:M_X,Y:M_Y")
+    >>> optimum(plan, ("X", "Y"), "N")["X"]
+    sqrt(B)*sqrt(M_X)*sqrt(N)/(sqrt(F)*sqrt(M_Y))
+
+which is the book's ``X_opt = sqrt(B N M_X / (F M_Y))``.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy as sp
+
+from . import symbols
+from .errors import UsageError
+from .solve import _solve_ineq, bandwidth_comms
+
+
+def _chips(chips):
+    if chips is None:
+        raise UsageError("--chips is required: a number or a symbol such as N")
+    if isinstance(chips, int):
+        return sp.Integer(chips)
+    s = str(chips).strip()
+    if s.isdigit():
+        n = int(s)
+        if n < 1:
+            raise UsageError(f"--chips must be positive, not {n}")
+        return sp.Integer(n)
+    if s.replace("_", "").isalnum() and s[:1].isalpha():
+        return symbols.axis(s)
+    raise UsageError(f"--chips must be a number or a name, not {chips!r}")
+
+
+def _pieces(expr):
+    return [p for p in (expr.args if isinstance(expr, sp.Max) else (expr,)) if p != 0]
+
+
+def optimum(plan, vary, chips) -> dict:
+    """The split of ``chips`` over the two axes ``vary`` that minimises the plan's T_comms (throughput
+    terms), as exact SymPy expressions: ``{"X": ..., "Y": ..., "t_comms": ...}``."""
+    if len(vary) != 2:
+        raise UsageError("--vary takes two mesh axes, e.g. --vary X,Y")
+    for a in vary:
+        if a not in plan.mesh:
+            raise UsageError(f"--vary names {a!r}, which is not an axis of the mesh "
+                             f"({', '.join(plan.mesh.names)})")
+        if plan.mesh.axis(a).size is not None:
+            raise UsageError(f"mesh axis {a} has a fixed size; give it symbolically (--mesh {a}) to vary it")
+    N = _chips(chips)
+    x, y = (symbols.axis(a) for a in vary)
+    comms = bandwidth_comms(plan)
+    t = comms.xreplace({y: N / x})
+    pieces = _pieces(t)
+    cands = []
+    if len(pieces) >= 2:  # the max is smallest where the increasing and decreasing terms meet
+        for i in range(len(pieces)):
+            for j in range(i + 1, len(pieces)):
+                cands += sp.solve(sp.Eq(pieces[i], pieces[j]), x)
+    else:
+        cands += sp.solve(sp.diff(t, x), x)
+    cands = [c for c in cands if c.is_positive is not False and not c.has(sp.I)]
+    if not cands:
+        raise UsageError(f"T_comms does not trade {vary[0]} against {vary[1]}: no interior optimum")
+    best = min(cands, key=lambda c: sp.count_ops(c))
+    best = sp.powsimp(sp.simplify(best), force=True)
+    return {vary[0]: best, vary[1]: sp.simplify(N / best), "t_comms": sp.simplify(t.xreplace({x: best})),
+            "chips": N, "t_comms_of_x": t}
+
+
+def optimize_plan(plan, vary, chips) -> dict:
+    """Everything ``symcost optimize`` reports (DESIGN section 3's optimize keys and more)."""
+    opt = optimum(plan, vary, chips)
+    a, b = vary
+    x = symbols.axis(a)
+    out = {"vary": list(vary), "optimum": {a: opt[a], b: opt[b]}, "t_comms": opt["t_comms"],
+           "numeric": None, "chosen": None}
+    bind = plan.bindings()
+    xv = opt[a].xreplace(bind)
+    if not xv.free_symbols:
+        out["numeric"] = {a: float(xv), b: float(opt[b].xreplace(bind))}
+        n = opt["chips"].xreplace(bind)
+        if n.is_Integer:
+            out["chosen"] = _best_split(opt["t_comms_of_x"], x, int(n), bind, a, b)
+    # compute-bound at the optimum: T_math >= T_comms (book: B/N > alpha^2 / (M_X M_Y F))
+    t_math = plan.t_math.xreplace({symbols.axis(b): opt["chips"] / x}).xreplace({x: opt[a]})
+    cond = sp.Ge(sp.simplify(t_math), opt["t_comms"])
+    out["compute_bound_when"] = _batch_condition(cond)
+    out["t_math"] = sp.simplify(t_math)
+    return out
+
+
+def _batch_condition(cond):
+    """Solve ``lhs >= rhs`` for the batch B when it appears (both sides positive): the critical B where
+    they meet, and the side of it where the left side wins."""
+    syms = {s.name: s for s in cond.free_symbols}
+    if "B" not in syms:
+        return sp.simplify(cond)
+    B = syms["B"]
+    ratio = sp.simplify(cond.lhs / cond.rhs)
+    roots = [r for r in sp.solve(sp.Eq(ratio, 1), B) if r.is_positive is not False]
+    if len(roots) != 1:
+        return _solve_ineq(cond, B)
+    growing = sp.simplify(sp.diff(sp.log(ratio), B)).is_positive
+    root = sp.factor(roots[0])
+    if growing is True:
+        return sp.Gt(B, root)
+    if growing is False:
+        return sp.Lt(B, root)
+    return _solve_ineq(cond, B)
+
+
+def _best_split(t_of_x, x, n: int, bind, a, b):
+    """The integer split (X a divisor of N) with the lowest T_comms; ties to powers of two."""
+    from .cost import RANKING_DEFAULTS
+    t = t_of_x.xreplace({k: v for k, v in bind.items() if k != x})
+    # hardware figures scale every split alike; unbound ones take the ranking defaults
+    t = t.xreplace({symbols.hw(k): RANKING_DEFAULTS[k] for k in symbols.HARDWARE_SYMBOLS})
+    best = None
+    for d in range(1, n + 1):
+        if n % d:
+            continue
+        val = t.xreplace({x: d})
+        if val.free_symbols:
+            return None
+        v = float(val)
+        if math.isnan(v):
+            return None
+        key = (v, 0 if d & (d - 1) == 0 else 1)
+        if best is None or key < best[0]:
+            best = (key, d)
+    if best is None:
+        return None
+    d = best[1]
+    return {a: d, b: n // d, "t_comms": best[0][0]}
