@@ -1,0 +1,79 @@
+"""Hardware presets: every figure has a source, the book's derived constants follow, wraparound rules."""
+import pytest
+
+import symcost
+from symcost.errors import UsageError
+from symcost.hardware import NUMERIC, hardware, presets
+
+PRESETS = presets()
+
+
+def test_every_preset_the_design_names_exists():
+    assert set(PRESETS) == {"tpu-v3", "tpu-v4p", "tpu-v5p", "tpu-v5e", "tpu-v6e", "h100", "h200", "b200"}
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_number_has_a_source(name):
+    hw = hardware(name)
+    for field in NUMERIC + ("flops",):
+        assert hw.source(field), f"{name}.{field} has no source"
+    assert hw.C == dict(hw.flops)["bf16"]
+    assert set(hw.bindings()) >= {"C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "T_min"}
+
+
+def test_book_constants_follow_from_the_presets():
+    v5p, v5e, h100 = hardware("tpu-v5p"), hardware("tpu-v5e"), hardware("h100")
+    assert v5p.C / v5p.ici_bandwidth == pytest.approx(2550, rel=1e-3)            # Part 5: alpha_ici
+    # Part 7 rounds v5e's HBM to 8.2e11 to get 240; the table's 8.1e11 gives 243
+    assert v5e.C / v5e.hbm_bandwidth == pytest.approx(240, rel=0.02)
+    assert h100.C / h100.hbm_bandwidth == pytest.approx(295, rel=0.01)           # the book: "about 280"
+    # Part 5 uses C = 4.46e14 for C / W_dcn = 71,360; the table's 4.59e14 gives 73,440
+    assert v5p.C / v5p.dcn_bandwidth == pytest.approx(71_360, rel=0.03)
+    assert v5e.ici_one_way * v5e.t_min == pytest.approx(45_000)                   # Part 3: 45 kB
+    assert symcost.hardware("tpu-v5p").C == 4.59e14
+
+
+@pytest.mark.parametrize("name, shape, links, expected", [
+    ("tpu-v4p", (4, 4, 4), None, (True, True, True)),
+    ("tpu-v4p", (2, 2, 4), None, (False, False, False)),
+    ("tpu-v5p", (16, 16, 16), None, (True, True, True)),
+    ("tpu-v5p", (8, 8), None, (False, False)),
+    ("tpu-v5p", (16, 64), (1, 2), (True, True)),       # 16 x (8x8): a multiple of the 4x4x4 cube
+    ("tpu-v5e", (8,), None, (False,)),
+    ("tpu-v5e", (16,), None, (True,)),
+    ("tpu-v5e", (16, 16), None, (True, True)),
+    ("tpu-v5e", (4, 8), None, (False, False)),
+    ("tpu-v5e", (256,), (2,), (True,)),                # one axis spanning the whole 16x16 pod
+    ("tpu-v3", (32, 8), None, (True, False)),
+    ("h100", (8,), None, (False,)),
+])
+def test_wraparound_rules(name, shape, links, expected):
+    assert hardware(name).wraparound(shape, links) == expected
+
+
+@pytest.mark.parametrize("alias, name", [("v5p", "tpu-v5p"), ("TPUv5p", "tpu-v5p"), ("tpu_v5e", "tpu-v5e"),
+                                         ("H100-SXM", "h100"), ("TPU-V4P", "tpu-v4p")])
+def test_aliases(alias, name):
+    assert hardware(alias).name == name
+
+
+def test_unknown_name_suggests_a_close_one():
+    with pytest.raises(UsageError) as e:
+        hardware("tpu-v5x")
+    assert "unknown hardware 'tpu-v5x'; did you mean tpu-v5p?" in str(e.value)
+    assert "tpu-v6e" in str(e.value)
+
+
+def test_flops_by_dtype():
+    v5e = hardware("tpu-v5e")
+    assert v5e.flops_for("int8") == 2 * v5e.flops_for("bf16")
+    assert v5e.flops_for("fp16") == v5e.C
+    with pytest.raises(UsageError, match="no fp32"):
+        v5e.flops_for("fp32")
+
+
+def test_a_mesh_on_hardware_settles_wraparound():
+    plan = symcost.derive("A[I_X, J] -> A[I, J]", mesh="X=4", dims="I=8192,J=2048", hw="tpu-v5e")
+    assert plan.mesh.axis("X").wraparound is False
+    gpu = symcost.derive("A[I_X, J] -> A[I, J]", mesh="X=8", hw="h100")
+    assert gpu.mesh.axis("X").kind == "nvlink"
