@@ -15,13 +15,16 @@ from .notation import parse
 from .plan import Plan, Step
 
 
-def hardware(name: str):
+from .hardware import Hardware, presets as hardware_presets  # noqa: E402  (loads the subpackage first)
+from .hardware import hardware as _hardware  # noqa: E402
+
+
+def hardware(name: str) -> Hardware:
     """A hardware preset by name: ``symcost.hardware("tpu-v5p").C``."""
-    from .hardware import hardware as _hw
-    return _hw(name)
+    return _hardware(name)
 
 
 __version__ = "0.1.0"
-__all__ = ["derive", "check", "parse", "parse_mesh", "parse_dims", "hardware", "Plan", "Step", "Layout",
+__all__ = ["derive", "check", "parse", "parse_mesh", "parse_dims", "hardware", "hardware_presets", "Hardware", "Plan", "Step", "Layout",
            "Mesh", "Axis", "local_shape", "bytes_per_device", "bytes_total", "SymcostError",
            "NotationError", "ShardingError", "UsageError"]
