@@ -477,6 +477,8 @@ def _moves_for(prog: Program, moves) -> tuple | None:
         return None
     if moves == "strategy":
         return STRATEGY_MOVES
+    if moves == "none":  # the program is taken literally: every collective must be written
+        return ()
     kinds = tuple(moves.split(",")) if isinstance(moves, str) else tuple(moves)
     bad = [k for k in kinds if k not in ALL_MOVES]
     if bad:
@@ -530,8 +532,8 @@ def derive(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objecti
     every axis the notation names); ``dims``: sizes to bind (``"B=1024,D=8192"`` or a dict); ``hw``: a
     hardware preset name. ``objective``: rank plans by step ``time`` (default) or by ``comms`` alone.
     ``moves``: which moves the engine may insert: ``all``, ``strategy`` (gathers, slices and reductions
-    only, as the book's algorithms) or ``auto`` (default: ``strategy`` for a program that declares
-    parameters, ``all`` otherwise).
+    only, as the book's algorithms), ``none`` (take the program literally: every collective is written)
+    or ``auto`` (default: ``strategy`` for a program that declares parameters, ``all`` otherwise).
     """
     st = run(text, mesh, dims, hw, overlap=overlap, objective=objective, moves=moves)
     return plan_of(st, text, overlap=overlap, objective=objective)

@@ -189,14 +189,15 @@ def collective_time(move: Move, env: Env):
     kind, ring, n, mesh_axes = _group(move.axes, env)
     sizes = [env.axis(a.name) for a in mesh_axes]
     links = sum((env.links(a.name) for a in mesh_axes), 0.0 if env.is_numeric else sp.Integer(0))
+    total = sum(sizes[1:], sizes[0])
     if kind == "dcn":
-        bw, frac, hops = env.W_dcn, 1, sum(s / 2 for s in sizes)
+        bw, frac, hops = env.W_dcn, 1, total / 2
     elif kind == "nvlink":
         bw, frac, hops = env.W_nvlink, (n - 1) / n, 1
     elif ring:
-        bw, frac, hops = env.W_ici * links, 1, sum(s / 2 for s in sizes)
+        bw, frac, hops = env.W_ici * links, 1, total / 2
     else:
-        bw, frac, hops = env.W_ici / 2 * links, (n - 1) / n, sum(s - 1 for s in sizes)
+        bw, frac, hops = env.W_ici / 2 * links, (n - 1) / n, total - len(sizes)
     if k in ("AllGather", "ReduceScatter"):
         t_bw = V * frac / bw
     elif k == "AllReduce":
