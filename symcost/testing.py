@@ -1,0 +1,126 @@
+"""Hypothesis strategies for random sharded programs (for symcost's tests and for yours).
+
+    >>> from hypothesis import given
+    >>> from symcost.testing import einsum_cases
+    >>> @given(einsum_cases())
+    ... def test_plans_compute_the_einsum(case):
+    ...     text, mesh, sizes = case
+    ...     ...
+
+Every case is valid by construction: each mesh axis shards at most one dimension of a tensor, every
+dimension divides by its axes, and a requested output layout is reachable.
+"""
+from __future__ import annotations
+
+import math
+
+try:
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    st = None
+
+AXES = ("X", "Y", "Z")
+DIMS = ("I", "J", "K", "L")
+
+
+def _fmt(name, dims, axes, unreduced=()):
+    body = ", ".join(d + ("_{" + ",".join(a) + "}" if a else "") for d, a in zip(dims, axes))
+    u = "{U_{" + ",".join(unreduced) + "}}" if unreduced else ""
+    return f"{name}[{body}]{u}"
+
+
+def meshes(max_axes: int = 3, max_devices: int = 16):
+    """(names, sizes): 1 to ``max_axes`` axes of 1 to 4 devices, at most ``max_devices`` in all."""
+    @st.composite
+    def build(draw):
+        n = draw(st.integers(1, max_axes))
+        sizes = []
+        for _ in range(n):
+            room = max_devices // max(1, math.prod(sizes))
+            sizes.append(draw(st.integers(1, max(1, min(4, room)))))
+        return AXES[:n], tuple(sizes)
+    return build()
+
+
+def _layout(draw, dims, axes, allow_unreduced):
+    """Each axis to one dimension, to the unreduced set, or to nothing; random order within a dim."""
+    per = {d: [] for d in dims}
+    unreduced = []
+    for a in axes:
+        ok_u = allow_unreduced is True or (not isinstance(allow_unreduced, bool) and a in allow_unreduced)
+        choices = [None] + list(dims) + (["U"] if ok_u else [])
+        c = draw(st.sampled_from(choices))
+        if c == "U":
+            unreduced.append(a)
+        elif c is not None:
+            per[c].append(a)
+    out = []
+    for d in dims:
+        out.append(tuple(draw(st.permutations(per[d]))) if per[d] else ())
+    return tuple(out), tuple(unreduced)
+
+
+def _sizes(draw, dims, mesh_sizes):
+    base = math.prod(mesh_sizes)
+    return {d: base * draw(st.integers(1, 2)) for d in dims}
+
+
+def _mesh_text(names, sizes):
+    return ",".join(f"{n}={s}" for n, s in zip(names, sizes))
+
+
+def einsum_cases(max_axes: int = 3):
+    """(program text, mesh text, sizes) of a random binary einsum with random layouts."""
+    @st.composite
+    def build(draw):
+        names, msizes = draw(meshes(max_axes))
+        pool = draw(st.lists(st.sampled_from(DIMS), min_size=1, max_size=4, unique=True))
+        a_dims = tuple(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True)))
+        b_dims = tuple(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True)))
+        union = list(dict.fromkeys(a_dims + b_dims))
+        out_dims = tuple(draw(st.permutations(draw(st.lists(st.sampled_from(union), max_size=len(union),
+                                                             unique=True)))))
+        unreduced_on = draw(st.sampled_from(["", "A", "B"]))
+        a_axes, a_u = _layout(draw, a_dims, names, unreduced_on == "A")
+        b_axes, b_u = _layout(draw, b_dims, names, unreduced_on == "B")
+        text = f"{_fmt('A', a_dims, a_axes, a_u)} * {_fmt('B', b_dims, b_axes, b_u)}"
+        summed = set(union) - set(out_dims)
+        if draw(st.booleans()):
+            o_axes, o_u = _layout(draw, out_dims, names, True if summed else set(a_u) | set(b_u))
+            text += " -> " + _fmt("C", out_dims, o_axes, o_u)
+        elif out_dims != tuple(d for d in union if d not in (set(a_dims) & set(b_dims))):
+            text += " -> " + _fmt("C", out_dims, [()] * len(out_dims))
+        return text, _mesh_text(names, msizes), _sizes(draw, union, msizes)
+    return build()
+
+
+def chain_cases(max_axes: int = 2):
+    """(text, mesh, sizes) of a three-operand chain ``A[I, J] *_J B[J, K] *_K C[K, L] -> Out[I, L]``
+    with random layouts everywhere."""
+    @st.composite
+    def build(draw):
+        names, msizes = draw(meshes(max_axes, 8))
+        shapes = [("A", ("I", "J")), ("B", ("J", "K")), ("C", ("K", "L"))]
+        parts = []
+        for n, dims in shapes:
+            axes, _ = _layout(draw, dims, names, False)
+            parts.append(_fmt(n, dims, axes))
+        o_axes, _ = _layout(draw, ("I", "L"), names, False)
+        text = f"{parts[0]} *_J {parts[1]} *_K {parts[2]} -> {_fmt('Out', ('I', 'L'), o_axes)}"
+        return text, _mesh_text(names, msizes), _sizes(draw, ("I", "J", "K", "L"), msizes)
+    return build()
+
+
+def reshard_cases(max_axes: int = 3):
+    """(text, mesh, sizes) of ``A[...] -> A[...]`` between two random layouts."""
+    @st.composite
+    def build(draw):
+        names, msizes = draw(meshes(max_axes))
+        dims = tuple(draw(st.lists(st.sampled_from(DIMS), min_size=1, max_size=3, unique=True)))
+        a_axes, a_u = _layout(draw, dims, names, True)
+        keep = tuple(u for u in a_u if draw(st.booleans()))
+        free = [a for a in names if a not in keep]
+        b_axes, _ = _layout(draw, dims, free, False)
+        text = f"{_fmt('A', dims, a_axes, a_u)} -> {_fmt('A', dims, b_axes, keep)}"
+        return text, _mesh_text(names, msizes), _sizes(draw, dims, msizes)
+    return build()
