@@ -183,8 +183,13 @@ def format_axes(axes: tuple[str, ...]) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _parser() -> lark.Lark:
-    return lark.Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr",
-                     propagate_positions=True, maybe_placeholders=True)
+    # cache=True keeps lark's LALR tables in the temp folder between processes (keyed by the grammar)
+    try:
+        return lark.Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", propagate_positions=True,
+                         maybe_placeholders=True, cache=True)
+    except OSError:  # a read-only temp folder: build the tables every time
+        return lark.Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", propagate_positions=True,
+                         maybe_placeholders=True)
 
 
 _TOKEN_NAMES = {

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import networkx as nx
+
 
 from .api import _materialize, plan_of, run
 from .cost import LocalEinsum, Move
@@ -37,8 +37,10 @@ from .rewrite import Ranker, plan_chain, reshard
 REUSE = ("none", "activations", "all")
 
 
-def graph(prog: Program | str) -> nx.DiGraph:
-    """Tensors as nodes (``kind``: input, param or computed), statements as edges (``line``)."""
+def graph(prog: Program | str):
+    """Tensors as nodes (``kind``: input, param or computed), statements as edges (``line``): a
+    ``networkx.DiGraph``."""
+    import networkx as nx  # only here: it costs a tenth of a second to import
     prog = parse(prog) if isinstance(prog, str) else prog
     g = nx.DiGraph()
     params = set()

@@ -114,6 +114,16 @@ class Ranker:
         self.objective = objective
         self.overlap = overlap
         self._move_cost: dict = {}
+        self._edges: dict = {}
+
+    def edges(self, lay: Layout) -> list:
+        """The allowed moves out of ``lay`` with their costs (cached: searches revisit layouts)."""
+        out = self._edges.get(lay)
+        if out is None:
+            out = [(m, self.move(m)) for m in moves_from(lay, self.mesh)
+                   if self.allowed is None or m.kind in self.allowed]
+            self._edges[lay] = out
+        return out
 
     def move(self, m: Move) -> float:
         key = (m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype)
@@ -182,10 +192,10 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
         best[lay] = _Entry(cost, steps)
         if (target is not None and lay == target) or (accept is not None and accept(lay)):
             break
-        for m in moves_from(lay, mesh):
-            if m.after in best or (ranker.allowed is not None and m.kind not in ranker.allowed):
+        for m, c in ranker.edges(lay):
+            if m.after in best:
                 continue
-            heapq.heappush(heap, (cost + ranker.move(m), next(counter), m.after, steps + (m,)))
+            heapq.heappush(heap, (cost + c, next(counter), m.after, steps + (m,)))
     return best
 
 
@@ -319,13 +329,21 @@ def plan_chain_candidates(operands, contracts, final_name, out_dims, target, mes
     return _finish(finals, target, mesh, ranker)
 
 
-def _finish(finals, target, mesh, ranker):
-    """From each result layout, the cheapest way to the target; one candidate per distinct route."""
+def _finish(finals, target, mesh, ranker, keep: int = 8):
+    """From each result layout, the cheapest way to the target; one candidate per distinct route.
+    Results are taken cheapest first and the search stops once a result cannot beat the ``keep``-th
+    best whole plan found so far in the search's additive cost (the way on costs nothing at best); the
+    plans kept are then ranked by the overlapped objective."""
     cands = []
     by_result: dict[Layout, list] = {}
     for lay, ent in finals:
         by_result.setdefault(lay, []).append(ent)
-    for lay, ents in by_result.items():
+    order = sorted(by_result.items(), key=lambda kv: min(e.cost for e in kv[1]))
+    bound = INF
+    additive: list[float] = []
+    for lay, ents in order:
+        if min(e.cost for e in ents) > bound:
+            break
         if target is not None:
             tgt = replace(target, name=lay.name)
             if not tgt.unreduced <= lay.unreduced:
@@ -341,6 +359,9 @@ def _finish(finals, target, mesh, ranker):
         for ent in ents:
             steps = ent.steps + tail.steps
             cands.append(Candidate(steps, ranker.total(steps)))
+            additive.append(ent.cost + tail.cost)
+        if len(additive) >= keep:
+            bound = sorted(additive)[keep - 1]
     return cands
 
 
