@@ -1,6 +1,7 @@
-# FSDP over X combined with tensor parallelism over Y (book Part 5, "mixed FSDP and model parallelism").
-# Forward: AllGather_Y(In), AllGather_X of each weight, ReduceScatter_Y(Out).
-# symcost optimize derivations/fsdp_tp.sc --chips N --vary X,Y     (X_opt = sqrt(B N M_X / (F M_Y)))
+# FSDP over X combined with tensor parallelism over Y (book Part 5, "mixed FSDP and tensor parallelism").
+# Derived: AllGather_Y(In), AllGather_X of each weight, ReduceScatter_Y(Out) forward.
+#   symcost derive derivations/fsdp_tp.sc --backward --mesh X,Y
+#   symcost optimize derivations/fsdp_tp.sc --chips N --vary X,Y --mesh X:M_X,Y:M_Y
+rank B=1048576, D=8192, F=32768
 param W_in[D_X, F_Y], W_out[F_Y, D_X]
-Tmp[B_X, F_Y] = In[B_X, D_Y] *_D W_in[D_X, F_Y]
-Out[B_X, D_Y] = Tmp[B, F] *_F W_out[F_Y, D_X]
+Out[B_X, D_Y] = In[B_X, D_Y] *_D W_in[D_X, F_Y] *_F W_out[F_Y, D_X]

@@ -15,8 +15,8 @@ from .cost import Env, LocalEinsum, Move
 from .errors import ShardingError, SymcostError, UsageError
 from .layout import Layout, check_layout, layout_from_ref
 from .mesh import Mesh, as_mesh
-from .notation import (DEFAULT_DTYPE, DTYPE_BYTES, Collective, Declaration, Einsum, Program, TensorRef,
-                       format_axes, parse)
+from .notation import (DEFAULT_DTYPE, DTYPE_BYTES, Collective, Declaration, Einsum, Program, Ranking,
+                       TensorRef, format_axes, parse)
 from .plan import Alternative, Plan, build_step, summarize, totals, wins_when
 from .rewrite import Ranker, moves_from, plan_chain, product_dims, reshard
 from . import symbols
@@ -115,6 +115,8 @@ def statement_tensors(st) -> tuple[TensorRef, ...]:
         return st.operands + ((st.output,) if st.output else ())
     if isinstance(st, Declaration):
         return st.tensors
+    if isinstance(st, Ranking):
+        return ()
     return (st.operand, st.output)
 
 
@@ -353,7 +355,7 @@ def _why_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
     if nxt is not None and m.before.name in {t.name for t in nxt.inputs}:
         use = next(t for t in nxt.inputs if t.name == m.before.name)
         lead = f"{m.before.name} must be {use.render(mesh)} for the local einsum"
-    elif target is not None:
+    elif isinstance(target, Layout):
         lead = f"the result must be {target.render(mesh)}"
     else:
         lead = "the result is reduced"
@@ -492,7 +494,9 @@ def run(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objective:
     if objective not in ("time", "comms"):
         raise UsageError(f"objective must be 'time' or 'comms', not {objective!r}")
     prog, mesh, sizes, hardware = _setup(text, mesh, dims, hw)
-    st = _State(prog, mesh, sizes, _ranker(mesh, sizes, hardware, overlap, objective, _moves_for(prog, moves)),
+    ranking = {k: v for s in prog.statements if isinstance(s, Ranking) for k, v in s.sizes}
+    st = _State(prog, mesh, sizes, _ranker(mesh, {**ranking, **sizes}, hardware, overlap, objective,
+                                           _moves_for(prog, moves)),
                 Env.symbolic(mesh), {}, [], [], set())
     st.hardware = hardware
     for stmt in prog.statements:
@@ -506,6 +510,8 @@ def run(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objective:
                 lay = _use(ref, st, line)
                 st.params[ref.name] = lay
                 st.dtypes.add(lay.dtype)
+        elif isinstance(stmt, Ranking):
+            continue
         elif isinstance(stmt, Collective):
             _plan_collective(stmt, st, line)
         elif len(stmt.operands) == 1 and stmt.result_name is None:

@@ -154,7 +154,18 @@ class Declaration:
         return f"{self.kind} " + ", ".join(str(t) for t in self.tensors)
 
 
-Statement = Einsum | Collective | Declaration
+@dataclass(frozen=True)
+class Ranking:
+    """``rank B=1048576, D=8192``: sizes at which to compare candidate plans when none are bound."""
+
+    sizes: tuple[tuple[str, int], ...]
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+    def __str__(self) -> str:
+        return "rank " + ", ".join(f"{k}={v}" for k, v in self.sizes)
+
+
+Statement = Einsum | Collective | Declaration | Ranking
 
 
 @dataclass(frozen=True)
@@ -347,6 +358,14 @@ class _Builder:
             return Einsum(ops, contract, self.tensor(target), True, span=span, op_spans=spans)
         if node.data == "declaration":
             return Declaration("param", tuple(self.tensor(t) for t in node.children), span=span)
+        if node.data == "ranking":
+            sizes = []
+            for b in node.children:
+                name, value = str(b.children[0]), int(str(b.children[1]))
+                if value < 1:
+                    raise self.error(f"rank {name}={value}: sizes are positive", _span(b.meta))
+                sizes.append((name, value))
+            return Ranking(tuple(sizes), span=span)
         if node.data == "expression":
             ops, contract, spans = self.chain(node.children[0])
             out = self.tensor(node.children[1]) if node.children[1] is not None else None

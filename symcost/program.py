@@ -30,9 +30,9 @@ from .cost import LocalEinsum, Move
 from .plan import build_step
 from .errors import ShardingError, UsageError
 from .layout import Layout
-from .notation import Collective, Declaration, Einsum, Program, parse
+from .notation import Collective, Declaration, Einsum, Program, Ranking, parse
 from .plan import Plan
-from .rewrite import Ranker, plan_chain, reshard
+from .rewrite import ANY, Ranker, plan_chain, reshard
 
 REUSE = ("none", "activations", "all")
 
@@ -50,6 +50,8 @@ def graph(prog: Program | str):
             for t in st.tensors:
                 params.add(t.name)
                 g.add_node(t.name, kind="param", line=line)
+            continue
+        if isinstance(st, Ranking):
             continue
         if isinstance(st, Collective):
             ins, out = [st.operand.name], st.output.name
@@ -175,8 +177,8 @@ def _backward(st, params: dict, reuse: str, input_grads: bool) -> list:
             redefined = any(o[0] == "collective" and o[3].name == name for o in st.ops)
             if name in params and not redefined:
                 target = replace(params[name], name="d" + name, unreduced=frozenset())
-            elif redefined:  # laid out as consumed here; the collective's transpose takes it back
-                target = grads.get(name, replace(x, name="d" + name, unreduced=frozenset()))
+            elif redefined:  # any layout, partial sums included: the collective's transpose resolves them
+                target = grads.get(name, ANY)
             elif name in inputs:
                 target = replace(st.initial[name], name="d" + name, unreduced=frozenset())
             elif name in grads:

@@ -32,6 +32,7 @@ from .layout import Layout
 from .mesh import Mesh
 
 INF = float("inf")
+ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums included"
 
 
 # ------------------------------------------------------------------------------------------ moves
@@ -265,7 +266,7 @@ def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ra
     cands = plan_chain_candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
                                   out_dtype, names)
     if not cands:
-        raise ShardingError(f"no plan reaches {target}" if target is not None else "no plan found")
+        raise ShardingError(f"no plan reaches {target}" if target not in (None, ANY) else "no plan found")
     ranked = sorted(cands, key=lambda c: (c.cost, len(c.steps)))
     seen, out = set(), []
     for c in ranked:
@@ -344,7 +345,9 @@ def _finish(finals, target, mesh, ranker, keep: int = 8):
     for lay, ents in order:
         if min(e.cost for e in ents) > bound:
             break
-        if target is not None:
+        if target == ANY:
+            tail = _Entry(0.0, ())
+        elif target is not None:
             tgt = replace(target, name=lay.name)
             if not tgt.unreduced <= lay.unreduced:
                 continue
