@@ -1,0 +1,249 @@
+"""Serving and training estimates for a model on a slice (book Parts 7 and 8), from the sharded layer
+program derived by the engine.
+
+    >>> from symcost.models.config import load_model_config
+    >>> from symcost.hardware import hardware
+    >>> s = Serving(load_model_config("llama3-70b"), hardware("tpu-v5e"), chips=8, dtype="int8")
+    >>> r = s.decode(batch=32, seq=8192)
+    >>> round(r["step_time"] * 1e3, 1), round(r["tokens_per_s_per_chip"])     # book Part 8: 17 ms, 235
+    (17.8, 225)
+
+A decode step is the sum over the layer's einsums of max(T_math, T_hbm) per device (weights and the KV
+cache stream from HBM; matmuls become compute-bound past the critical batch), times the layers, plus the
+unembedding; collectives run beside compute (the step is the larger of the two). With the weights and
+KV sharded as the book does (heads and F over the model axes, the KV cache's batch over the rest) this is
+its general form, B KV / W_hbm + max(2 B N_params / C, P / W_hbm).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import sympy as sp
+
+from ..api import derive
+from ..cost import Env
+from ..errors import UsageError
+from ..notation import DTYPE_BYTES, DTYPE_CANON
+from .config import ModelConfig
+from .transformer import (Sharding, checkpoint_bytes, flops_per_token, forward_flops, head_program,
+                          kv_bytes_per_token, layer_program, param_counts, sizes)
+
+
+FUSED = ("A",)  # intermediates that stay on chip
+
+
+def _canon(dtype: str | None) -> str | None:
+    if dtype is None:
+        return None
+    d = DTYPE_CANON.get(str(dtype).lower())
+    if d is None:
+        raise UsageError(f"unknown dtype {dtype!r}; dtypes: {', '.join(sorted(set(DTYPE_CANON.values())))}")
+    return d
+
+
+def default_mesh(cfg: ModelConfig, chips: int) -> tuple[str, Sharding]:
+    """Model parallelism over Y (the KV heads, as far as they divide) and Z (the rest): heads over Y,
+    F and the vocabulary over Y and Z, the KV cache's batch over Z (book Part 8: KV[2, B_Z, S, K_Y, H])."""
+    if chips < 1:
+        raise UsageError(f"--chips must be positive, not {chips}")
+    y = math.gcd(chips, cfg.K)
+    z = chips // y
+    if z == 1:
+        return f"Y={y}", Sharding(model=("Y",), heads=("Y",))
+    if y == 1:
+        return f"Z={z}", Sharding(model=("Z",), kv_batch=("Z",))
+    return f"Y={y},Z={z}", Sharding(model=("Y", "Z"), heads=("Y",), kv_batch=("Z",))
+
+
+@dataclass
+class Serving:
+    """A model on ``chips`` chips of ``hw``: weights in ``dtype``, KV cache in ``kv_dtype``."""
+
+    cfg: ModelConfig
+    hw: object
+    chips: int = 1
+    dtype: str = "bf16"
+    kv_dtype: str | None = None
+    compute_dtype: str | None = None
+    mesh: str | None = None
+    sharding: Sharding | None = None
+    _plans: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self.dtype = _canon(self.dtype)
+        self.kv_dtype = _canon(self.kv_dtype) or self.dtype
+        self.compute_dtype = _canon(self.compute_dtype)
+        if self.mesh is None or self.sharding is None:
+            mesh, sh = default_mesh(self.cfg, self.chips)
+            self.mesh = self.mesh or mesh
+            self.sharding = self.sharding or sh
+
+    # ------------------------------------------------------------------ derived pieces
+    @property
+    def params(self) -> dict:
+        return param_counts(self.cfg)
+
+    @property
+    def param_bytes(self) -> float:
+        return self.params["total"] * DTYPE_BYTES[self.dtype]
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return kv_bytes_per_token(self.cfg, self.kv_dtype)
+
+    @property
+    def hbm_total(self) -> float:
+        return self.chips * self.hw.hbm_bytes
+
+    def _constants(self, plan):
+        b = dict(self.hw.bindings(self.compute_dtype or plan.compute_dtype))
+        return b
+
+    def _plan(self, which: str, batch: int, seq: int, context: int, moe: bool = False):
+        key = (which, moe, batch, seq, context)
+        plan = self._plans.get(key)
+        if plan is None:
+            if which == "layer":
+                text = layer_program(self.cfg, self.sharding, dtype=self.dtype, kv_dtype=self.kv_dtype, moe=moe)
+            else:
+                text = head_program(self.cfg, self.sharding, dtype=self.dtype)
+            dims = sizes(self.cfg, batch=batch, seq=seq, context=context, experts_moe=moe)
+            plan = derive(text, mesh=self.mesh, dims=dims, hw=self.hw, moves="all")
+            self._plans[key] = plan
+        return plan
+
+    def _roofline(self, plan) -> tuple[float, float, float, float]:
+        """(sum over einsums of max(T_math, T_hbm), T_math, T_hbm, T_comms) per device, in seconds.
+        The attention scores ``A`` never reach HBM (the two attention einsums run fused, as flash
+        attention does), so their bytes are not counted."""
+        consts = self._constants(plan)
+        subs = {**plan.bindings(), **{sp.Symbol(k, positive=True): v for k, v in consts.items()}}
+        env = Env.numeric(plan.mesh, dict(plan.sizes), consts)
+        roof = tm = th = 0.0
+        for s in plan.steps:
+            if s.kind != "Einsum":
+                continue
+            a = float(s.t_math.xreplace(subs))
+            e = s.op
+            nbytes = sum(env.local_bytes(t) for t in e.inputs + (e.output,) if t.name not in FUSED)
+            b = nbytes / consts["W_hbm"]
+            roof += max(a, b)
+            tm += a
+            th += b
+        tc = float(plan.t_comms.xreplace(subs)) if plan.t_comms != 0 else 0.0
+        return roof, tm, th, tc
+
+    # ------------------------------------------------------------------ decode
+    def decode(self, batch: int, seq: int) -> dict:
+        """One generation step for ``batch`` sequences with ``seq`` tokens of context each."""
+        if batch < 1 or seq < 1:
+            raise UsageError("--batch and --seq must be positive")
+        per = []
+        kinds = [(False, self.cfg.dense_layers if self.cfg.is_moe else self.cfg.L)]
+        if self.cfg.is_moe:
+            kinds.append((True, self.cfg.L - self.cfg.dense_layers))
+        roof = tm = th = tc = 0.0
+        for moe, count in kinds:
+            if count:
+                r = self._roofline(self._plan("layer", batch, 1, seq, moe))
+                per.append(r)
+                roof += count * r[0]
+                tm += count * r[1]
+                th += count * r[2]
+                tc += count * r[3]
+        h = self._roofline(self._plan("head", batch, 1, seq))
+        roof, tm, th, tc = roof + h[0], tm + h[1], th + h[2], tc + h[3]
+        step = max(roof, tc)
+        memory = self.param_bytes + batch * seq * self.kv_bytes_per_token
+        return {"step_time": step, "t_math": tm, "t_hbm": th, "t_comms": tc,
+                "tokens_per_s": batch / step, "tokens_per_s_per_chip": batch / step / self.chips,
+                "max_batch": self.max_batch(seq), "memory_bytes": memory,
+                "fits": memory <= self.hbm_total}
+
+    def max_batch(self, seq: int) -> int:
+        """Largest batch whose weights and KV caches fit in the slice's HBM."""
+        free = self.hbm_total - self.param_bytes
+        return max(0, int(free // (seq * self.kv_bytes_per_token)))
+
+    def frontier(self, seq: int, batches=None) -> list[dict]:
+        """Latency and throughput by batch size (book Part 7's LLaMA-2 13B tables, Part 8's Pareto)."""
+        if batches is None:
+            top = max(1, self.max_batch(seq))
+            batches = sorted({2 ** i for i in range(0, int(math.log2(top)) + 1)} | {top})
+        out = []
+        for b in batches:
+            r = self.decode(b, seq)
+            out.append({"batch": b, "step_time": r["step_time"], "tokens_per_s": r["tokens_per_s"],
+                        "tokens_per_s_per_chip": r["tokens_per_s_per_chip"], "memory_bytes": r["memory_bytes"],
+                        "fits": r["fits"]})
+        return out
+
+    # ------------------------------------------------------------------ prefill and training
+    def prefill(self, seq: int, mfu: float, attention: bool = True, causal: bool = False) -> dict:
+        """Prefill of one ``seq``-token sequence at ``mfu`` of the slice's peak."""
+        flops = forward_flops(self.cfg, batch=1, seq=seq, attention=attention, causal=causal)
+        C = self.hw.flops_for(self.compute_dtype or ("bf16" if DTYPE_BYTES[self.dtype] <= 2 else self.dtype))
+        return {"flops": flops, "seconds": flops / (self.chips * C * mfu)}
+
+
+def critical_batch(hw, weight_dtype: str = "bf16", compute_dtype: str | None = None) -> float:
+    """B_crit where a decode matmul turns compute-bound: solve T_math = T_hbm for B on the einsum
+    ``Out[B, F] = In[B, D] *_D W[D, F]`` with its weight-streaming term (book Part 7: 240 on v5e in
+    bf16, 120 with int8 weights and bf16 FLOPs, 240 int8 x int8)."""
+    wd = _canon(weight_dtype)
+    cd = _canon(compute_dtype) or ("bf16" if wd in ("int8", "int4", "fp8") else wd)
+    act = cd if cd != "bf16" or wd == "bf16" else "bf16"
+    plan = derive(f"Out:{act}[B, F] = In:{act}[B, D] *_D W:{wd}[D, F]")
+    B, D, F = (sp.Symbol(n, positive=True, integer=True) for n in "BDF")
+    weights = sp.expand(plan.t_hbm).coeff(D * F) * D * F     # the weight bytes dominate: B << D, F
+    (b,) = sp.solve(sp.Eq(plan.t_math, weights), B)
+    return float(b.xreplace({sp.Symbol("C", positive=True): hw.flops_for(cd),
+                             sp.Symbol("W_hbm", positive=True): hw.hbm_bandwidth}))
+
+
+def train_estimate(cfg: ModelConfig, hw, chips: int, batch_tokens: float, tokens: float, mfu: float,
+                   seq: int = 0, checkpoints_per_layer: int = 1, param_dtype: str = "bf16") -> dict:
+    """Training FLOPs, time, memory and the fewest chips whose HBM holds it (book Parts 4 and 5)."""
+    fpt = flops_per_token(cfg, seq=seq)
+    total = fpt["train"] * tokens
+    p = param_counts(cfg)["total"]
+    params_b = p * DTYPE_BYTES[_canon(param_dtype)]
+    opt_b = p * 8  # Adam's two fp32 moments
+    act_b = checkpoint_bytes(cfg, batch_tokens, checkpoints_per_layer)
+    mem = params_b + opt_b + act_b
+    return {"flops_total": total, "seconds": total / (chips * hw.C * mfu),
+            "min_chips": int(math.ceil(mem / hw.hbm_bytes)),
+            "memory_bytes": {"params": params_b, "optimizer": opt_b, "activations": act_b, "total": mem}}
+
+
+def min_topology(cfg: ModelConfig, hw, dtype: str, seq: int, kv_dtype: str | None = None) -> dict:
+    """Fewest chips (a power of two) whose HBM holds the weights, the HBM left, and how many
+    ``seq``-token KV caches fit in it (book Part 8's table)."""
+    d = _canon(dtype)
+    pb = param_counts(cfg)["total"] * DTYPE_BYTES[d]
+    need = pb / hw.hbm_bytes
+    chips = 1
+    while chips < need:
+        chips *= 2
+    free = chips * hw.hbm_bytes - pb
+    kv = kv_bytes_per_token(cfg, _canon(kv_dtype) or d)
+    return {"param_bytes": pb, "min_chips": need, "slice_chips": chips, "free_bytes": free,
+            "kv_caches": free / (seq * kv)}
+
+
+def kv_evicted_per_step(batch: int, prefill: int, generate: int) -> float:
+    """KV tokens freed per decode step: each step finishes batch / generate sequences of prefill +
+    generate tokens (book Part 8)."""
+    return batch * (prefill + generate) / generate
+
+
+def prefill_generate_ratio(prefill_seconds: float, step_seconds: float, batch: int, generate: int) -> float:
+    """Prefill servers per generate server in disaggregated serving: the generate server finishes batch
+    sequences every generate x step seconds; each needs a prefill (book Part 8)."""
+    return prefill_seconds * batch / (step_seconds * generate)
+
+
+def moe_critical_batch(cfg: ModelConfig, hw, weight_dtype: str = "bf16") -> float:
+    """An MoE layer is compute-bound when each expert sees B_crit tokens: B > B_crit E / k."""
+    return critical_batch(hw, weight_dtype) * cfg.E / cfg.k

@@ -1,0 +1,196 @@
+"""A transformer layer as a program of sharded einsums, and the counts derived from it (book Part 4).
+
+    >>> from symcost.models.config import load_model_config
+    >>> print(layer_program(load_model_config("llama3-8b"), {}).splitlines()[2])
+    Q[B, T, K, G, H] = X[B, T, D] *_D Wq[D, K, G, H]
+
+The layer is the book's: Q/K/V/O projections with K key/value heads of G query heads each, the two
+attention einsums against the keys and values ``Kc[B, S, K, H]`` / ``Vc[B, S, K, H]`` (the KV cache when
+decoding, the sequence itself in training or prefill, with S = T), and a gated MLP (U1, U2 -> W3). An
+MoE layer routes R = B T k / E tokens to each of E experts. Every count here -- parameters, FLOPs, KV
+bytes -- is read off the derived plan of that program, so another sharding or dtype changes them by
+derivation. Elementwise work (norms, softmax, the gate's product, residuals) is not counted, as in the book.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from ..errors import UsageError
+from ..layout import global_bytes
+from ..notation import DTYPE_BYTES
+from .config import ModelConfig
+
+WEIGHTS_ATTN = ("Wq", "Wk", "Wv", "Wo")
+WEIGHTS_MLP = ("W1", "W2", "W3")
+#: activations checkpointed by ``checkpoints-per-layer`` k: the first k of these (book Part 4: one
+#: checkpoint a layer is the layer's output; Part 5 Question 2: the three big MLP matmuls' outputs)
+CHECKPOINT_ORDER = ("Out", "U1", "U2", "Y", "Ctx", "Q", "Kn", "Vn")
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """Mesh axes for each role: ``model`` splits heads and F, ``kv_batch`` the KV cache's batch,
+    ``batch`` the activations' batch (data parallelism), ``fsdp`` the weights' D."""
+
+    model: tuple[str, ...] = ()
+    heads: tuple[str, ...] = ()
+    kv_batch: tuple[str, ...] = ()
+    batch: tuple[str, ...] = ()
+    fsdp: tuple[str, ...] = ()
+
+
+def _ax(axes) -> str:
+    if not axes:
+        return ""
+    return "_" + ("".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}")
+
+
+def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: str | None = None,
+                  moe: bool | None = None) -> str:
+    """The program of one layer, with ``param`` declarations, laid out by ``sharding``."""
+    sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))
+    kv_dtype = kv_dtype or dtype
+    b, kb = _ax(sh.batch), _ax(sh.kv_batch or sh.batch)
+    m, h, f = _ax(sh.model), _ax(sh.heads), _ax(sh.fsdp)
+    w = f":{dtype}" if dtype != "bf16" else ""
+    kv = f":{kv_dtype}" if kv_dtype != "bf16" else ""
+    moe = cfg.is_moe if moe is None else moe
+    lines = [f"param Wq{w}[D{f}, K{h}, G, H], Wk{w}[D{f}, K{h}, H], Wv{w}[D{f}, K{h}, H], Wo{w}[K{h}, G, H, D{f}]"]
+    if moe:
+        lines.append(f"param W1{w}[E{m}, D{f}, F], W2{w}[E{m}, D{f}, F], W3{w}[E{m}, F, D{f}]")
+    else:
+        lines.append(f"param W1{w}[D{f}, F{m}]" + (f", W2{w}[D{f}, F{m}]" if cfg.gated else "")
+                     + f", W3{w}[F{m}, D{f}]")
+    lines += [
+        f"Q[B{b}, T, K{h}, G, H] = X[B{b}, T, D] *_D Wq[D, K, G, H]",
+        f"Kn{kv}[B{b}, T, K{h}, H] = X[B, T, D] *_D Wk[D, K, H]",
+        f"Vn{kv}[B{b}, T, K{h}, H] = X[B, T, D] *_D Wv[D, K, H]",
+        f"A[B{kb}, T, S, K{h}, G] = Q[B, T, K, G, H] *_H Kc{kv}[B{kb}, S, K{h}, H]",
+        f"Ctx[B{kb}, T, K{h}, G, H] = A[B, T, S, K, G] *_S Vc{kv}[B{kb}, S, K{h}, H]",
+        f"Y[B{b}, T, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]",
+    ]
+    if moe:  # R = B T k / E tokens reach each expert (uniform routing)
+        lines += [f"U1[E{m}, R, F] = Xe[E{m}, R, D] *_D W1[E, D, F]",
+                  f"U2[E{m}, R, F] = Xe[E{m}, R, D] *_D W2[E, D, F]",
+                  f"Out[E{m}, R, D] = U1[E, R, F] *_F W3[E, F, D]"]
+    else:
+        lines.append(f"U1[B{b}, T, F{m}] = Y[B, T, D] *_D W1[D, F]")
+        if cfg.gated:
+            lines.append(f"U2[B{b}, T, F{m}] = Y[B, T, D] *_D W2[D, F]")
+        lines.append(f"Out[B{b}, T, D] = U1[B, T, F] *_F W3[F, D]")
+    return "\n".join(lines)
+
+
+def head_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16") -> str:
+    """The unembedding: logits for every position (the embedding lookup is a gather, no FLOPs)."""
+    sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))
+    w = f":{dtype}" if dtype != "bf16" else ""
+    b, m, f = _ax(sh.batch), _ax(sh.model), _ax(sh.fsdp)
+    return f"param Wu{w}[D{f}, V{m}]\nLogits[B{b}, T, V{m}] = X[B{b}, T, D] *_D Wu[D, V]"
+
+
+def sizes(cfg: ModelConfig, *, batch=1, seq=1, context=None, experts_moe: bool | None = None) -> dict:
+    """Dimension bindings for a program of ``cfg``: B sequences, T new tokens, S keys."""
+    out = {"D": cfg.D, "F": cfg.F_expert if (cfg.is_moe and experts_moe is not False and cfg.F_expert)
+           else cfg.F, "K": cfg.K, "G": cfg.G, "H": cfg.H, "V": cfg.V, "B": int(batch), "T": int(seq),
+           "S": int(context if context is not None else seq)}
+    if cfg.is_moe:
+        out["E"] = cfg.E
+        out["R"] = max(1, int(round(batch * seq * cfg.k / cfg.E)))
+    return out
+
+
+def _elements(layout, dims) -> sp.Expr:
+    return sp.sympify(global_bytes(layout, dims)) / layout.dtype_bytes
+
+
+def param_counts(cfg: ModelConfig) -> dict:
+    """Parameters by component, read off the layer and head programs (book Part 4's table)."""
+    from ..api import derive
+    dense = derive(layer_program(cfg, {}, moe=False), mesh="X=1", moves="none")
+    lay = {l.name: l for l in dense.layouts}
+    dims = sizes(cfg, experts_moe=False)
+    attn = sum(_elements(lay[n], dims) for n in WEIGHTS_ATTN)
+    mlp_dense = sum(_elements(lay[n], dims) for n in WEIGHTS_MLP if n in lay)
+    head = derive(head_program(cfg, {}), mesh="X=1", moves="none")
+    unembed = _elements({l.name: l for l in head.layouts}["Wu"], dims)
+    embedding = unembed if cfg.tied_embeddings else 2 * unembed
+    if cfg.is_moe:
+        moe = derive(layer_program(cfg, {}, moe=True), mesh="X=1", moves="none")
+        mlay = {l.name: l for l in moe.layouts}
+        mdims = sizes(cfg)
+        per_expert = sum(_elements(mlay[n], mdims) for n in WEIGHTS_MLP) / cfg.E
+        moe_layers = cfg.L - cfg.dense_layers
+        mlp = cfg.dense_layers * mlp_dense + moe_layers * per_expert * (cfg.E + cfg.shared_experts)
+        mlp_active = cfg.dense_layers * mlp_dense + moe_layers * per_expert * (cfg.k + cfg.shared_experts)
+    else:
+        mlp = mlp_active = cfg.L * mlp_dense
+    attention = cfg.L * attn
+    total = attention + mlp + embedding
+    return {"total": int(total), "active": int(attention + mlp_active + embedding), "mlp": int(mlp),
+            "mlp_active": int(mlp_active), "attention": int(attention), "embedding": int(embedding)}
+
+
+def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str = "bf16") -> int:
+    """2 L K H bytes: the new keys and values a token adds, read off the layer program."""
+    from ..api import derive
+    plan = derive(layer_program(cfg, {}, kv_dtype=kv_dtype, moe=False), mesh="X=1", moves="none")
+    lay = {l.name: l for l in plan.layouts}
+    dims = sizes(cfg, batch=1, seq=1, experts_moe=False)
+    per_layer = sum(sp.sympify(global_bytes(lay[n], dims)) for n in ("Kn", "Vn"))
+    return int(cfg.L * per_layer)
+
+
+def forward_flops(cfg: ModelConfig, *, batch=1, seq=1, context=None, causal: bool = False,
+                  attention: bool = True) -> float:
+    """FLOPs of a forward pass over ``batch x seq`` new tokens attending to ``context`` keys (default:
+    themselves), from the einsums of the unsharded programs. ``causal`` halves the attention FLOPs."""
+    from ..api import derive
+    out = 0.0
+    dims = sizes(cfg, batch=batch, seq=seq, context=context)
+    kinds = [(False, cfg.dense_layers if cfg.is_moe else cfg.L)]
+    if cfg.is_moe:
+        kinds.append((True, cfg.L - cfg.dense_layers))
+    for moe, count in kinds:
+        if not count:
+            continue
+        plan = derive(layer_program(cfg, {}, moe=moe), mesh="X=1", dims=sizes(cfg, batch=batch, seq=seq,
+                      context=context, experts_moe=moe), moves="none")
+        layer = 0.0
+        for s in plan.steps:
+            if s.kind != "Einsum":
+                continue
+            f = plan.evaluate(s.flops)
+            if s.after.startswith(("A[", "Ctx[")):
+                if not attention:
+                    continue
+                f *= 0.5 if causal else 1.0
+            if moe and s.after.startswith(("U1[", "U2[", "Out[")):
+                f *= (cfg.k + cfg.shared_experts) / cfg.k  # shared experts see every token
+            layer += f
+        out += count * layer
+    head = derive(head_program(cfg, {}), mesh="X=1", dims=dims, moves="none")
+    out += sum(head.evaluate(s.flops) for s in head.steps if s.kind == "Einsum")
+    return out
+
+
+def flops_per_token(cfg: ModelConfig, seq: int = 0, causal: bool = False) -> dict:
+    """Forward (inference) and training FLOPs per token at context ``seq`` (training = 3 x forward: the
+    backward pass is twice the forward, book Part 4)."""
+    fwd = forward_flops(cfg, batch=1, seq=max(1, seq), causal=causal) / max(1, seq)
+    return {"inference": fwd, "train": 3 * fwd}
+
+
+def checkpoint_bytes(cfg: ModelConfig, tokens: float, k: int, dtype: str = "bf16") -> float:
+    """Activation memory of k checkpoints a layer for ``tokens`` tokens (the first k of
+    ``CHECKPOINT_ORDER``; book Part 4 / Part 5 Question 2)."""
+    if k < 0 or k > len(CHECKPOINT_ORDER):
+        raise UsageError(f"checkpoints per layer must be between 0 and {len(CHECKPOINT_ORDER)}, not {k}")
+    from ..api import derive
+    plan = derive(layer_program(cfg, {}, moe=False), mesh="X=1", moves="none")
+    lay = {l.name: l for l in plan.layouts}
+    dims = sizes(cfg, batch=1, seq=1, experts_moe=False)
+    per_token = sum(float(global_bytes(lay[n], dims)) for n in CHECKPOINT_ORDER[:k] if n in lay)
+    return per_token * DTYPE_BYTES[dtype] / 2 * tokens * cfg.L

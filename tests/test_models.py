@@ -1,0 +1,104 @@
+"""Model configurations, HuggingFace import, the layer program, and `symcost model`."""
+import json
+
+import pytest
+
+import symcost
+from symcost.cli import main
+from symcost.errors import UsageError
+from symcost.models.config import from_hf_config, load_model_config, model_presets
+from symcost.models.inference import Serving
+from symcost.models.transformer import layer_program, param_counts
+
+LLAMA_HF = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
+            "vocab_size": 128256, "tie_word_embeddings": False}
+
+
+def test_every_preset_loads_and_cites_its_source():
+    assert set(model_presets()) >= {"llama2-13b", "llama3-8b", "llama3-70b", "llama3-405b", "deepseek-v3",
+                                    "part7-example"}
+    for n in model_presets():
+        cfg = load_model_config(n)
+        assert cfg.source
+        assert param_counts(cfg)["total"] > 0
+
+
+def test_aliases_and_unknown_names():
+    assert load_model_config("Llama-3-70B").name == "llama3-70b"
+    with pytest.raises(UsageError, match="unknown model 'llama9'"):
+        load_model_config("llama9")
+
+
+def test_hf_import_llama(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(LLAMA_HF))
+    cfg = load_model_config(str(p))
+    assert (cfg.L, cfg.D, cfg.F, cfg.N, cfg.K, cfg.H, cfg.V) == (32, 4096, 14336, 32, 8, 128, 128256)
+    assert param_counts(cfg)["total"] == param_counts(load_model_config("llama3-8b"))["total"]
+
+
+def test_hf_import_gpt2_and_moe():
+    gpt2 = from_hf_config({"n_embd": 768, "n_head": 12, "n_layer": 12, "vocab_size": 50257}, "gpt2")
+    assert (gpt2.F, gpt2.H, gpt2.gated, gpt2.tied_embeddings) == (3072, 64, False, True)
+    moe = from_hf_config({**LLAMA_HF, "n_routed_experts": 64, "num_experts_per_tok": 6,
+                          "moe_intermediate_size": 1408, "n_shared_experts": 2, "first_k_dense_replace": 1,
+                          "model_type": "deepseek_v2"}, "moe")
+    assert (moe.E, moe.k, moe.F_expert, moe.shared_experts, moe.dense_layers) == (64, 6, 1408, 2, 1)
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({k: v for k, v in LLAMA_HF.items() if k != "hidden_size"}, "missing field 'hidden_size'"),
+    ({**LLAMA_HF, "num_hidden_layers": -2}, "field 'num_hidden_layers' must be a positive integer, not -2"),
+    ({**LLAMA_HF, "num_key_value_heads": 5}, "do not divide"),
+])
+def test_hf_import_errors_name_the_field(bad, words):
+    with pytest.raises(UsageError, match=words):
+        from_hf_config(bad, "bad")
+
+
+def test_layer_program_is_a_valid_program_on_the_engine():
+    cfg = load_model_config("llama3-70b")
+    text = layer_program(cfg, {"model": ("Y",), "heads": ("Y",), "kv_batch": ("Z",)}, dtype="int8")
+    plan = symcost.derive(text, mesh="Y=8,Z=2", moves="all")
+    assert plan.steps and "KV" not in text
+    assert "Kc:int8[B_Z, S, K_Y, H]" in text
+
+
+def test_sharding_and_dtype_change_costs_by_derivation():
+    cfg, v5e = load_model_config("llama3-70b"), symcost.hardware("tpu-v5e")
+    bf16 = Serving(cfg, v5e, chips=16, dtype="bf16").decode(8, 2048)
+    int8 = Serving(cfg, v5e, chips=16, dtype="int8").decode(8, 2048)
+    # weights and KV halve; the activations stay bf16
+    assert 0.5 < int8["t_hbm"] / bf16["t_hbm"] < 0.6
+    more = Serving(cfg, v5e, chips=32, dtype="int8").decode(8, 2048)
+    assert more["t_hbm"] < int8["t_hbm"]
+
+
+def test_model_cli_json_keys(capsys):
+    code = main(["model", "llama3-70b", "--decode", "--hw", "tpu-v5e", "--chips", "8", "--batch", "32",
+                 "--seq", "8192", "--dtype", "int8", "--prefill", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert set(out["params"]) >= {"total", "active", "mlp", "attention", "embedding"}
+    assert set(out["flops_per_token"]) == {"train", "inference"}
+    assert out["kv_bytes_per_token"] == 163840
+    assert set(out["decode"]) >= {"step_time", "tokens_per_s", "tokens_per_s_per_chip", "max_batch",
+                                  "memory_bytes"}
+    assert set(out["prefill"]) >= {"seconds"}
+
+
+def test_model_cli_train_json(capsys):
+    code = main(["model", "llama2-13b", "--train", "--hw", "tpu-v5p", "--chips", "4096", "--batch", "3145728",
+                 "--tokens", "2e12", "--mfu", "0.4", "--checkpoints-per-layer", "3", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert set(out["train"]) >= {"flops_total", "seconds", "min_chips", "memory_bytes"}
+    assert set(out["train"]["memory_bytes"]) == {"params", "optimizer", "activations", "total"}
+
+
+def test_model_cli_errors(capsys):
+    assert main(["model", "llama3-70b", "--decode", "--batch", "4"]) == 2
+    assert "needs --hw" in capsys.readouterr().err
+    assert main(["model", "nope"]) == 2
+    assert main(["model", "llama3-70b", "--dtype", "int9"]) == 2
