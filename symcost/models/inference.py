@@ -139,6 +139,7 @@ class Serving:
         """One generation step for ``batch`` sequences with ``seq`` tokens of context each."""
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
+        run_batch = self._padded(batch)
         per = []
         kinds = [(False, self.cfg.dense_layers if self.cfg.is_moe else self.cfg.L)]
         if self.cfg.is_moe:
@@ -146,13 +147,13 @@ class Serving:
         roof = tm = th = tc = 0.0
         for moe, count in kinds:
             if count:
-                r = self._roofline(self._plan("layer", batch, 1, seq, moe))
+                r = self._roofline(self._plan("layer", run_batch, 1, seq, moe))
                 per.append(r)
                 roof += count * r[0]
                 tm += count * r[1]
                 th += count * r[2]
                 tc += count * r[3]
-        h = self._roofline(self._plan("head", batch, 1, seq))
+        h = self._roofline(self._plan("head", run_batch, 1, seq))
         roof, tm, th, tc = roof + h[0], tm + h[1], th + h[2], tc + h[3]
         step = max(roof, tc)
         memory = self.param_bytes + batch * seq * self.kv_bytes_per_token
@@ -160,6 +161,15 @@ class Serving:
                 "tokens_per_s": batch / step, "tokens_per_s_per_chip": batch / step / self.chips,
                 "max_batch": self.max_batch(seq), "memory_bytes": memory,
                 "fits": memory <= self.hbm_total}
+
+    def _padded(self, batch: int) -> int:
+        """A batch the KV cache's batch axes divide (a server pads a ragged batch)."""
+        from ..mesh import parse_mesh
+        mesh = parse_mesh(self.mesh)
+        n = 1
+        for a in self.sharding.kv_batch or self.sharding.batch:
+            n *= mesh.axis(a).size or 1
+        return -(-batch // n) * n
 
     def max_batch(self, seq: int) -> int:
         """Largest batch whose weights and KV caches fit in the slice's HBM."""
