@@ -4,23 +4,27 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench venv jax clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,plot]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/symcost derive "In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]" \
-	    --mesh X=4,Y=4,Z=4 --dims B=1024,D=8192,F=32768 --hw tpu-v4p
+	    --mesh X=4,Y=4 --dims B=1024,D=8192,F=32768 --hw tpu-v5e
 	$(VENV)/bin/symcost derive "A[I, J_X] * B[J, K] -> C[I, K]" --mesh X=4 --dims I=256,J=8192,K=8192 --hw tpu-v5e
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# the optional JAX extra (export-jax, xla-check and their tests): about 600 MB
+jax: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,plot,jax]'
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

@@ -269,9 +269,23 @@ class Plan:
         from .export.latex import plan_to_latex
         return plan_to_latex(self, **kw)
 
+    def to_markdown(self) -> str:
+        from .export.latex import plan_to_markdown
+        return plan_to_markdown(self)
+
     def _repr_latex_(self) -> str:
         from .export.latex import plan_to_latex
         return plan_to_latex(self, fragment=True, math_only=True)
+
+    def _repr_html_(self) -> str:
+        import html
+        rows = "".join(f"<tr><td>{i}</td><td><code>{html.escape(s.signature())}</code></td>"
+                       f"<td><code>{html.escape(str(s.bytes))}</code></td>"
+                       f"<td><code>{html.escape(str(s.seconds))}</code></td></tr>"
+                       for i, s in enumerate(self.steps, 1))
+        return (f"<p><b>{html.escape(self.expression)}</b> on <code>{html.escape(str(self.mesh))}</code></p>"
+                f"<table><tr><th>#</th><th>step</th><th>bytes</th><th>time</th></tr>{rows}</table>"
+                f"<p>T_step = <code>{html.escape(str(self.t_step))}</code></p>")
 
     def __str__(self) -> str:
         from .report import render_plan

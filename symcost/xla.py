@@ -17,30 +17,28 @@ from __future__ import annotations
 from .cost import Env, Move
 
 
+def step_link_bytes(m: Move, env: Env) -> float:
+    """Bytes each device sends for one move under the ring model."""
+    if m.kind == "Slice":
+        return 0.0
+    n = 1
+    for a in m.axes:
+        n *= env.axis(a)
+    f = (n - 1) / n
+    if m.kind == "AllGather":
+        return env.local_bytes(m.after) * f
+    if m.kind in ("ReduceScatter", "AllToAll"):
+        return env.local_bytes(m.before) * f
+    if m.kind == "AllReduce":
+        return 2 * env.local_bytes(m.before) * f
+    return env.local_bytes(m.before)  # Permute
+
+
 def ring_link_bytes(plan, phase: str | None = None) -> int:
     """Bytes each device sends for the plan's collectives under the ring model (numbers bound)."""
     env = Env.numeric(plan.mesh, dict(plan.sizes))
-    total = 0.0
-    for s in plan.steps:
-        if phase is not None and s.phase != phase:
-            continue
-        m = s.op
-        if not isinstance(m, Move) or m.kind == "Slice":
-            continue
-        n = 1
-        for a in m.axes:
-            n *= env.axis(a)
-        f = (n - 1) / n
-        if m.kind == "AllGather":
-            total += env.local_bytes(m.after) * f
-        elif m.kind == "ReduceScatter":
-            total += env.local_bytes(m.before) * f
-        elif m.kind == "AllReduce":
-            total += 2 * env.local_bytes(m.before) * f
-        elif m.kind == "AllToAll":
-            total += env.local_bytes(m.before) * f
-        else:  # Permute
-            total += env.local_bytes(m.before)
+    total = sum(step_link_bytes(s.op, env) for s in plan.steps
+                if (phase is None or s.phase == phase) and isinstance(s.op, Move))
     return int(round(total))
 
 

@@ -1,0 +1,102 @@
+"""``symcost plot``, ``symcost export-jax`` and ``symcost xla-check``."""
+from __future__ import annotations
+
+import os
+
+
+def register(sub, common):
+    p = sub.add_parser("plot", help="communication vs compute by batch, rooflines, latency/throughput")
+    p.add_argument("target", metavar="EXPR|FILE|FOLDER|MODEL")
+    p.add_argument("--mesh")
+    p.add_argument("--dims")
+    p.add_argument("--hw")
+    p.add_argument("--vs", default="B", help="the dimension on the x axis (strategies)")
+    p.add_argument("--chips", type=int, default=4096)
+    p.add_argument("--kind", choices=("auto", "strategies", "roofline", "frontier"), default="auto")
+    p.add_argument("--dtype", default="bf16", help="(frontier) weights and KV dtype")
+    p.add_argument("--seq", type=int, default=8192, help="(frontier) context length")
+    p.add_argument("-o", "--output", required=True, help="a .png, .svg or .pdf file")
+    p.set_defaults(handler=cmd_plot)
+
+    j = sub.add_parser("export-jax", help="a runnable JAX shard_map program that performs the plan")
+    common(j)
+    j.add_argument("-o", "--output", required=True, help="the .py file to write")
+    j.set_defaults(handler=cmd_export_jax)
+
+    x = sub.add_parser("xla-check", help="compile with XLA's partitioner and compare its collectives")
+    common(x)
+    x.set_defaults(handler=cmd_xla_check)
+
+
+def cmd_plot(args) -> int:
+    from .errors import UsageError
+    from .export import plot
+    from .hardware import hardware
+    hw = hardware(args.hw) if args.hw else None
+    kind = args.kind
+    if kind == "auto":
+        if os.path.isdir(args.target) or args.target.endswith(".sc"):
+            kind = "strategies"
+        elif "[" in args.target:
+            kind = "roofline"
+        else:
+            kind = "frontier"
+    if kind == "strategies":
+        out = plot.plot_strategies(plot.strategy_paths(args.target), args.output, args.vs, hw, args.chips)
+    elif kind == "roofline":
+        from . import api
+        from .cli import _read_program
+        out = plot.plot_roofline(api.derive(_read_program(args.target), args.mesh, args.dims, hw), args.output)
+    else:
+        from .models.config import load_model_config
+        from .models.inference import Serving
+        if hw is None:
+            raise UsageError("a frontier needs --hw")
+        chips = args.chips if args.chips != 4096 else 8
+        out = plot.plot_frontier(Serving(load_model_config(args.target), hw, chips=chips, dtype=args.dtype),
+                                 args.seq, args.output)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_export_jax(args) -> int:
+    from .cli import _read_program
+    from .export.jax import export_plan
+    from . import api
+    plan = api.derive(_read_program(args.program), args.mesh, args.dims, args.hw)
+    code = export_plan(plan)
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(code)
+    except OSError as e:
+        from .errors import UsageError
+        raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
+    print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_xla_check(args) -> int:
+    import json
+    from .cli import _read_program
+    from .export.jax import xla_check
+    from . import api
+    plan = api.derive(_read_program(args.program), args.mesh, args.dims, args.hw, objective="comms")
+    report = xla_check(plan)
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"expression: {plan.expression}")
+    print("XLA's SPMD partitioner inserted:")
+    for c in report["xla"]["collectives"] or []:
+        print(f"  {c['kind']:15s} over {','.join(c['axes']) or '?':6s} {c['bytes']:>12,} bytes -> "
+              f"{c['link_bytes']:>12,} link bytes")
+    if not report["xla"]["collectives"]:
+        print("  (nothing)")
+    print("symcost's plan:")
+    for s in report["symcost"]["collectives"]:
+        print(f"  {s['signature']}  -> {s['link_bytes']:,} link bytes")
+    if not report["symcost"]["collectives"]:
+        print("  (nothing)")
+    print(f"ring model, bytes each device sends: XLA {report['xla']['link_bytes']:,}, "
+          f"symcost {report['symcost']['link_bytes']:,}")
+    return 0

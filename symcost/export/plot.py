@@ -1,0 +1,162 @@
+"""Plots (matplotlib, the ``plot`` extra): strategies' communication against compute by batch size (the
+book's Part 5 figure), the arithmetic-intensity roofline of a program's einsums, and the
+latency-throughput frontier of a served model (Part 8).
+
+    symcost plot derivations/ --vs B --hw tpu-v5p --chips 4096 -o strategies.png
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import sympy as sp
+
+from ..errors import UsageError
+
+
+def _plt():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("plots need matplotlib: pip install 'symcost[plot]'") from None
+    return plt
+
+
+def _save(fig, out: str):
+    ext = os.path.splitext(out)[1].lower()
+    if ext not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"cannot write {out}: use a .png, .svg or .pdf file name")
+    try:
+        fig.savefig(out, dpi=120, bbox_inches="tight")
+    except OSError as e:
+        raise UsageError(f"cannot write {out}: {e.strerror}") from None
+    return out
+
+
+def strategy_curves(paths, vs: str, hw, chips: int, points: int = 40, lo: float = 1e4, hi: float = 1e8):
+    """For each strategy program: T_comms and T_math (forward + backward, per layer) against ``vs``.
+    Strategies over two axes take the split that balances their traffic (X_opt) at each point."""
+    from ..optimize import optimum
+    from ..program import derive_program
+    from ..solve import bandwidth_comms
+    from .. import symbols
+    xs = [lo * (hi / lo) ** (i / (points - 1)) for i in range(points)]
+    curves = {}
+    for path in paths:
+        name = os.path.splitext(os.path.basename(path))[0]
+        text = open(path, encoding="utf-8").read()
+        probe = derive_program(text, backward=True, moves="strategy")
+        axes = [a.name for a in probe.mesh.axes]
+        if len(axes) > 2 or any(a.kind != "ici" for a in probe.mesh.axes):
+            continue
+        plan = derive_program(text, mesh=",".join(axes), hw=hw, backward=True)
+        comms, math_ = bandwidth_comms(plan), plan.t_math
+        from ..notation import Ranking, parse
+        ranked = {k: v for st in parse(text).statements if isinstance(st, Ranking) for k, v in st.sizes}
+        bind = {**{symbols.dim(k): v for k, v in ranked.items() if k != vs}, **plan.bindings()}
+        sym_vs = symbols.dim(vs)
+        free = (comms.free_symbols | math_.free_symbols) - set(bind) - {sym_vs} - \
+            {symbols.axis(a) for a in axes}
+        if free:  # a strategy whose sizes are not all given (a rank statement binds them)
+            continue
+        if not {symbols.dim("D"), symbols.dim("F"), sym_vs} <= math_.free_symbols:
+            continue  # not a layer of the D x F MLP the figure compares (e.g. attention-only programs)
+        if len(axes) == 1:
+            fix = {symbols.axis(axes[0]): chips}
+            t_c = [float(comms.xreplace(bind).xreplace(fix).xreplace({sym_vs: x})) for x in xs]
+        else:
+            try:
+                opt = optimum(plan, tuple(axes), chips)
+            except UsageError:  # its two axes do not trade against each other (e.g. ICI and DCN)
+                continue
+            x_expr = opt[axes[0]].xreplace(bind)
+            t_c = []
+            for x in xs:
+                xo = float(x_expr.xreplace({sym_vs: x}))
+                xo = min(max(xo, 1.0), float(chips))
+                fix = {symbols.axis(axes[0]): xo, symbols.axis(axes[1]): chips / xo}
+                t_c.append(float(comms.xreplace(bind).xreplace(fix).xreplace({sym_vs: x})))
+        fix_m = {symbols.axis(a): 1 for a in axes}
+        n = sp.Integer(chips)
+        t_m = [float((math_.xreplace(bind).xreplace(fix_m) / n).xreplace({sym_vs: x})) for x in xs]
+        curves[name] = (xs, t_c, t_m)
+    if not curves:
+        raise UsageError("no strategy over one or two ICI axes to plot")
+    return curves
+
+
+def plot_strategies(paths, out: str, vs: str = "B", hw=None, chips: int = 4096):
+    plt = _plt()
+    if hw is None:
+        raise UsageError("plotting strategies needs --hw")
+    curves = strategy_curves(paths, vs, hw, chips)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    math_line = None
+    for name, (xs, t_c, t_m) in sorted(curves.items()):
+        ax.loglog(xs, t_c, label=f"{name}: communication")
+        math_line = (xs, t_m)
+    ax.loglog(*math_line, "k--", label="compute (matmul FLOPs)")
+    ax.set_xlabel(f"{vs} (tokens in the batch)")
+    ax.set_ylabel("time per layer, forward + backward (s)")
+    ax.set_title(f"Communication vs compute on {chips} x {hw.name}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out)
+
+
+def plot_roofline(plan, out: str):
+    """Each einsum's arithmetic intensity (FLOPs per byte) against the chip's roofline."""
+    plt = _plt()
+    hw = plan.hardware
+    if hw is None:
+        raise UsageError("a roofline needs --hw")
+    pts = []
+    for s in plan.steps:
+        if s.kind != "Einsum":
+            continue
+        f, b = plan.evaluate(s.flops), plan.evaluate(s.bytes)
+        if f is None or b is None or b == 0:
+            raise UsageError("bind every dimension (--dims) to plot a roofline")
+        pts.append((f / b, min(hw.flops_for(plan.compute_dtype), f / b * hw.hbm_bandwidth), s.after))
+    C, W = hw.flops_for(plan.compute_dtype), hw.hbm_bandwidth
+    xs = [10 ** (i / 20) for i in range(-20, 101)]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.loglog(xs, [min(C, x * W) for x in xs], "k-", label=f"{hw.name} roofline")
+    ax.axvline(C / W, color="gray", ls=":", label=f"critical intensity {C / W:.0f} FLOPs/byte")
+    for i, (x, y, label) in enumerate(pts):
+        ax.loglog([x], [y], "o", label=label if len(label) < 40 else label[:37] + "...")
+    ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
+    ax.set_ylabel("attainable FLOPs/s per chip")
+    ax.set_title("Roofline of the program's einsums")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, out)
+
+
+def plot_frontier(serving, seq: int, out: str):
+    """Latency against throughput per chip, one point per batch size (book Part 8's Pareto plot)."""
+    plt = _plt()
+    rows = [r for r in serving.frontier(seq) if r["fits"]]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot([r["tokens_per_s_per_chip"] for r in rows], [r["step_time"] * 1e3 for r in rows], "o-",
+            label=f"{serving.cfg.name}, {serving.dtype}, {serving.chips} x {serving.hw.name}")
+    for r in rows:
+        ax.annotate(str(r["batch"]), (r["tokens_per_s_per_chip"], r["step_time"] * 1e3), fontsize=7,
+                    xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("throughput (tokens/s per chip)")
+    ax.set_ylabel("decode step (ms)")
+    ax.set_title(f"Latency vs throughput at {seq} tokens of context (labels: batch)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, out)
+
+
+def strategy_paths(target: str):
+    if os.path.isdir(target):
+        return sorted(os.path.join(target, f) for f in os.listdir(target) if f.endswith(".sc"))
+    return [target]
+
+
+__all__ = ["plot_strategies", "plot_roofline", "plot_frontier", "strategy_curves", "math"]

@@ -1,0 +1,199 @@
+"""Derivation documents and executable plans: LaTeX (compiled), Markdown, plots (PNG and SVG, not
+blank), the example notebook (executed), JAX export (run and compared with jnp.einsum), xla-check, and
+every command's --json against its schema."""
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import symcost
+from symcost.cli import main
+
+ROOT = Path(__file__).parent.parent
+SCHEMAS = ROOT / "symcost" / "schemas"
+HAS_JAX = importlib.util.find_spec("jax") is not None
+HAS_MPL = importlib.util.find_spec("matplotlib") is not None
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------------------- LaTeX
+
+
+def test_latex_document_compiles(tmp_path, capsys):
+    tex = tmp_path / "fsdp_tp.tex"
+    code, out, err = run(capsys, "latex", str(ROOT / "derivations" / "fsdp_tp.sc"), "--backward", "--hw", "tpu-v5p",
+                         "--mesh", "X=16,Y=4", "--dims", "B=1048576,D=8192,F=32768", "-o", str(tex))
+    assert code == 0, err
+    text = tex.read_text()
+    for piece in (r"\documentclass", r"\textbf{AllGather}_{X}", r"\textbf{ReduceScatter}_{Y}", "Backward pass",
+                  "Roofline", "compute-bound when", "Assumptions", "Part 2 (TPUs)", r"\begin{tabular}"):
+        assert piece in text
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed (apt-get install texlive-latex-base texlive-latex-recommended)")
+    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:]
+    pdf = tmp_path / "fsdp_tp.pdf"
+    assert pdf.stat().st_size > 10_000 and pdf.read_bytes()[:4] == b"%PDF"
+
+
+def test_latex_fragment_and_markdown():
+    plan = symcost.derive("A[I, J_X] * B[J_X, K] -> C[I, K]", mesh="X=4", dims="I=4096,J=4096,K=4096", hw="tpu-v5p")
+    frag = plan.to_latex(fragment=True)
+    assert r"\documentclass" not in frag and r"\textbf{AllReduce}_{X}" in frag
+    md = plan.to_markdown()
+    assert "| 2 | forward | `AllReduce_X(C[I, K]{U_X}) -> C[I, K]` |" in md
+    assert "t_step" in md
+
+
+def test_notebook_reprs():
+    plan = symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh="X=4")
+    assert plan._repr_latex_().startswith("$$") and r"\textbf{" in plan._repr_latex_()
+    assert "<table>" in plan._repr_html_()
+
+
+def test_latex_to_an_unwritable_path(capsys):
+    code, _, err = run(capsys, "latex", "A[I_X] -> A[I]", "-o", "/nonexistent-dir/x.tex")
+    assert code == 2 and "cannot write /nonexistent-dir/x.tex" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------- plots
+
+
+def _not_blank(path):
+    import matplotlib.image as mpimg
+    img = mpimg.imread(path)
+    assert img.shape[0] > 200 and img.shape[1] > 300
+    assert img.std() > 0.05   # not a blank canvas
+
+
+@pytest.mark.skipif(not HAS_MPL, reason="plots need matplotlib: pip install 'symcost[plot]'")
+def test_plots(tmp_path, capsys):
+    cases = [
+        ["plot", str(ROOT / "derivations"), "--vs", "B", "--hw", "tpu-v5p", "--chips", "4096",
+         "-o", str(tmp_path / "strategies.png")],
+        ["plot", "Out[B, F] = In[B, D] *_D W[D, F]", "--dims", "B=64,D=8192,F=28672", "--hw", "tpu-v5e",
+         "-o", str(tmp_path / "roofline.png")],
+        ["plot", "llama3-70b", "--hw", "tpu-v5e", "--chips", "8", "--dtype", "int8", "-o", str(tmp_path / "frontier.png")],
+    ]
+    for argv in cases:
+        code, out, err = run(capsys, *argv)
+        assert code == 0, err
+        _not_blank(argv[-1])
+    code, _, err = run(capsys, "plot", str(ROOT / "derivations"), "--hw", "tpu-v5p", "-o", str(tmp_path / "s.svg"))
+    assert code == 0 and (tmp_path / "s.svg").read_text().lstrip().startswith("<?xml")
+    from symcost.export.plot import strategy_curves
+    curves = strategy_curves([str(ROOT / "derivations" / f"{n}.sc") for n in ("fsdp", "fsdp_tp")], "B",
+                             symcost.hardware("tpu-v5p"), 4096)
+    xs, comms, math_ = curves["fsdp_tp"]
+    crossing = next(x for x, c, m in zip(xs, comms, math_) if m > c)
+    assert 2e5 < crossing < 8e5      # the book's 4e5 crossover on a 16x16x16 v5p
+
+
+# ------------------------------------------------------------------------------------- notebook
+
+
+def test_example_notebook_executes():
+    nb = json.loads((ROOT / "examples" / "symcost.ipynb").read_text())
+    namespace = {}
+    last = None
+    import os
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            src = "".join(cell["source"])
+            *body, tail = src.rstrip().splitlines()
+            exec(compile("\n".join(body), "<notebook>", "exec"), namespace)   # the project's own example
+            last = eval(compile(tail, "<notebook>", "eval"), namespace)
+    finally:
+        os.chdir(cwd)
+    assert last == pytest.approx(0.0178, rel=0.02)
+    assert namespace["plan"]._repr_latex_()
+
+
+# -------------------------------------------------------------------------------------- JAX
+
+
+EXPORTS = [
+    ("In[B_X, D_Y] * W[D_Y, F] -> Out[B_X, F]", "X=4,Y=2", "B=16,D=32,F=8"),
+    ("A[I, J_X] * B[J, K] -> C[I, K]", "X=4", "I=8,J=16,K=8"),
+    ("In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]", "X=2,Y=2", "B=8,D=8,F=8"),
+    ("A[I_X, J] -> A[I, J_X]", "X=4", "I=8,J=8"),
+    ("AllGather_X(A[I_XY, J]) -> A[I_Y, J]", "X=2,Y=2", "I=8,J=2"),
+    ("A[I, J_X] * B[J_X, K] -> C[I, K_X]", "X=4", "I=8,J=8,K=8"),
+]
+
+
+@pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
+@pytest.mark.parametrize("expr, mesh, dims", EXPORTS)
+def test_exported_jax_runs_and_agrees(tmp_path, capsys, expr, mesh, dims):
+    out = tmp_path / "layer.py"
+    code, _, err = run(capsys, "export-jax", expr, "--mesh", mesh, "--dims", dims, "-o", str(out))
+    assert code == 0, err
+    text = out.read_text()
+    assert "shard_map" in text and "import symcost" not in text
+    r = subprocess.run([sys.executable, str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "matches jnp.einsum" in r.stdout
+
+
+def test_export_refuses_what_it_cannot_write(tmp_path, capsys):
+    code, _, err = run(capsys, "export-jax", "A[I, J]{U_X} * B[J, K] -> C[I, K]", "--mesh", "X=2",
+                       "--dims", "I=4,J=4,K=4", "-o", str(tmp_path / "x.py"))
+    assert code == 1 and "input A holds partial sums" in err
+    code, _, err = run(capsys, "export-jax", "A[I_X] -> A[I]", "--mesh", "X", "-o", str(tmp_path / "x.py"))
+    assert code == 1 and "give every mesh axis a size" in err
+
+
+@pytest.mark.skipif(not HAS_JAX, reason="xla-check needs the jax extra: pip install 'symcost[jax]'")
+def test_xla_check_recognises_reduce_scatter_and_validates():
+    import jsonschema
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+    import os
+    r = subprocess.run([sys.executable, "-m", "symcost.cli", "xla-check", "A[I, J_X] * B[J_X, K] -> C[I, K_X]",
+                        "--mesh", "X=4", "--dims", "I=256,J=1024,K=512", "--json"], capture_output=True, text=True,
+                       env={**os.environ, **env}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    jsonschema.validate(out, json.loads((SCHEMAS / "xla-check.json").read_text()))
+    (c,) = out["xla"]["collectives"]
+    assert c["kind"] == "reduce-scatter" and c["hlo"] == "all-reduce" and c["axes"] == ["X"]
+    assert out["xla"]["link_bytes"] == out["symcost"]["link_bytes"] == 196_608
+
+
+# ------------------------------------------------------------------------------------ schemas
+
+
+SCHEMA_CASES = [
+    ("derive", ["derive", "In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]", "--mesh", "X=4,Y=4",
+                "--dims", "B=1024,D=8192,F=32768", "--hw", "tpu-v5p", "--json"]),
+    ("derive", ["derive", str(ROOT / "derivations" / "fsdp.sc"), "--mesh", "X", "--backward", "--json"]),
+    ("check", ["check", "A[I_X, J]", "--json"]),
+    ("solve", ["solve", str(ROOT / "derivations" / "fsdp.sc"), "--mesh", "X", "--for", "B", "--backward",
+               "--hw", "tpu-v5p", "--json"]),
+    ("optimize", ["optimize", str(ROOT / "derivations" / "fsdp_tp.sc"), "--chips", "64", "--vary", "X,Y",
+                  "--mesh", "X:2,Y", "--dims", "B=48000,F=32768,D=8192", "--json"]),
+    ("model", ["model", "llama3-70b", "--decode", "--prefill", "--frontier", "--hw", "tpu-v5e", "--chips", "8",
+               "--batch", "32", "--dtype", "int8", "--json"]),
+    ("hardware", ["hardware", "tpu-v5p", "--json"]),
+]
+
+
+@pytest.mark.parametrize("schema, argv", SCHEMA_CASES, ids=[f"{s}-{i}" for i, (s, _) in enumerate(SCHEMA_CASES)])
+def test_json_output_matches_its_schema(capsys, schema, argv):
+    import jsonschema
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    jsonschema.validate(json.loads(out), json.loads((SCHEMAS / f"{schema}.json").read_text()))
