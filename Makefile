@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/symcost derive "In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]" \
-	    --mesh X=4,Y=4 --dims B=1024,D=8192,F=32768 --hw tpu-v5e
+	$(VENV)/bin/symcost derive "In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]" --mesh X,Y
+	$(VENV)/bin/symcost solve derivations/fsdp.sc --for B --mesh X --hw tpu-v5p
 	$(VENV)/bin/symcost derive "A[I, J_X] * B[J, K] -> C[I, K]" --mesh X=4 --dims I=256,J=8192,K=8192 --hw tpu-v5e
 
 test: $(STAMP)

@@ -13,6 +13,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+os.chdir(os.path.dirname(HERE))
 
 import symcost  # noqa: E402
 

@@ -147,7 +147,14 @@ def wins_when(alt_steps, best_steps, env: Env) -> str | None:
     if ratio.is_number:
         return None if ratio >= 1 else "always"
     num, den = sp.fraction(ratio)
-    cond = sp.Lt(sp.expand(num), sp.expand(den))
+    diff = sp.expand(num - den)     # alt < best  <=>  diff < 0: cancel the terms both sides share
+    terms = sp.Add.make_args(diff)
+    lhs = sp.Add(*[t for t in terms if t.could_extract_minus_sign() is False])
+    rhs = -sp.Add(*[t for t in terms if t.could_extract_minus_sign() is True])
+    g = sp.gcd_terms(sp.factor_terms(lhs)), sp.factor_terms(rhs)
+    common = sp.gcd(*g) if all(x != 0 for x in g) else 1
+    lhs, rhs = sp.cancel(g[0] / common), sp.cancel(g[1] / common)
+    cond = sp.Lt(lhs, rhs)
     if cond is sp.true:
         return "always"
     if cond is sp.false:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 import sympy as sp
 
 from ..api import derive
-from ..cost import Env
+from ..cost import Env, LocalEinsum, Move, collective_time, einsum_flops
 from ..errors import UsageError
 from ..notation import DTYPE_BYTES, DTYPE_CANON
 from .config import ModelConfig
@@ -113,33 +113,40 @@ class Serving:
             self._plans[key] = plan
         return plan
 
-    def _roofline(self, plan) -> tuple[float, float, float, float]:
+    def _roofline(self, plan, override=None) -> tuple[float, float, float, float]:
         """(sum over einsums of max(T_math, T_hbm), T_math, T_hbm, T_comms) per device, in seconds.
         The attention scores ``A`` never reach HBM (the two attention einsums run fused, as flash
-        attention does), so their bytes are not counted."""
+        attention does), so their bytes are not counted. ``override`` rebinds sizes (the plan is symbolic
+        in them), so one derivation serves a sweep."""
         consts = self._constants(plan)
-        subs = {**plan.bindings(), **{sp.Symbol(k, positive=True): v for k, v in consts.items()}}
-        env = Env.numeric(plan.mesh, dict(plan.sizes), consts)
+        sizes_ = {**dict(plan.sizes), **(override or {})}
+        env = Env.numeric(plan.mesh, sizes_, consts)
         roof = tm = th = 0.0
+        per_axis: dict[str, float] = {}
         for s in plan.steps:
-            if s.kind != "Einsum":
-                continue
-            a = float(s.t_math.xreplace(subs))
-            e = s.op
-            nbytes = sum(env.local_bytes(t) for t in e.inputs + (e.output,) if t.name not in FUSED)
-            b = nbytes / consts["W_hbm"]
-            roof += max(a, b)
-            tm += a
-            th += b
-        tc = float(plan.t_comms.xreplace(subs)) if plan.t_comms != 0 else 0.0
+            op = s.op
+            if isinstance(op, LocalEinsum):
+                a = einsum_flops(op, env) / consts["C"]
+                nbytes = sum(env.local_bytes(t) for t in op.inputs + (op.output,) if t.name not in FUSED)
+                b = nbytes / consts["W_hbm"]
+                roof += max(a, b)
+                tm += a
+                th += b
+            elif isinstance(op, Move) and op.kind != "Slice":
+                t = collective_time(op, env)
+                for ax in op.axes:
+                    per_axis[ax] = per_axis.get(ax, 0.0) + t
+        tc = max(per_axis.values(), default=0.0)
         return roof, tm, th, tc
 
     # ------------------------------------------------------------------ decode
-    def decode(self, batch: int, seq: int) -> dict:
-        """One generation step for ``batch`` sequences with ``seq`` tokens of context each."""
+    def decode(self, batch: int, seq: int, plan_batch: int | None = None) -> dict:
+        """One generation step for ``batch`` sequences with ``seq`` tokens of context each. The layout is
+        chosen at ``plan_batch`` (default: ``batch``) and the costs evaluated at ``batch``."""
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
         run_batch = self._padded(batch)
+        at = self._padded(plan_batch) if plan_batch else run_batch
         per = []
         kinds = [(False, self.cfg.dense_layers if self.cfg.is_moe else self.cfg.L)]
         if self.cfg.is_moe:
@@ -147,13 +154,14 @@ class Serving:
         roof = tm = th = tc = 0.0
         for moe, count in kinds:
             if count:
-                r = self._roofline(self._plan("layer", run_batch, 1, seq, moe))
+                over = {"B": run_batch, **({"R": max(1, round(run_batch * self.cfg.k / self.cfg.E))} if moe else {})}
+                r = self._roofline(self._plan("layer", at, 1, seq, moe), over)
                 per.append(r)
                 roof += count * r[0]
                 tm += count * r[1]
                 th += count * r[2]
                 tc += count * r[3]
-        h = self._roofline(self._plan("head", run_batch, 1, seq))
+        h = self._roofline(self._plan("head", at, 1, seq), {"B": run_batch})
         roof, tm, th, tc = roof + h[0], tm + h[1], th + h[2], tc + h[3]
         step = max(roof, tc)
         memory = self.param_bytes + batch * seq * self.kv_bytes_per_token
@@ -182,8 +190,9 @@ class Serving:
             top = max(1, self.max_batch(seq))
             batches = sorted({2 ** i for i in range(0, int(math.log2(top)) + 1)} | {top})
         out = []
+        rank_at = max(1, min(self.max_batch(seq) or 1, 64))  # one layout for the sweep
         for b in batches:
-            r = self.decode(b, seq)
+            r = self.decode(b, seq, plan_batch=rank_at)
             out.append({"batch": b, "step_time": r["step_time"], "tokens_per_s": r["tokens_per_s"],
                         "tokens_per_s_per_chip": r["tokens_per_s_per_chip"], "memory_bytes": r["memory_bytes"],
                         "fits": r["fits"]})

@@ -13,6 +13,7 @@ derivation. Elementwise work (norms, softmax, the gate's product, residuals) is 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import sympy as sp
@@ -106,6 +107,7 @@ def _elements(layout, dims) -> sp.Expr:
     return sp.sympify(global_bytes(layout, dims)) / layout.dtype_bytes
 
 
+@functools.lru_cache(maxsize=64)
 def param_counts(cfg: ModelConfig) -> dict:
     """Parameters by component, read off the layer and head programs (book Part 4's table)."""
     from ..api import derive
@@ -133,6 +135,7 @@ def param_counts(cfg: ModelConfig) -> dict:
             "mlp_active": int(mlp_active), "attention": int(attention), "embedding": int(embedding)}
 
 
+@functools.lru_cache(maxsize=64)
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str = "bf16") -> int:
     """2 L K H bytes: the new keys and values a token adds, read off the layer program."""
     from ..api import derive
