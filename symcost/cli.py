@@ -160,8 +160,7 @@ def cmd_solve(args) -> int:
                                     "compute_bound_when": str(co)} for name, _, cr, co in report}
         print(json.dumps(out, indent=2))
         return 0
-    print(f"expression: {plan.expression.splitlines()[0] if plan.expression else ''}"
-          + (" ..." if "\n" in plan.expression else ""))
+    print(f"program: {args.program}" if os.path.exists(args.program) else f"expression: {plan.expression}")
     for name, p, crit, cond in report:
         print(f"[{name}]" if len(report) > 1 else "")
         print(f"  t_math  = {p.t_math}")
@@ -171,6 +170,13 @@ def cmd_solve(args) -> int:
             print(f"  no critical value of {args.symbol}")
         for c in crit:
             num = "" if c["numeric"] is None else f" = {c['numeric']:.6g}"
+            if c["numeric"] is None:  # a per-device figure: the value over the mesh axes it grows with
+                axes = [sp.Symbol(a.name, positive=True, integer=True) for a in p.mesh.axes
+                        if a.size is None and sp.Symbol(a.name, positive=True, integer=True) in c["value"].free_symbols]
+                if axes:
+                    per = p.evaluate(c["value"] / sp.Mul(*axes))
+                    if per is not None:
+                        num = f"  ({per:.6g} per device along {','.join(str(a) for a in axes)})"
             print(f"  {c['condition']}:  {args.symbol} = {sp.sstr(c['value'])}{num}")
         print(f"  compute-bound when: {cond}")
     return 0

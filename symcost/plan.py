@@ -75,9 +75,14 @@ class Alternative:
     wins_when: str | None
     steps: tuple[Step, ...] = field(default=(), compare=False, repr=False)
 
+    @property
+    def comm_bytes(self) -> sp.Expr:
+        """Sum of V over the alternative's collectives."""
+        return sum((s.bytes for s in self.steps if s.is_collective), ZERO)
+
     def as_dict(self) -> dict:
         return {"summary": self.summary, "t_comms": str(self.t_comms), "t_step": str(self.t_step),
-                "wins_when": self.wins_when}
+                "comm_bytes": str(self.comm_bytes), "wins_when": self.wins_when}
 
 
 def build_step(op, env: Env, phase: str = "forward", why: str = "") -> Step:

@@ -53,12 +53,14 @@ def render_plan(plan) -> str:
         lines.append(f"  {k:8s} = {expr}{shown}")
     if plan.alternatives:
         lines.append("")
-        lines.append("alternatives considered:")
-        for a in plan.alternatives:
+        lines.append(f"alternatives considered ({len(plan.alternatives)}; --json lists their costs):")
+        for a in plan.alternatives[:4]:
             v = plan.evaluate(a.t_step)
-            shown = "" if v is None else f" = {fmt_seconds(v)}"
             lines.append(f"  - {a.summary}")
-            lines.append(f"      t_step = {a.t_step}{shown}")
+            detail = f"      moves {a.comm_bytes} bytes (sum of V)"
+            if v is not None:
+                detail += f"; t_step = {fmt_seconds(v)}"
+            lines.append(detail)
             if a.wins_when:
-                lines.append(f"      moves less data when {a.wins_when}")
+                lines.append(f"      moves less data than the plan when {a.wins_when}")
     return "\n".join(lines)
