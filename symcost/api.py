@@ -104,8 +104,8 @@ def _axes_named(prog: Program) -> list[str]:
     for st in prog.statements:
         for t in statement_tensors(st):
             tensor(t)
-        if isinstance(st, Collective):
-            add(st.axes)
+        if isinstance(st, Collective):  # ReduceScatter_{X,K}: K names a dimension, not an axis
+            add(tuple(a for a in st.axes if a not in {d.name for d in st.operand.dims}))
     return names
 
 
@@ -373,6 +373,16 @@ def _why_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
 def _plan_collective(stmt: Collective, st: _State, line: int):
     src = _use(stmt.operand, st, line)
     text = st.prog.text
+    # the book's ReduceScatter_{X,K} / AllToAll_{X,J}: a dimension among the axes names the target
+    dims_named = [a for a in stmt.axes if a not in st.mesh and a in src.dims]
+    if dims_named:
+        stmt = replace(stmt, axes=tuple(a for a in stmt.axes if a not in dims_named))
+        out_dims = {d.name: d.axes for d in stmt.output.dims}
+        for d in dims_named:
+            if not any(a in out_dims.get(d, ()) for a in stmt.axes):
+                raise ShardingError(f"{stmt.kind} names dimension {d} as its target, but {stmt.output.name} "
+                                    f"does not split {d} over {format_axes(stmt.axes)[1:]}", text=text,
+                                    line=stmt.span.line, column=stmt.span.column, width=stmt.name_span.width)
     for a in stmt.axes:
         if a not in st.mesh:
             raise ShardingError(f"unknown mesh axis {a!r} in {stmt.kind}", text=text,

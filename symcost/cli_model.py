@@ -65,8 +65,14 @@ def cmd_model(args) -> int:
         out["critical_batch"] = critical_batch(hw, dtype, args.compute_dtype)
     serving = None
     if args.decode or args.prefill or args.frontier:
+        sharding = None
+        if args.mesh:  # the first axis splits the heads, the rest the KV cache's batch; F over all
+            from .mesh import parse_mesh
+            from .models.transformer import Sharding
+            names = parse_mesh(args.mesh).names
+            sharding = Sharding(model=names, heads=names[:1], kv_batch=names[1:])
         serving = Serving(cfg, hw, chips=args.chips, dtype=dtype, kv_dtype=args.kv_dtype,
-                          compute_dtype=args.compute_dtype, mesh=args.mesh)
+                          compute_dtype=args.compute_dtype, mesh=args.mesh, sharding=sharding)
     if args.decode:
         if not args.batch:
             raise UsageError("--decode needs --batch (sequences)")

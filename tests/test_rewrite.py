@@ -163,3 +163,16 @@ def test_comms_objective_never_moves_more_than_time_objective():
     t = symcost.derive(text, mesh="X=8", dims="I=256,J=8192,K=8192")
     c = symcost.derive(text, mesh="X=8", dims="I=256,J=8192,K=8192", objective="comms")
     assert c.evaluate(c.comm_bytes) <= t.evaluate(t.comm_bytes)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("ReduceScatter_{X,K}(C[I, K]{U_X}) -> C[I, K_X]", "ReduceScatter_X(C[I, K]{U_X}) -> C[I, K_X]"),
+    ("AllToAll_{X,J}(A[I_X, J]) -> A[I, J_X]", "AllToAll_X(A[I_X, J]) -> A[I, J_X]"),
+])
+def test_book_collective_syntax_with_a_target_dimension(text, expected):
+    """The book writes ReduceScatter_{X,K} and AllToAll_{X,J}: the dimension names the target."""
+    for mesh in ("X=4", None):
+        plan = symcost.derive(text, mesh=mesh)
+        assert [s.signature() for s in plan.collectives] == [expected]
+    with pytest.raises(ShardingError, match="names dimension I as its target"):
+        symcost.derive("ReduceScatter_{X,I}(C[I, K]{U_X}) -> C[I, K_X]", mesh="X=4")

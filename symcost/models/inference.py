@@ -140,7 +140,7 @@ class Serving:
         return roof, tm, th, tc
 
     # ------------------------------------------------------------------ decode
-    def decode(self, batch: int, seq: int, plan_batch: int | None = None) -> dict:
+    def decode(self, batch: int, seq: int, plan_batch: int | None = None, new_tokens: int = 1) -> dict:
         """One generation step for ``batch`` sequences with ``seq`` tokens of context each. The layout is
         chosen at ``plan_batch`` (default: ``batch``) and the costs evaluated at ``batch``."""
         if batch < 1 or seq < 1:
@@ -154,19 +154,21 @@ class Serving:
         roof = tm = th = tc = 0.0
         for moe, count in kinds:
             if count:
-                over = {"B": run_batch, **({"R": max(1, round(run_batch * self.cfg.k / self.cfg.E))} if moe else {})}
-                r = self._roofline(self._plan("layer", at, 1, seq, moe), over)
+                over = {"B": run_batch,
+                        **({"R": max(1, round(run_batch * new_tokens * self.cfg.k / self.cfg.E))} if moe else {})}
+                r = self._roofline(self._plan("layer", at, new_tokens, seq, moe), over)
                 per.append(r)
                 roof += count * r[0]
                 tm += count * r[1]
                 th += count * r[2]
                 tc += count * r[3]
-        h = self._roofline(self._plan("head", at, 1, seq), {"B": run_batch})
+        h = self._roofline(self._plan("head", at, new_tokens, seq), {"B": run_batch})
         roof, tm, th, tc = roof + h[0], tm + h[1], th + h[2], tc + h[3]
         step = max(roof, tc)
         memory = self.param_bytes + batch * seq * self.kv_bytes_per_token
         return {"step_time": step, "t_math": tm, "t_hbm": th, "t_comms": tc,
-                "tokens_per_s": batch / step, "tokens_per_s_per_chip": batch / step / self.chips,
+                "tokens_per_s": batch * new_tokens / step,
+                "tokens_per_s_per_chip": batch * new_tokens / step / self.chips,
                 "max_batch": self.max_batch(seq), "memory_bytes": memory,
                 "fits": memory <= self.hbm_total}
 
@@ -261,6 +263,25 @@ def prefill_generate_ratio(prefill_seconds: float, step_seconds: float, batch: i
     """Prefill servers per generate server in disaggregated serving: the generate server finishes batch
     sequences every generate x step seconds; each needs a prefill (book Part 8)."""
     return prefill_seconds * batch / (step_seconds * generate)
+
+
+def speculative_decode(target: Serving, drafter: Serving, batch: int, seq: int, draft: int,
+                       acceptance: float) -> dict:
+    """Speculative sampling (book Part 7): the drafter proposes ``draft`` tokens one step at a time, the
+    target checks them in one step over ``draft + 1`` new tokens. With each draft token accepted with
+    probability ``acceptance`` (independently), a round yields (1 - a^(k+1)) / (1 - a) tokens on average.
+    Both step times come from the derived layer programs; in the memory-bound regime the check costs
+    about one ordinary step, which is where the method wins."""
+    if not 0 <= acceptance < 1 or draft < 1:
+        raise UsageError("speculative decoding needs 0 <= acceptance < 1 and at least one draft token")
+    t_draft = drafter.decode(batch, seq)["step_time"]
+    t_check = target.decode(batch, seq, new_tokens=draft + 1)["step_time"]
+    expected = (1 - acceptance ** (draft + 1)) / (1 - acceptance)
+    round_time = draft * t_draft + t_check
+    plain = target.decode(batch, seq)["step_time"]
+    return {"round_time": round_time, "tokens_per_round": expected, "check_step": t_check,
+            "draft_step": t_draft, "tokens_per_s": batch * expected / round_time,
+            "speedup": (expected / round_time) / (1 / plain)}
 
 
 def moe_critical_batch(cfg: ModelConfig, hw, weight_dtype: str = "bf16") -> float:

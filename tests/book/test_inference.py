@@ -286,3 +286,17 @@ def test_flops_per_dollar():
     """applied-inference.flops_per_dollar: FLOPs/s per $/hour at the book's prices."""
     for name, price, expected in (("h100", 10.8, 91e12), ("tpu-v5p", 4.2, 109e12), ("tpu-v5e", 1.2, 164e12)):
         assert symcost.hardware(name).C / price == pytest.approx(expected, rel=0.01)
+
+
+def test_speculative_decoding():
+    """Part 7, speculative sampling: checking k drafted tokens costs about one memory-bound step, so with a
+    cheap drafter and a good acceptance rate tokens/s rise; with nothing accepted they fall."""
+    from symcost.models.inference import speculative_decode
+    target = Serving(LLAMA70, V5E, chips=8, dtype="int8")
+    drafter = Serving(load_model_config("llama3-8b"), V5E, chips=8, dtype="int8")
+    plain = target.decode(4, 8192)["step_time"]
+    good = speculative_decode(target, drafter, 4, 8192, draft=4, acceptance=0.8)
+    assert good["check_step"] < 1.1 * plain
+    assert good["tokens_per_round"] == pytest.approx((1 - 0.8 ** 5) / 0.2)
+    assert good["speedup"] > 1.5
+    assert speculative_decode(target, drafter, 4, 8192, draft=4, acceptance=0.0)["speedup"] < 1

@@ -231,3 +231,25 @@ def test_memory_questions():
     plan = symcost.derive("param W[P]\nW[P]", mesh="X=1", dims="P=13000000000")
     assert memory_per_device(plan)["total"] == pytest.approx(130e9)
     assert 4096 * V5P.hbm_bytes == pytest.approx(393e12, rel=0.01)
+
+
+def test_llama2_13b_memory_and_strategies_on_16x16x16():
+    """training.q2.activation_memory / q3.*: LLaMA-2 13B, 3 checkpoints a layer after the big matmuls:
+    2 L B (D + 2F) = 42 TB at 16M tokens; at 3M tokens (96 sequences of 32k) 7.86 TB + 130 GB = 8 TB.
+    Pure data parallelism does not fit (130 GB a chip > 96 GB); pure FSDP fits but needs 850 tokens a chip
+    (3.48M > 3M: comms-bound); FSDP + TP needs 235 a chip and has 732."""
+    from symcost.models.config import load_model_config
+    from symcost.models.transformer import checkpoint_bytes, param_counts
+    cfg = load_model_config("llama2-13b")
+    assert checkpoint_bytes(cfg, 16e6, 3) == pytest.approx(42e12, rel=0.01)
+    act = checkpoint_bytes(cfg, 3e6, 3)
+    assert act == pytest.approx(7.86e12, rel=0.01)
+    params = param_counts(cfg)["total"]
+    assert act + 10 * params == pytest.approx(8e12, rel=0.01)
+    assert 3 * 2 ** 20 // 32768 == 96
+    assert 10 * params > V5P.hbm_bytes                         # DP: params + Adam do not fit a chip
+    fsdp_min = per_chip_critical_batch("fsdp", "X:3") * 4096
+    assert fsdp_min > 3e6                                       # FSDP: comms-bound at 3M
+    plan = strategy("fsdp_tp", "X:2,Y", hw="tpu-v5p", dims="F=13824")
+    bound = plan.evaluate(sp.simplify(optimize_plan(plan, ("X", "Y"), "N")["compute_bound_when"].rhs / axis("N")))
+    assert bound < 3e6 / 4096                                   # FSDP + TP: compute-bound
