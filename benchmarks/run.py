@@ -53,7 +53,9 @@ def fmt(s):
 def main():
     rows = []
     for label, (text, mesh, dims) in CASES.items():
-        rows.append((f"warm derive: {label}", warm(lambda: symcost.derive(text, mesh=mesh, dims=dims))))
+        rows.append((f"warm derive, repeated: {label}", warm(lambda: symcost.derive(text, mesh=mesh, dims=dims))))
+        rows.append((f"warm process, caches cleared: {label}",
+                     warm(lambda: (symcost.clear_caches(), symcost.derive(text, mesh=mesh, dims=dims)))))
     for mod in ("bench_training", "bench_models"):
         path = os.path.join(HERE, mod + ".py")
         if os.path.exists(path):

@@ -7,7 +7,7 @@
 
 The notation is the book *How to Scale Your Model*'s (Part 3). See the README for the command line.
 """
-from .api import check, derive, parse_dims
+from .api import check, clear_caches, derive, parse_dims
 from .errors import NotationError, ShardingError, SymcostError, UsageError
 from .layout import Layout, bytes_per_device, bytes_total, local_shape
 from .mesh import Axis, Mesh, parse_mesh
@@ -25,6 +25,6 @@ def hardware(name: str) -> Hardware:
 
 
 __version__ = "0.1.0"
-__all__ = ["derive", "check", "parse", "parse_mesh", "parse_dims", "hardware", "hardware_presets", "Hardware", "Plan", "Step", "Layout",
+__all__ = ["derive", "check", "clear_caches", "parse", "parse_mesh", "parse_dims", "hardware", "hardware_presets", "Hardware", "Plan", "Step", "Layout",
            "Mesh", "Axis", "local_shape", "bytes_per_device", "bytes_total", "SymcostError",
            "NotationError", "ShardingError", "UsageError"]

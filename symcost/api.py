@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -17,7 +18,7 @@ from .layout import Layout, check_layout, layout_from_ref
 from .mesh import Mesh, as_mesh
 from .notation import (DEFAULT_DTYPE, DTYPE_BYTES, Collective, Declaration, Einsum, Program, Ranking,
                        TensorRef, format_axes, parse)
-from .plan import Alternative, Plan, build_step, summarize, totals, wins_when
+from .plan import Alternative, Plan, build_step, summarize, totals
 from .rewrite import Ranker, moves_from, plan_chain, product_dims, reshard
 from . import symbols
 
@@ -291,8 +292,8 @@ def _plan_einsum(stmt: Einsum, st: _State, line: int):
     for c in cands[1:]:
         steps = _materialize(c.steps, st, target)
         t = totals(steps, st.mesh, st.ranker.overlap)
-        st.alternatives.append(Alternative(summarize(steps), t["t_comms"], t["t_step"],
-                                           wins_when(steps, best_steps, st.env), tuple(steps)))
+        st.alternatives.append(Alternative(summarize(steps), t["t_comms"], t["t_step"], tuple(steps),
+                                           tuple(best_steps), st.mesh))
     final = best.steps[-1]
     final_layout = final.output if isinstance(final, LocalEinsum) else final.after
     st.known[name] = final_layout
@@ -391,10 +392,7 @@ def _plan_collective(stmt: Collective, st: _State, line: int):
                                 hint=f"the mesh has axes {', '.join(st.mesh.names)}")
     out = _layout(stmt.output, st)
     out = replace(out, dtype=stmt.output.dtype or src.dtype)
-    if stmt.output.name != stmt.operand.name:
-        out_named = out
-    else:
-        out_named = out
+    out_named = out
     want = replace(out, name=src.name)
     axes = set(stmt.axes)
     if stmt.kind == "Send":  # one hop along the axes: a collective-permute that keeps the layout
@@ -477,8 +475,16 @@ ALL_MOVES = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Slice", "Pe
 
 
 def _ranker(mesh, sizes, hardware, overlap, objective, moves=None):
+    return _cached_ranker(mesh, tuple(sorted(sizes.items())), hardware, overlap, objective,
+                          None if moves is None else tuple(moves))
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_ranker(mesh, sizes, hardware, overlap, objective, moves):
+    """Rankers keep the moves and prices they have worked out; derivations on the same mesh, sizes and
+    hardware share one."""
     constants = hardware.bindings("bf16") if hardware is not None else None
-    return Ranker(mesh, sizes, constants, objective=objective, overlap=overlap, moves=moves)
+    return Ranker(mesh, dict(sizes), constants, objective=objective, overlap=overlap, moves=moves)
 
 
 def _moves_for(prog: Program, moves) -> tuple | None:
@@ -555,10 +561,18 @@ def derive(text, mesh=None, dims=None, hw=None, *, overlap: bool = True, objecti
     return plan_of(st, text, overlap=overlap, objective=objective)
 
 
+def clear_caches() -> None:
+    """Forget parsed programs, plan searches and built steps (they are kept because a question asked
+    twice -- a sweep, a notebook re-run -- is answered from them)."""
+    from . import notation, plan, rewrite
+    for f in (notation._parse, _cached_ranker, rewrite._plan_chain, plan._build_step, plan._wins_when_cached):
+        f.cache_clear()
+
+
 def check(text, mesh=None, dims=None, hw=None) -> Plan:
     """Is this sharding (or program) valid? Raises :class:`ShardingError` saying which axis and which
     tensor when it is not; otherwise returns its plan."""
     return derive(text, mesh, dims, hw)
 
 
-__all__ = ["derive", "check", "parse_dims", "SymcostError"]
+__all__ = ["derive", "check", "parse_dims", "clear_caches", "SymcostError"]

@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(lx)
     lx.add_argument("-o", "--output", help="write to this file (default: stdout)")
     lx.add_argument("--fragment", action="store_true", help="no preamble")
+    lx.add_argument("--markdown", action="store_true", help="Markdown instead of LaTeX (for READMEs and issues)")
     _planning(lx)
 
     h = sub.add_parser("hardware", help="list presets / show one, with its sources")
@@ -207,17 +208,22 @@ def cmd_optimize(args) -> int:
     return 0
 
 
+def write_output(path: str, text: str) -> None:
+    """Write a generated file; an unwritable path is a usage error, not a traceback."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        from .errors import UsageError
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None
+    print(f"wrote {path}")
+
+
 def cmd_latex(args) -> int:
     plan = _derive(args)
-    tex = plan.to_latex(fragment=args.fragment)
+    tex = plan.to_markdown() if args.markdown else plan.to_latex(fragment=args.fragment)
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(tex)
-        except OSError as e:
-            from .errors import UsageError
-            raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
-        print(f"wrote {args.output}")
+        write_output(args.output, tex)
     else:
         print(tex)
     return 0

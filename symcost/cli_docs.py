@@ -63,15 +63,8 @@ def cmd_export_jax(args) -> int:
     from .cli import _read_program
     from .export.jax import export_plan
     from . import api
-    plan = api.derive(_read_program(args.program), args.mesh, args.dims, args.hw)
-    code = export_plan(plan)
-    try:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(code)
-    except OSError as e:
-        from .errors import UsageError
-        raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
-    print(f"wrote {args.output}")
+    from .cli import write_output
+    write_output(args.output, export_plan(api.derive(_read_program(args.program), args.mesh, args.dims, args.hw)))
     return 0
 
 

@@ -15,7 +15,6 @@ quickly). For example, the book's Part 3 Question 2 (v4p 4x4x4, B=1024, D=4096, 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import sympy as sp
@@ -277,6 +276,3 @@ def einsum_times(e: LocalEinsum, env: Env):
     b = einsum_bytes(e, env)
     return f, b, f / env.C, b / env.W_hbm
 
-
-def finite(x) -> bool:
-    return x is not None and not (isinstance(x, float) and math.isinf(x))

@@ -400,6 +400,11 @@ def parse(text: str) -> Program:
     """
     if not isinstance(text, str):
         raise NotationError(f"expected notation text, got {type(text).__name__}")
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(text: str) -> Program:
     try:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedInput as err:

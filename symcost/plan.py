@@ -14,6 +14,7 @@ read and written, FLOPs and seconds (latency floor included), and why it is ther
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 
@@ -72,8 +73,14 @@ class Alternative:
     summary: str
     t_comms: sp.Expr
     t_step: sp.Expr
-    wins_when: str | None
     steps: tuple[Step, ...] = field(default=(), compare=False, repr=False)
+    chosen: tuple[Step, ...] = field(default=(), compare=False, repr=False)
+    mesh: Mesh | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def wins_when(self) -> str | None:
+        """When this alternative moves less data than the chosen plan (worked out on first use)."""
+        return _wins_when_cached(tuple(s.op for s in self.steps), tuple(s.op for s in self.chosen), self.mesh)
 
     @property
     def comm_bytes(self) -> sp.Expr:
@@ -86,8 +93,13 @@ class Alternative:
 
 
 def build_step(op, env: Env, phase: str = "forward", why: str = "") -> Step:
-    """The symbolic :class:`Step` of a move or local einsum."""
-    mesh = env.mesh
+    """The symbolic :class:`Step` of a move or local einsum (steps are values: built once, then reused)."""
+    return _build_step(op, env.mesh, phase, why)
+
+
+@functools.lru_cache(maxsize=8192)
+def _build_step(op, mesh: Mesh, phase: str, why: str) -> Step:
+    env = Env.symbolic(mesh)
     if isinstance(op, LocalEinsum):
         flops, nbytes, t_math, t_hbm = einsum_times(op, env)
         used = tuple(a for a in mesh.names if any(a in ax for ax in op.axes))
@@ -136,6 +148,13 @@ def totals(steps, mesh: Mesh, overlap: bool = True) -> dict:
 def comms_bandwidth(steps, env: Env):
     """Sum of the throughput terms of the collectives (no latency floor)."""
     return sum((collective_bandwidth_time(s.op, env) for s in steps if isinstance(s.op, Move)), ZERO)
+
+
+@functools.lru_cache(maxsize=4096)
+def _wins_when_cached(alt_ops, best_ops, mesh) -> str | None:
+    env = Env.symbolic(mesh)
+    wrap = lambda ops: [Step("", (), "", "", "", "", ZERO, ZERO, ZERO, op=o) for o in ops]
+    return wins_when(wrap(alt_ops), wrap(best_ops), env)
 
 
 def wins_when(alt_steps, best_steps, env: Env) -> str | None:

@@ -22,6 +22,7 @@ Costs used for the search are floats from a numeric :class:`~symcost.cost.Env` (
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 from dataclasses import dataclass, replace
@@ -259,6 +260,15 @@ def product_dims(left_dims, right_dims, contract, later: set, out_dims=None):
 
 def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ranker: Ranker,
                out_dtype: str | None = None, keep: int = 6, names=None) -> list[Candidate]:
+    """See :func:`_plan_chain` (results are values: the same question is answered once)."""
+    ops = tuple(tuple(o) if isinstance(o, list) else o for o in operands)
+    return list(_plan_chain(ops, tuple(contracts), final_name, tuple(out_dims), target, mesh, ranker,
+                            out_dtype, keep, tuple(names) if names else None))
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ranker: Ranker,
+                out_dtype: str | None = None, keep: int = 6, names=None) -> tuple:
     """Plan ``operands[0] * operands[1] * ...`` (left to right) into ``target`` (or, when None, into
     the cheapest fully reduced layout of ``out_dims``). ``operands[0]`` may be a tuple of layouts the
     tensor already has (each free to start from). Returns the best plan first, then the best plan
@@ -276,7 +286,7 @@ def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ra
             out.append(c)
         if len(out) > keep:
             break
-    return out
+    return tuple(out)
 
 
 def _summary_key(steps):

@@ -6,7 +6,6 @@ latency-throughput frontier of a served model (Part 8).
 """
 from __future__ import annotations
 
-import math
 import os
 
 import sympy as sp
@@ -159,4 +158,4 @@ def strategy_paths(target: str):
     return [target]
 
 
-__all__ = ["plot_strategies", "plot_roofline", "plot_frontier", "strategy_curves", "math"]
+__all__ = ["plot_strategies", "plot_roofline", "plot_frontier", "strategy_curves"]
