@@ -124,7 +124,8 @@ def cmd_model(args) -> int:
               f"activations {fmt_bytes(mb['activations'])}; at least {t['min_chips']} chips")
         if "strategy" in t:
             s = t["strategy"]
-            print(f"    strategy {args.strategy}: per layer T_math {fmt_seconds(s['t_math'])}, T_comms "
+            mesh = ",".join(f"{k}={v}" for k, v in s["mesh"].items())
+            print(f"    strategy {args.strategy} on {mesh}: per layer T_math {fmt_seconds(s['t_math'])}, T_comms "
                   f"{fmt_seconds(s['t_comms'])} -> {'compute' if s['compute_bound'] else 'communication'}-bound")
     return 0
 
@@ -134,14 +135,28 @@ def _strategy_check(args, cfg, hw):
     import sympy as sp
     from .cli import _read_program
     from .program import derive_program
-    text = _read_program(args.strategy)
-    mesh = args.mesh
-    plan = derive_program(text, mesh=mesh, dims={"B": int(args.batch), "D": cfg.D, "F": cfg.F}, hw=hw,
-                          backward=True)
+    from . import symbols
+    from .errors import UsageError
+    from .optimize import optimize_plan
     from .solve import bandwidth_comms
-    t_math = plan.evaluate(plan.t_math)
-    t_comms = plan.evaluate(bandwidth_comms(plan))
+    text = _read_program(args.strategy)
+    dims = {"B": int(args.batch), "D": cfg.D, "F": cfg.F}
+    plan = derive_program(text, mesh=args.mesh, dims=dims, hw=hw, backward=True)
+    free = [a.name for a in plan.mesh.axes if a.size is None]
+    split = {}
+    if len(free) == 1:      # all the chips on the strategy's one axis
+        split = {free[0]: args.chips}
+    elif len(free) == 2:    # the split that balances the two axes' traffic (X_opt), as an integer split
+        r = optimize_plan(plan, tuple(free), args.chips)
+        if not r["chosen"]:
+            raise UsageError("could not choose a split of the chips; give --mesh X=...,Y=...")
+        split = {k: r["chosen"][k] for k in free}
+    elif free:
+        raise UsageError("give the strategy's mesh axes sizes (--mesh X=...,Y=...,Z=...)")
+    subs = {symbols.axis(k): v for k, v in split.items()}
+    t_math = plan.evaluate(plan.t_math.xreplace(subs))
+    t_comms = plan.evaluate(bandwidth_comms(plan).xreplace(subs))
     if t_math is None or t_comms is None:
-        from .errors import UsageError
-        raise UsageError("give every mesh axis a size (--mesh X=...,Y=...) to check a strategy")
-    return {"t_math": t_math, "t_comms": t_comms, "compute_bound": t_math >= t_comms}
+        raise UsageError("the strategy's costs keep unbound symbols; bind them with --mesh")
+    return {"mesh": split or {a.name: a.size for a in plan.mesh.axes}, "t_math": t_math, "t_comms": t_comms,
+            "compute_bound": t_math >= t_comms}

@@ -149,6 +149,17 @@ def test_exported_jax_runs_and_agrees(tmp_path, capsys, expr, mesh, dims):
     assert "matches jnp.einsum" in r.stdout
 
 
+@pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
+def test_export_without_dims_picks_divisible_sizes(tmp_path, capsys):
+    out = tmp_path / "layer.py"
+    code, _, err = run(capsys, "export-jax", "In[B_X, D_Y] * W[D_Y, F] -> Out[B_X, F]", "--mesh", "X=4,Y=2",
+                       "-o", str(out))
+    assert code == 0, err
+    assert "'In': (16, 16)" in out.read_text()
+    r = subprocess.run([sys.executable, str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_export_refuses_what_it_cannot_write(tmp_path, capsys):
     code, _, err = run(capsys, "export-jax", "A[I, J]{U_X} * B[J, K] -> C[I, K]", "--mesh", "X=2",
                        "--dims", "I=4,J=4,K=4", "-o", str(tmp_path / "x.py"))

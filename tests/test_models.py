@@ -102,3 +102,17 @@ def test_model_cli_errors(capsys):
     assert "needs --hw" in capsys.readouterr().err
     assert main(["model", "nope"]) == 2
     assert main(["model", "llama3-70b", "--dtype", "int9"]) == 2
+
+
+def test_model_train_checks_a_strategy(capsys):
+    """--strategy derives the strategy on the model's shapes, splitting the chips at X_opt."""
+    code = main(["model", "llama3-70b", "--train", "--hw", "tpu-v5p", "--chips", "8960", "--batch", "4194304",
+                 "--tokens", "15e12", "--mfu", "0.4", "--checkpoints-per-layer", "4",
+                 "--strategy", "derivations/fsdp_tp.sc", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    s = out["train"]["strategy"]
+    assert s["mesh"]["X"] * s["mesh"]["Y"] == 8960
+    assert s["compute_bound"] is True and s["t_math"] > s["t_comms"]
+    # 6 N D: 6 x 70.55e9 x 15e12 = 6.3e24 (plus attention at 8k context)
+    assert out["train"]["flops_total"] == pytest.approx(6 * 70.55e9 * 15e12, rel=0.2)

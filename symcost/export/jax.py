@@ -115,11 +115,19 @@ def _move_code(m: Move, mesh, sizes) -> list[str]:
 
 
 def export_plan(plan) -> str:
-    """A standalone Python program that runs ``plan`` with shard_map and checks it against jnp.einsum."""
+    """A standalone Python program that runs ``plan`` with shard_map and checks it against jnp.einsum.
+    Dimensions left unbound get a small size every layout divides (twice the number of devices)."""
     mesh = plan.mesh
     if not mesh.bound:
         raise ExportError("cannot export: give every mesh axis a size (--mesh X=4,...)")
-    sizes = dict(plan.sizes)
+    default = 2
+    for a in mesh.axes:
+        default *= a.size
+    sizes = {d: default for lay in plan.layouts for d in lay.dims if not d.isdigit()}
+    for s in plan.steps:
+        for t in ((s.op.before, s.op.after) if isinstance(s.op, Move) else s.op.inputs + (s.op.output,)):
+            sizes.update({d: default for d in t.dims if not d.isdigit() and d not in sizes})
+    sizes.update(dict(plan.sizes))
     inputs, seen, body, ref = [], set(), [], []
     produced = set()
     for s in plan.steps:
