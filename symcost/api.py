@@ -217,7 +217,7 @@ def _use(ref: TensorRef, st: _State, stmt_line: int) -> Layout:
     return written
 
 
-def _einsum_dims(stmt: Einsum, layouts: list[Layout], st: _State) -> tuple[tuple[str, ...], list]:
+def _einsum_dims(stmt: Einsum, layouts: list[Layout], st: _State) -> tuple[str, ...]:
     """Validate contractions and dimension agreement; return the output dims."""
     text = st.prog.text
     seen_in = set()
@@ -242,7 +242,7 @@ def _einsum_dims(stmt: Einsum, layouts: list[Layout], st: _State) -> tuple[tuple
                 raise ShardingError(f"output {stmt.output.name} has dimension {d.name}, which no operand "
                                     f"has", text=text, line=d.span.line, column=d.span.column,
                                     width=d.span.width)
-        return out_dims, None
+        return out_dims
     # no output: the dimensions still needed after the last product
     dims = layouts[0].dims
     for i, lay in enumerate(layouts[1:]):
@@ -250,14 +250,14 @@ def _einsum_dims(stmt: Einsum, layouts: list[Layout], st: _State) -> tuple[tuple
         for t in layouts[i + 2:]:
             later |= set(t.dims)
         dims = product_dims(dims, lay.dims, stmt.contract[i], later)
-    return dims, None
+    return dims
 
 
 def _plan_einsum(stmt: Einsum, st: _State, line: int):
     layouts = [_use(ref, st, line) for ref in stmt.operands]
     for lay in layouts:
         st.dtypes.add(lay.dtype)
-    out_dims, _ = _einsum_dims(stmt, layouts, st)
+    out_dims = _einsum_dims(stmt, layouts, st)
     out = stmt.output
     name = stmt.result_name or _fresh_name(st, "Out")
     if not (len(stmt.operands) == 1 and name == stmt.operands[0].name):  # a reshard keeps its tensor

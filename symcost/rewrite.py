@@ -318,8 +318,7 @@ def plan_chain_candidates(operands, contracts, final_name, out_dims, target, mes
         dims_out = product_dims(left_dims, right.dims, contracts[k - 1], later_of[k - 1],
                                 out_dims if last else None)
         name = final_name if last else (names[k - 1] if names else f"T{k}")
-        dtype = (out_dtype if last and out_dtype else _wider(operands[0].dtype, right.dtype)) \
-            if last else _wider(operands[0].dtype, right.dtype)
+        dtype = out_dtype if (last and out_dtype) else _wider(operands[0].dtype, right.dtype)
         dist_right = search({right: _Entry(0.0, ())}, mesh, ranker)
         left_proto = next(iter(dist_left))
         results = _einsum_results(left_proto, dist_left, right, dist_right, dims_out, name, dtype,

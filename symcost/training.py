@@ -58,6 +58,7 @@ def memory_per_device(plan, params=None, *, param_bytes=2, grad_bytes=0, optimiz
     """
     layouts = {l.name: l for l in plan.layouts}
     env_sizes = dict(plan.sizes) if sizes is None else sizes
+    # without names: the tensors named W..., the rule the backward pass uses for undeclared parameters
     names = list(params) if params is not None else [n for n in layouts if n[:1] == "W"]
     elems = ZERO
     for n in names:
