@@ -200,6 +200,7 @@ class Plan:
     compute_dtype: str = "bf16"
     objective: str = "time"
     layouts: tuple = field(default=(), compare=False, repr=False)   # final layout of every tensor
+    memory: tuple = field(default=(), compare=False, repr=False)    # (name, bytes per device) when training
 
     # --------------------------------------------------------------- totals
     @property
@@ -291,6 +292,7 @@ class Plan:
             "overlap": self.overlap,
             "objective": self.objective,
             "compute_dtype": self.compute_dtype,
+            **({"memory_per_device": {k: str(v) for k, v in self.memory}} if self.memory else {}),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -124,7 +124,30 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     params_ = _resolve_params(st, params)
     forward = [replace(s, critical=_critical(s, set(params_))) for s in st.steps]
     backward_steps = _backward(st, params_, reuse, input_grads)
-    return plan_of(st, text, forward + backward_steps, overlap, objective)
+    plan = plan_of(st, text, forward + backward_steps, overlap, objective)
+    return replace(plan, memory=tuple(training_memory(plan, params_, backward_steps).items()))
+
+
+def training_memory(plan, params: dict, backward_steps) -> dict:
+    """Bytes a device holds while training the program (book Part 5, Question 2's accounting): the
+    parameters in their dtype, bf16 gradients, Adam's two fp32 moments, and the activations the backward
+    pass reads, in the layouts it reads them (saved from the forward pass)."""
+    import sympy as sp
+
+    from .layout import bytes_per_device
+    from .training import memory_per_device
+    saved = {}
+    for s in backward_steps:
+        if isinstance(s.op, LocalEinsum):
+            for t in s.op.inputs:
+                if t.name not in params and not t.name.startswith("d"):
+                    saved.setdefault(t.name, t)
+    mem = memory_per_device(plan, params=list(params), grad_bytes=2)
+    sizes = dict(plan.sizes)
+    act = sum((sp.sympify(bytes_per_device(t, plan.mesh, sizes)) for t in saved.values()), sp.Integer(0))
+    mem["activations"] = act
+    mem["total"] = mem["params"] + mem["gradients"] + mem["optimizer"] + act
+    return mem
 
 
 def _backward(st, params: dict, reuse: str, input_grads: bool) -> list:

@@ -51,6 +51,12 @@ def render_plan(plan) -> str:
         v = num.get(k)
         shown = "" if v is None else " = " + (fmt_count(v) if k == "flops" else fmt_seconds(v))
         lines.append(f"  {k:8s} = {expr}{shown}")
+    if plan.memory:
+        lines.append("")
+        lines.append("memory per device while training (parameters, bf16 gradients, Adam, saved activations):")
+        for k, v in plan.memory:
+            n = plan.evaluate(v)
+            lines.append(f"  {k:11s} = {v}" + ("" if n is None else f" = {fmt_bytes(n)}"))
     if plan.alternatives:
         lines.append("")
         lines.append(f"alternatives considered ({len(plan.alternatives)}; --json lists their costs):")

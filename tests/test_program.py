@@ -137,3 +137,15 @@ def test_every_strategy_derives_and_solves():
         plan = strategy(name, meshes.get(name, "X,Y"))
         assert plan.steps and plan.t_math != 0
         assert plan.solve("B" if name not in ("moe",) else "T")
+
+
+def test_training_memory_per_device_is_derived():
+    """Parameters, gradients and Adam state follow each weight's layout; the saved activations are the
+    ones the backward pass reads, in the layouts it reads them (reuse keeps the gathered input)."""
+    plan = strategy("fsdp", "X")
+    mem = dict(plan.memory)
+    assert mem["params"] == 4 * D * F / X and mem["optimizer"] == 16 * D * F / X
+    assert sp.simplify(mem["activations"] - (2 * B * D / X + 2 * B * F / X)) == 0
+    reused = dict(strategy("fsdp_tp", "X,Y").memory)["activations"]
+    regathered = dict(strategy("fsdp_tp", "X,Y", reuse="none").memory)["activations"]
+    assert sp.simplify(reused - regathered - (2 * B * D / X - 2 * B * D / (X * Y))) == 0
