@@ -123,25 +123,20 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
         return plan_of(st, text, steps, overlap, objective)
     params_ = _resolve_params(st, params)
     forward = [replace(s, critical=_critical(s, set(params_))) for s in st.steps]
-    backward_steps = _backward(st, params_, reuse, input_grads)
+    saved: dict = {}
+    backward_steps = _backward(st, params_, reuse, input_grads, saved)
     plan = plan_of(st, text, forward + backward_steps, overlap, objective)
-    return replace(plan, memory=tuple(training_memory(plan, params_, backward_steps).items()))
+    return replace(plan, memory=tuple(training_memory(plan, params_, saved).items()))
 
 
-def training_memory(plan, params: dict, backward_steps) -> dict:
+def training_memory(plan, params: dict, saved: dict) -> dict:
     """Bytes a device holds while training the program (book Part 5, Question 2's accounting): the
-    parameters in their dtype, bf16 gradients, Adam's two fp32 moments, and the activations the backward
-    pass reads, in the layouts it reads them (saved from the forward pass)."""
+    parameters in their dtype, bf16 gradients, Adam's two fp32 moments, and the activations saved for
+    the backward pass, in the layouts they are kept in (gathered when the backward pass reuses them)."""
     import sympy as sp
 
     from .layout import bytes_per_device
     from .training import memory_per_device
-    saved = {}
-    for s in backward_steps:
-        if isinstance(s.op, LocalEinsum):
-            for t in s.op.inputs:
-                if t.name not in params and not t.name.startswith("d"):
-                    saved.setdefault(t.name, t)
     mem = memory_per_device(plan, params=list(params), grad_bytes=2)
     sizes = dict(plan.sizes)
     act = sum((sp.sympify(bytes_per_device(t, plan.mesh, sizes)) for t in saved.values()), sp.Integer(0))
@@ -150,7 +145,7 @@ def training_memory(plan, params: dict, backward_steps) -> dict:
     return mem
 
 
-def _backward(st, params: dict, reuse: str, input_grads: bool) -> list:
+def _backward(st, params: dict, reuse: str, input_grads: bool, saved: dict | None = None) -> list:
     consumed = {t.name for e, _ in st.einsums for t in e.inputs}
     outputs = [n for n in st.produced if n not in consumed]
     if not outputs:
@@ -192,6 +187,10 @@ def _backward(st, params: dict, reuse: str, input_grads: bool) -> list:
                 continue
             others = [t for j, t in enumerate(e.inputs) if j != i]
             srcs = [_saved(t, st, params, reuse) for t in others]
+            if saved is not None:
+                for t in srcs:
+                    if t.name not in params:
+                        saved.setdefault(t.name, t)
             missing = set(x.dims) - set(dres.dims).union(*(set(t.dims) for t in others))
             if missing:
                 raise ShardingError(f"the gradient of {name} on line {line} needs dimension "
