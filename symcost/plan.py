@@ -244,17 +244,17 @@ class Plan:
     def bindings(self) -> dict:
         """Numbers for every bound symbol: dimensions, symbolic axes given by --dims, hardware."""
         subs = {}
-        for name, v in self.sizes:
-            subs[symbols.dim(name)] = v
-            subs[symbols.axis(name)] = v
+        for name, v in self.sizes:  # SymPy numbers, so that a bare symbol replaced stays an expression
+            subs[symbols.dim(name)] = sp.Integer(v)
+            subs[symbols.axis(name)] = sp.Integer(v)
         if self.hardware is not None:
             for k, v in self.hardware.bindings(self.compute_dtype).items():
-                subs[symbols.hw(k)] = v
+                subs[symbols.hw(k)] = sp.Float(v)
         return subs
 
     def evaluate(self, expr) -> float | None:
         """A number when every symbol of ``expr`` is bound, else None."""
-        val = sp.sympify(expr).xreplace(self.bindings())
+        val = sp.sympify(sp.sympify(expr).xreplace(self.bindings()))   # a bare symbol becomes its number
         if val.free_symbols:
             return None
         return float(val)

@@ -93,3 +93,26 @@ def test_console_script_runs_without_traceback():
     assert r.returncode == 1
     assert r.stderr.startswith("symcost: mesh axis 'X' shards two dimensions of A")
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["derive", "A[F] -> A[]", "--mesh", "X=2,Y=2,Z=2", "--dims", "F=8"],   # a bare symbol bound to a number
+    ["optimize", "derivations/fsdp_tp.sc", "--chips", "N", "--vary", "X,Y", "--dims", "N=64,B=48000,F=32768"],
+])
+def test_bound_symbols_never_break_the_numbers(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+
+
+def test_random_bad_input_never_is_an_internal_error(capsys):
+    """Malformed or invalid input gets exit 1 or 2 and a sentence, never exit 3 (a bug) or a traceback."""
+    import random
+    rng = random.Random(7)
+    pieces = list("ABIJKXYZ_[]{},*->=:@ U0123 \n#") + ["_X", "_XY", "{U_X}", "AllGather_X(", ")", "int8", "*_J",
+                                                        "param ", "rank B=4", "A[I_X, J]", "B[J, K_Y]"]
+    for _ in range(400):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 20)))
+        for extra in ([], ["--mesh", "X=2,Y=2"], ["--backward"]):
+            code, _, err = run(capsys, "derive", text, *extra)
+            assert code in (0, 1, 2), (text, err)
+            assert "Traceback" not in err
