@@ -4,18 +4,20 @@ Every error derives from :class:`SymcostError`, which is also a :class:`ValueErr
 catch either. Errors about the user's text carry the position and render a caret snippet::
 
     >>> from symcost import parse
-    >>> parse("A[I_X, J")                                      # doctest: +SKIP
-    NotationError: expected ',' or ']' (line 1, column 9)
+    >>> parse("A[I_X, J")
+    Traceback (most recent call last):
+    ...
+    symcost.errors.NotationError: unexpected end of input; expected ',' or ']' (line 1, column 9)
       A[I_X, J
               ^
+
+Which exit status each error gives is the command line's business (``symcost.cli``), not the classes'.
 """
 from __future__ import annotations
 
 
 class SymcostError(ValueError):
-    """Root of every error symcost raises for bad input. ``exit_code`` is the CLI's exit status."""
-
-    exit_code = 2
+    """Root of every error symcost raises for bad input."""
 
     def __init__(self, message: str, *, text: str | None = None, line: int | None = None,
                  column: int | None = None, width: int = 1, hint: str | None = None):
@@ -51,16 +53,18 @@ class SymcostError(ValueError):
 class NotationError(SymcostError):
     """The text is not valid symcost notation (a syntax error)."""
 
-    exit_code = 2
-
 
 class ShardingError(SymcostError):
     """Well-formed input that describes an invalid sharding, shape or collective."""
-
-    exit_code = 1
 
 
 class UsageError(SymcostError):
     """A bad command-line or API argument (unknown hardware, malformed --mesh or --dims, ...)."""
 
-    exit_code = 2
+
+class SimulationError(SymcostError):
+    """A plan that does not compute what it claims (found by the multi-device simulator)."""
+
+
+class ExportError(SymcostError):
+    """A plan that cannot be written as a JAX program."""

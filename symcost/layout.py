@@ -18,10 +18,12 @@ from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
-from . import symbols
+from . import dtypes, symbols
 from .errors import ShardingError
 from .mesh import Mesh, parse_mesh  # noqa: F401  (parse_mesh is used by the doctest)
-from .notation import DEFAULT_DTYPE, DTYPE_BYTES, NO_SPAN, Span, TensorRef, format_axes
+from .notation import NO_SPAN, Span, TensorRef, format_axes, format_tensor
+
+DEFAULT_DTYPE = dtypes.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -45,13 +47,9 @@ class Layout:
         return self.render()
 
     def render(self, mesh: Mesh | None = None) -> str:
-        dt = f":{self.dtype}" if self.dtype != DEFAULT_DTYPE else ""
-        body = ", ".join(d + format_axes(a) for d, a in zip(self.dims, self.axes))
-        out = f"{self.name}{dt}[{body}]"
-        if self.unreduced:
-            order = mesh.order(self.unreduced) if mesh is not None else tuple(sorted(self.unreduced))
-            out += "{U" + format_axes(order) + "}"
-        return out
+        order = mesh.order(self.unreduced) if mesh is not None else tuple(sorted(self.unreduced))
+        return format_tensor(self.name, self.dims, self.axes, order,
+                             self.dtype if self.dtype != DEFAULT_DTYPE else None)
 
     @property
     def sharding_axes(self) -> tuple[str, ...]:
@@ -81,8 +79,7 @@ class Layout:
 
     @property
     def dtype_bytes(self):
-        return sp.Rational(DTYPE_BYTES[self.dtype]).limit_denominator(2) if self.dtype == "int4" \
-            else sp.Integer(DTYPE_BYTES[self.dtype])
+        return dtypes.nbytes_expr(self.dtype)
 
 
 def shard_count(axes, mesh: Mesh):

@@ -19,7 +19,8 @@ import sympy as sp
 
 from . import symbols
 from .errors import UsageError
-from .solve import _solve_ineq, bandwidth_comms
+from .env import RANKING_DEFAULTS
+from .solve import pieces, solve_inequality
 
 
 def _chips(chips):
@@ -38,10 +39,6 @@ def _chips(chips):
     raise UsageError(f"--chips must be a number or a name, not {chips!r}")
 
 
-def _pieces(expr):
-    return [p for p in (expr.args if isinstance(expr, sp.Max) else (expr,)) if p != 0]
-
-
 def optimum(plan, vary, chips) -> dict:
     """The split of ``chips`` over the two axes ``vary`` that minimises the plan's T_comms (throughput
     terms), as exact SymPy expressions: ``{"X": ..., "Y": ..., "t_comms": ...}``."""
@@ -55,14 +52,14 @@ def optimum(plan, vary, chips) -> dict:
             raise UsageError(f"mesh axis {a} has a fixed size; give it symbolically (--mesh {a}) to vary it")
     N = _chips(chips)
     x, y = (symbols.axis(a) for a in vary)
-    comms = bandwidth_comms(plan)
+    comms = plan.t_comms_bw
     t = comms.xreplace({y: N / x})
-    pieces = _pieces(t)
+    terms = pieces(t)
     cands = []
-    if len(pieces) >= 2:  # the max is smallest where the increasing and decreasing terms meet
-        for i in range(len(pieces)):
-            for j in range(i + 1, len(pieces)):
-                cands += sp.solve(sp.Eq(pieces[i], pieces[j]), x)
+    if len(terms) >= 2:  # the max is smallest where the increasing and decreasing terms meet
+        for i in range(len(terms)):
+            for j in range(i + 1, len(terms)):
+                cands += sp.solve(sp.Eq(terms[i], terms[j]), x)
     else:
         cands += sp.solve(sp.diff(t, x), x)
     cands = [c for c in cands if c.is_positive is not False and not c.has(sp.I)]
@@ -90,35 +87,22 @@ def optimize_plan(plan, vary, chips) -> dict:
             out["chosen"] = _best_split(opt["t_comms_of_x"], x, int(n), bind, a, b)
     # compute-bound at the optimum: T_math >= T_comms (book: B/N > alpha^2 / (M_X M_Y F))
     t_math = plan.t_math.xreplace({symbols.axis(b): opt["chips"] / x}).xreplace({x: opt[a]})
-    cond = sp.Ge(sp.simplify(t_math), opt["t_comms"])
+    cond = sp.Gt(sp.simplify(t_math), opt["t_comms"])
     out["compute_bound_when"] = _batch_condition(cond)
     out["t_math"] = sp.simplify(t_math)
     return out
 
 
 def _batch_condition(cond):
-    """Solve ``lhs >= rhs`` for the batch B when it appears (both sides positive): the critical B where
-    they meet, and the side of it where the left side wins."""
+    """``lhs >= rhs`` solved for the batch B when it appears (a critical B and the side where it holds)."""
     syms = {s.name: s for s in cond.free_symbols}
     if "B" not in syms:
         return sp.simplify(cond)
-    B = syms["B"]
-    ratio = sp.simplify(cond.lhs / cond.rhs)
-    roots = [r for r in sp.solve(sp.Eq(ratio, 1), B) if r.is_positive is not False]
-    if len(roots) != 1:
-        return _solve_ineq(cond, B)
-    growing = sp.simplify(sp.diff(sp.log(ratio), B)).is_positive
-    root = sp.factor(roots[0])
-    if growing is True:
-        return sp.Gt(B, root)
-    if growing is False:
-        return sp.Lt(B, root)
-    return _solve_ineq(cond, B)
+    return solve_inequality(cond, syms["B"])
 
 
 def _best_split(t_of_x, x, n: int, bind, a, b):
     """The integer split (X a divisor of N) with the lowest T_comms; ties to powers of two."""
-    from .cost import RANKING_DEFAULTS
     t = t_of_x.xreplace({k: v for k, v in bind.items() if k != x})
     # hardware figures scale every split alike; unbound ones take the ranking defaults
     t = t.xreplace({symbols.hw(k): RANKING_DEFAULTS[k] for k in symbols.HARDWARE_SYMBOLS})

@@ -1,50 +1,43 @@
-"""Solving: critical values where compute meets communication or memory (book Parts 3, 5, 7).
+"""Solving: critical values where compute meets communication or memory (book Parts 3, 5, 7), and the
+conditions under which one plan beats another.
 
     >>> import symcost
-    >>> plan = symcost.derive("In[B_X, D] * W[D, F] -> Out[B_X, F]", mesh="X")
-    >>> plan.t_math
-    2*B*D*F/(C*X)
+    >>> plan = symcost.derive("In[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh="X")
+    >>> [(c["condition"], c["value"]) for c in plan.solve("B") if c["condition"] == "t_math = t_comms"]
+    [('t_math = t_comms', C*X/W_ici)]
+
+These functions read a plan's totals (``t_math``, ``t_hbm``, ``t_comms_bw``: the collectives' throughput
+terms, latency floors left out) and its ``evaluate``; they know nothing else of plans.
 """
 from __future__ import annotations
 
 import sympy as sp
 
-from . import symbols
-from .cost import Env, Move, collective_bandwidth_time, smax
 from .errors import UsageError
 
 
-def bandwidth_comms(plan):
+def bandwidth_comms(plan) -> sp.Expr:
     """T_comms without latency floors, under the plan's overlap policy."""
-    env = Env.symbolic(plan.mesh)
-    per_axis: dict[str, sp.Expr] = {}
-    total = sp.Integer(0)
-    for s in plan.steps:
-        if isinstance(s.op, Move) and s.kind != "Slice":
-            t = collective_bandwidth_time(s.op, env)
-            total += t
-            for a in s.axes:
-                per_axis[a] = per_axis.get(a, sp.Integer(0)) + t
-    if plan.overlap:
-        return smax(*per_axis.values()) if per_axis else sp.Integer(0)
-    return total
+    return plan.t_comms_bw
 
 
-def _symbol(plan, name: str):
-    exprs = [plan.t_math, plan.t_hbm, bandwidth_comms(plan)]
-    for e in exprs:
+def plan_symbol(plan, name: str) -> sp.Symbol:
+    for e in (plan.t_math, plan.t_hbm, plan.t_comms_bw):
         for s in e.free_symbols:
             if s.name == name:
                 return s
     raise UsageError(f"{name!r} does not appear in this plan's costs")
 
 
-def _solve_eq(lhs, rhs, sym):
-    pieces = rhs.args if isinstance(rhs, sp.Max) else (rhs,)
+def pieces(expr) -> list:
+    """The arguments of a Max (or the expression itself), zeros dropped."""
+    return [p for p in (expr.args if isinstance(expr, sp.Max) else (expr,)) if p != 0]
+
+
+def roots(lhs, rhs, sym) -> list:
+    """Solutions of ``lhs = p`` for every piece p of ``rhs``, except those SymPy knows are not positive."""
     out = []
-    for p in pieces:
-        if p == 0:
-            continue
+    for p in pieces(rhs):
         try:
             sols = sp.solve(sp.Eq(lhs, p), sym)
         except NotImplementedError:
@@ -55,47 +48,91 @@ def _solve_eq(lhs, rhs, sym):
 
 def solve_plan(plan, name: str) -> list[dict]:
     """Critical values of ``name``: ``t_math = t_comms`` and ``t_math = t_hbm``."""
-    sym = _symbol(plan, name)
+    sym = plan_symbol(plan, name)
     results = []
-    for cond, other in (("t_math = t_comms", bandwidth_comms(plan)), ("t_math = t_hbm", plan.t_hbm)):
-        for v in _solve_eq(plan.t_math, other, sym):
+    for cond, other in (("t_math = t_comms", plan.t_comms_bw), ("t_math = t_hbm", plan.t_hbm)):
+        for v in roots(plan.t_math, other, sym):
             results.append({"condition": cond, "value": sp.simplify(v), "numeric": plan.evaluate(v)})
     return results
 
 
-def compute_bound_when(plan, name: str):
-    """The condition, solved for ``name`` where SymPy can, under which T_math >= T_comms (book Part 3:
-    "compute-bound iff ...")."""
-    sym = _symbol(plan, name)
-    comms = bandwidth_comms(plan)
-    pieces = [p for p in (comms.args if isinstance(comms, sp.Max) else (comms,)) if p != 0]
-    conds = []
-    for p in pieces:
-        conds.append(_solve_ineq(sp.Ge(plan.t_math, p), sym))
-    if not conds:
-        return sp.true
-    return sp.And(*conds)
+def compute_bound_when(plan, name: str, against=("comms", "hbm")):
+    """The condition, solved for ``name`` where SymPy can, under which T_math is at least T_comms and T_hbm
+    (book Part 3: "compute-bound iff ..."); ``against`` picks which of the two."""
+    sym = plan_symbol(plan, name)
+    others = (pieces(plan.t_comms_bw) if "comms" in against else []) + (pieces(plan.t_hbm) if "hbm" in against else [])
+    conds = [solve_inequality(sp.Ge(plan.t_math, p), sym) for p in others]
+    conds = [c for c in conds if c is not sp.true]
+    return sp.And(*conds) if conds else sp.true
 
 
-def _solve_ineq(ineq, sym):
+def solve_inequality(ineq, sym):
+    """``lhs >= rhs`` (or ``>``, ``<=``, ``<``; both sides positive) solved for a positive ``sym``: by SymPy
+    where it can, else at the one positive root of lhs = rhs, on the side where the ratio grows the right
+    way; left as it is when neither works."""
     real = sp.Dummy(sym.name, positive=True)
     try:
         sol = sp.solve_univariate_inequality(ineq.xreplace({sym: real}), real, relational=True)
     except (NotImplementedError, ValueError, TypeError):
-        return ineq
+        return _at_root(ineq, sym)
     sol = sol.xreplace({real: sym})
     if isinstance(sol, sp.And):
         keep = [a for a in sol.args if not (a.has(sp.oo) or a.has(-sp.oo))
                 and not (isinstance(a, sp.StrictGreaterThan) and a.rhs == 0)
                 and not (isinstance(a, sp.StrictLessThan) and a.lhs == 0)]
         sol = sp.And(*keep) if keep else sp.true
-    return _symbol_left(sol, sym)
+    return symbol_first(sol, sym)
 
 
-def _symbol_left(rel, sym):
+def _at_root(ineq, sym):
+    ratio = sp.simplify(ineq.lhs / ineq.rhs)
+    try:
+        found = [r for r in sp.solve(sp.Eq(ratio, 1), sym) if r.is_positive is not False]
+    except NotImplementedError:
+        found = []
+    if len(found) != 1:
+        return ineq
+    growing = sp.simplify(sp.diff(sp.log(ratio), sym)).is_positive
+    if growing is None:
+        return ineq
+    root = sp.factor(found[0])
+    strict = isinstance(ineq, (sp.StrictGreaterThan, sp.StrictLessThan))
+    lhs_big = isinstance(ineq, (sp.GreaterThan, sp.StrictGreaterThan))
+    up = growing == lhs_big          # the condition holds above the root
+    return (sp.Gt if strict else sp.Ge)(sym, root) if up else (sp.Lt if strict else sp.Le)(sym, root)
+
+
+def symbol_first(rel, sym):
     """``a <= B`` -> ``B >= a``: the solved symbol reads first."""
     if isinstance(rel, sp.And):
-        return sp.And(*(_symbol_left(a, sym) for a in rel.args), evaluate=False)
+        return sp.And(*(symbol_first(a, sym) for a in rel.args), evaluate=False)
     if isinstance(rel, sp.core.relational.Relational) and rel.rhs == sym and rel.lhs != sym:
         return rel.reversed
     return rel
+
+
+def wins_when(a: sp.Expr, b: sp.Expr) -> str | None:
+    """When is ``a < b`` (two times, both positive)? e.g. ``2*B < D`` (book Part 3 Question 4). None when
+    never; ``"always"`` when whatever the sizes."""
+    if a == 0 and b == 0:
+        return None
+    if a == 0:
+        return "always"
+    if b == 0:
+        return None
+    ratio = sp.cancel(sp.together(a / b))
+    if ratio.is_number:
+        return None if ratio >= 1 else "always"
+    num, den = sp.fraction(ratio)
+    diff = sp.expand(num - den)     # a < b  <=>  diff < 0: cancel the terms both sides share
+    terms = sp.Add.make_args(diff)
+    lhs = sp.Add(*[t for t in terms if t.could_extract_minus_sign() is False])
+    rhs = -sp.Add(*[t for t in terms if t.could_extract_minus_sign() is True])
+    g = sp.gcd_terms(sp.factor_terms(lhs)), sp.factor_terms(rhs)
+    common = sp.gcd(*g) if all(x != 0 for x in g) else 1
+    cond = sp.Lt(sp.cancel(g[0] / common), sp.cancel(g[1] / common))
+    if cond is sp.true:
+        return "always"
+    if cond is sp.false:
+        return None
+    return str(cond)

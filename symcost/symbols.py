@@ -8,14 +8,14 @@ link), ``W_dcn`` (DCN bandwidth per chip), ``W_nvlink`` (NVLink bandwidth per GP
 """
 from __future__ import annotations
 
-import functools
-
 import sympy as sp
+
+from . import caching
 
 HARDWARE_SYMBOLS = ("C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "T_min")
 
 
-@functools.lru_cache(maxsize=None)
+@caching.memoize(maxsize=4096)
 def dim(name: str) -> sp.Expr:
     """The size of a dimension: ``dim('B')`` is the symbol B; ``dim('2')`` is the integer 2."""
     if name.isdigit():
@@ -23,13 +23,13 @@ def dim(name: str) -> sp.Expr:
     return sp.Symbol(name, positive=True, integer=True)
 
 
-@functools.lru_cache(maxsize=None)
+@caching.memoize(maxsize=4096)
 def axis(name: str) -> sp.Symbol:
     """The size of a mesh axis, a positive integer symbol named like the axis."""
     return sp.Symbol(name, positive=True, integer=True)
 
 
-@functools.lru_cache(maxsize=None)
+@caching.memoize(maxsize=4096)
 def hw(name: str) -> sp.Symbol:
     """A hardware figure (``C``, ``W_ici``, ...) or any other positive real constant."""
     return sp.Symbol(name, positive=True)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+from .notation import format_tensor
+
 try:
     from hypothesis import strategies as st
 except ImportError:  # pragma: no cover - hypothesis is a test dependency
@@ -24,9 +26,7 @@ DIMS = ("I", "J", "K", "L")
 
 
 def _fmt(name, dims, axes, unreduced=()):
-    body = ", ".join(d + ("_{" + ",".join(a) + "}" if a else "") for d, a in zip(dims, axes))
-    u = "{U_{" + ",".join(unreduced) + "}}" if unreduced else ""
-    return f"{name}[{body}]{u}"
+    return format_tensor(name, dims, axes, unreduced)
 
 
 def meshes(max_axes: int = 3, max_devices: int = 16):

@@ -14,31 +14,21 @@ prices such a pair as the ReduceScatter it stands for (the ``canonical`` fields 
 """
 from __future__ import annotations
 
-from .cost import Env, Move
+from .collectives import Move
+from .env import Env
+from .notation import format_axes
 
 
 def step_link_bytes(m: Move, env: Env) -> float:
-    """Bytes each device sends for one move under the ring model."""
-    if m.kind == "Slice":
-        return 0.0
-    n = 1
-    for a in m.axes:
-        n *= env.axis(a)
-    f = (n - 1) / n
-    if m.kind == "AllGather":
-        return env.local_bytes(m.after) * f
-    if m.kind in ("ReduceScatter", "AllToAll"):
-        return env.local_bytes(m.before) * f
-    if m.kind == "AllReduce":
-        return 2 * env.local_bytes(m.before) * f
-    return env.local_bytes(m.before)  # Permute
+    """Bytes each device sends for one move under the ring model (each kind states its own)."""
+    return m.rule.ring_bytes(m, env)
 
 
 def ring_link_bytes(plan, phase: str | None = None) -> int:
     """Bytes each device sends for the plan's collectives under the ring model (numbers bound)."""
     env = Env.numeric(plan.mesh, dict(plan.sizes))
     total = sum(step_link_bytes(s.op, env) for s in plan.steps
-                if (phase is None or s.phase == phase) and isinstance(s.op, Move))
+                if (phase is None or s.phase == phase) and not s.is_einsum)
     return int(round(total))
 
 
@@ -58,5 +48,5 @@ def spec_to_notation(name: str, dims: str, spec: str) -> str:
         else:
             axes = p.replace("(", "").replace(")", "").replace("+", ",").split(",")
             axes = [a.strip() for a in axes if a.strip()]
-            out.append(d + "_" + ("".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"))
+            out.append(d + format_axes(axes))
     return f"{name}[{', '.join(out)}]"

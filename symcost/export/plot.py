@@ -39,7 +39,6 @@ def strategy_curves(paths, vs: str, hw, chips: int, points: int = 40, lo: float 
     Strategies over two axes take the split that balances their traffic (X_opt) at each point."""
     from ..optimize import optimum
     from ..program import derive_program
-    from ..solve import bandwidth_comms
     from .. import symbols
     xs = [lo * (hi / lo) ** (i / (points - 1)) for i in range(points)]
     curves = {}
@@ -51,7 +50,7 @@ def strategy_curves(paths, vs: str, hw, chips: int, points: int = 40, lo: float 
         if len(axes) > 2 or any(a.kind != "ici" for a in probe.mesh.axes):
             continue
         plan = derive_program(text, mesh=",".join(axes), hw=hw, backward=True)
-        comms, math_ = bandwidth_comms(plan), plan.t_math
+        comms, math_ = plan.t_comms_bw, plan.t_math
         from ..notation import Ranking, parse
         ranked = {k: v for st in parse(text).statements if isinstance(st, Ranking) for k, v in st.sizes}
         bind = {**{symbols.dim(k): v for k, v in ranked.items() if k != vs}, **plan.bindings()}
@@ -113,7 +112,7 @@ def plot_roofline(plan, out: str):
         raise UsageError("a roofline needs --hw")
     pts = []
     for s in plan.steps:
-        if s.kind != "Einsum":
+        if not s.is_einsum:
             continue
         f, b = plan.evaluate(s.flops), plan.evaluate(s.bytes)
         if f is None or b is None or b == 0:

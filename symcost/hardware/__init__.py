@@ -13,13 +13,13 @@ A mesh given with a preset is the slice; :meth:`Hardware.wraparound` says which 
 from __future__ import annotations
 
 import difflib
-import functools
 import math
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import caching
 from ..errors import UsageError
 
 HERE = Path(__file__).parent
@@ -155,7 +155,7 @@ def _load(path: Path) -> Hardware:
         sources=tuple(sorted(sources.items())))
 
 
-@functools.lru_cache(maxsize=None)
+@caching.memoize(maxsize=1)
 def _all() -> dict[str, Hardware]:
     return {p.stem: _load(p) for p in sorted(HERE.glob("*.toml"))}
 
@@ -172,7 +172,7 @@ def _key(name: str) -> str:
     return k
 
 
-@functools.lru_cache(maxsize=None)
+@caching.memoize(maxsize=256)
 def hardware(name: str) -> Hardware:
     """A preset by name (case-insensitive; ``v5p``, ``TPUv5p``, ``tpu_v5p`` and ``H100-SXM`` resolve)."""
     if not isinstance(name, str) or not name.strip():

@@ -1,12 +1,18 @@
 """Transformer configurations: presets as data files (``presets/*.json``) and HuggingFace import.
 
-    >>> cfg = load_model_config("llama3-70b")
-    >>> cfg.L, cfg.D, cfg.F, cfg.N, cfg.K, cfg.H
-    (80, 8192, 28672, 64, 8, 128)
+    >>> cfg = load_model_config("llama3-70b")          # or "Llama-3-70B", "meta-llama/Meta-Llama-3-70B"
+    >>> cfg.L, cfg.D, cfg.F, cfg.N, cfg.K, cfg.H, cfg.V
+    (80, 8192, 28672, 64, 8, 128, 128256)
+    >>> load_model_config("deepseek-v3").is_moe
+    True
+
+``load_model_config`` also takes a path: a preset-style JSON (the fields of :class:`ModelConfig`, as
+``as_dict`` writes them), a HuggingFace ``config.json``, or a directory holding one.
 
 The book's names: L layers, D model width, F MLP width, N query heads, K key/value heads, H head width,
-V vocabulary; a gated MLP has three matrices; MoE models have E routed experts of width F_expert, k
-active per token, shared experts and leading dense layers.
+V vocabulary; a gated MLP has three matrices (in1, in2, out), an ungated one two; an MoE model has E routed
+experts of width F_expert, k of them active per token, shared experts that every token uses, and
+``dense_layers`` leading layers with an ordinary MLP of width F.
 """
 from __future__ import annotations
 
@@ -14,13 +20,21 @@ import difflib
 import functools
 import json
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from ..errors import UsageError
 
 PRESETS = Path(__file__).parent / "presets"
 FIELDS = ("L", "D", "F", "N", "K", "H", "V")
+
+# HuggingFace model families by MLP (prefixes of model_type / architecture names, '_' and '-' removed).
+# Gated (SwiGLU / GeGLU) is checked first, so "phi3" is gated while "phi" (Phi-1/2) is not.
+_GATED = ("llama", "mistral", "mixtral", "qwen", "gemma", "deepseek", "phi3", "phimoe", "olmo", "granite",
+          "internlm", "baichuan", "yi", "cohere", "exaone", "minicpm", "stablelm", "arctic", "dbrx")
+_UNGATED = ("gpt2", "gptneox", "gptj", "gptbigcode", "opt", "bert", "falcon", "bloom", "mpt", "phi", "starcoder")
+_TIED_BY_DEFAULT = ("gpt2", "gemma")  # families whose HF config class defaults tie_word_embeddings to true
 
 
 @dataclass(frozen=True)
@@ -33,26 +47,18 @@ class ModelConfig:
     K: int
     H: int
     V: int
-    gated: bool = True
+    gated: bool = True              # SwiGLU: 3 MLP matrices (in1, in2, out); False: 2
     tied_embeddings: bool = False
-    E: int = 1
-    k: int = 1
+    E: int = 1                      # routed experts (1 = dense)
+    k: int = 1                      # active routed experts per token
     shared_experts: int = 0
-    F_expert: int | None = None
-    dense_layers: int = 0
-    source: str = ""
+    F_expert: int | None = None     # per-expert MLP width (None = F)
+    dense_layers: int = 0           # leading layers with a dense MLP of width F (DeepSeek-V3: 3)
+    source: str = ""                # where the numbers come from (config.json URL, book section)
     notes: str = ""
 
     def __post_init__(self):
-        for f in FIELDS + ("E", "k"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise UsageError(f"model {self.name}: field {f} must be a positive integer, not {v!r}")
-        if self.N % self.K:
-            raise UsageError(f"model {self.name}: N={self.N} query heads do not divide into K={self.K} "
-                             f"key/value heads")
-        if self.k > self.E:
-            raise UsageError(f"model {self.name}: k={self.k} active experts exceed E={self.E}")
+        _validate(self.as_dict(), f"model {self.name!r}")
 
     @property
     def is_moe(self) -> bool:
@@ -67,96 +73,190 @@ class ModelConfig:
         return asdict(self)
 
 
+_KNOWN = tuple(f.name for f in fields(ModelConfig))
+
+
+def _bad_int(v, minimum: int) -> bool:
+    return isinstance(v, bool) or not isinstance(v, int) or v < minimum
+
+
+def _validate(d: Mapping, where: str) -> None:
+    """Raise UsageError naming the first bad field of a ModelConfig's values."""
+    if not isinstance(d.get("name"), str) or not d["name"]:
+        raise UsageError(f"{where}: field 'name' must be a non-empty string, not {d.get('name')!r}.")
+    for f in FIELDS + ("E", "k"):
+        if _bad_int(d.get(f, 1 if f in ("E", "k") else None), 1):
+            raise UsageError(f"{where}: field {f!r} must be a positive integer, not {d.get(f)!r}.")
+    for f in ("shared_experts", "dense_layers"):
+        if _bad_int(d.get(f, 0), 0):
+            raise UsageError(f"{where}: field {f!r} must be a non-negative integer, not {d.get(f)!r}.")
+    if d.get("F_expert") is not None and _bad_int(d["F_expert"], 1):
+        raise UsageError(f"{where}: field 'F_expert' must be a positive integer or null, not {d['F_expert']!r}.")
+    for f in ("gated", "tied_embeddings"):
+        if not isinstance(d.get(f, False), bool):
+            raise UsageError(f"{where}: field {f!r} must be true or false, not {d.get(f)!r}.")
+    for f in ("source", "notes"):
+        if not isinstance(d.get(f, ""), str):
+            raise UsageError(f"{where}: field {f!r} must be a string, not {d.get(f)!r}.")
+    if d["N"] % d["K"]:
+        raise UsageError(f"{where}: N={d['N']} query heads do not divide into K={d['K']} key/value heads.")
+    if d.get("k", 1) > d.get("E", 1):
+        raise UsageError(f"{where}: field 'k' ({d['k']} active experts) exceeds field 'E' ({d.get('E', 1)} experts).")
+    if d.get("dense_layers", 0) > d["L"]:
+        raise UsageError(f"{where}: field 'dense_layers' ({d['dense_layers']}) exceeds field 'L' ({d['L']}).")
+
+
 def _from_fields(d: dict, where: str) -> ModelConfig:
-    known = set(ModelConfig.__dataclass_fields__)
+    """A ModelConfig from a preset-style dict (our field names), errors naming ``where``."""
     missing = [f for f in ("name",) + FIELDS if f not in d]
     if missing:
-        raise UsageError(f"{where}: missing field {missing[0]!r}")
-    extra = [k for k in d if k not in known]
+        raise UsageError(f"{where}: missing field {missing[0]!r}.")
+    extra = [f for f in d if f not in _KNOWN]
     if extra:
-        raise UsageError(f"{where}: unknown field {extra[0]!r}")
+        raise UsageError(f"{where}: unknown field {extra[0]!r} (known: {', '.join(_KNOWN)}).")
+    _validate(d, where)
     return ModelConfig(**d)
 
 
-def _int(d: dict, key: str, where: str, default=None) -> int:
-    if key not in d:
+def _int(d: Mapping, key: str, where: str, default: int | None = None) -> int:
+    """A positive integer field of a HF config; absent or null gives ``default`` (None: required)."""
+    v = d.get(key)
+    if v is None:
         if default is None:
-            raise UsageError(f"{where}: missing field {key!r}")
+            raise UsageError(f"{where}: missing field {key!r}.")
         return default
-    v = d[key]
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise UsageError(f"{where}: field {key!r} must be a positive integer, not {v!r}")
+    if _bad_int(v, 1):
+        raise UsageError(f"{where}: field {key!r} must be a positive integer, not {v!r}.")
     return v
 
 
+def _count(d: Mapping, key: str, where: str) -> int:
+    """A non-negative integer field of a HF config that defaults to 0 (absent or null)."""
+    v = d.get(key) or 0
+    if _bad_int(v, 0):
+        raise UsageError(f"{where}: field {key!r} must be a non-negative integer, not {v!r}.")
+    return v
+
+
+def _family(d: Mapping) -> list[str]:
+    names = [str(d.get("model_type") or "")] + [str(a) for a in d.get("architectures") or []]
+    return [re.sub(r"[_\-\s]", "", n.lower()) for n in names if n]
+
+
+def _is_gated(d: Mapping) -> bool:
+    fam = _family(d)
+    if any(n.startswith(_GATED) for n in fam):
+        return True
+    if any(n.startswith(_UNGATED) for n in fam):
+        return False
+    return str(d.get("hidden_act") or d.get("activation_function") or "").lower() in ("silu", "swiglu", "swish")
+
+
 def from_hf_config(d: dict, name: str, source: str = "") -> ModelConfig:
-    """A HuggingFace ``config.json`` (LLaMA, Mistral, Qwen, Gemma, DeepSeek; GPT-2 field names too)."""
+    """A ModelConfig from a HuggingFace ``config.json`` dict.
+
+    LLaMA-style fields (hidden_size, intermediate_size, num_attention_heads, num_key_value_heads, head_dim,
+    num_hidden_layers, vocab_size, tie_word_embeddings) and GPT-2-style ones (n_embd, n_inner, n_head,
+    n_layer); MoE from n_routed_experts / num_local_experts / num_experts, num_experts_per_tok,
+    n_shared_experts, moe_intermediate_size and first_k_dense_replace. Whether the MLP is gated follows
+    model_type / architectures (LLaMA, Mistral, Qwen, Gemma, DeepSeek, ... gated; GPT-2, GPT-NeoX, OPT, ...
+    not), else hidden_act (silu gated). Multi-head latent attention (kv_lora_rank) becomes ordinary
+    attention with H = v_head_dim, which overstates attention weights and the KV cache (see ``notes``).
+    """
     where = source or name
     if not isinstance(d, dict):
-        raise UsageError(f"{where}: a model config must be a JSON object")
-    if "n_embd" in d:  # GPT-2 style
-        D = _int(d, "n_embd", where)
-        N = _int(d, "n_head", where)
-        return ModelConfig(name, L=_int(d, "n_layer", where), D=D, F=_int(d, "n_inner", where, 4 * D) if
-                           d.get("n_inner") is not None else 4 * D, N=N, K=N, H=D // N,
-                           V=_int(d, "vocab_size", where), gated=False,
-                           tied_embeddings=bool(d.get("tie_word_embeddings", True)), source=source)
-    D = _int(d, "hidden_size", where)
-    N = _int(d, "num_attention_heads", where)
-    K = _int(d, "num_key_value_heads", where, N) if d.get("num_key_value_heads") is not None else N
-    H = _int(d, "head_dim", where, D // N) if d.get("head_dim") is not None else D // N
-    E = d.get("n_routed_experts") or d.get("num_local_experts") or d.get("num_experts") or 1
-    kw = {}
-    if E and E > 1:
-        kw = dict(E=_int({"E": E}, "E", where), k=_int(d, "num_experts_per_tok", where),
-                  shared_experts=int(d.get("n_shared_experts") or 0),
-                  F_expert=_int(d, "moe_intermediate_size", where, _int(d, "intermediate_size", where)),
-                  dense_layers=int(d.get("first_k_dense_replace") or 0))
-    arch = " ".join(d.get("architectures") or []) + " " + str(d.get("model_type", ""))
-    gated = not re.search(r"gpt2|gpt_neox|opt|bert", arch.lower())
-    return ModelConfig(name, L=_int(d, "num_hidden_layers", where), D=D,
-                       F=_int(d, "intermediate_size", where), N=N, K=K, H=H, V=_int(d, "vocab_size", where),
-                       gated=gated, tied_embeddings=bool(d.get("tie_word_embeddings", False)), source=source,
-                       **kw)
+        raise UsageError(f"{where}: a model config must be a JSON object, not {type(d).__name__}.")
+    notes = []
+    if "n_embd" in d:  # GPT-2 field names (GPT-2, GPT-J)
+        D, N = _int(d, "n_embd", where), _int(d, "n_head", where)
+        return ModelConfig(name, L=_int(d, "n_layer", where), D=D, F=_int(d, "n_inner", where, 4 * D), N=N, K=N,
+                           H=_int(d, "head_dim", where, max(1, D // N)), V=_int(d, "vocab_size", where),
+                           gated=False, tied_embeddings=bool(d.get("tie_word_embeddings", True)), source=source)
+    D, N = _int(d, "hidden_size", where), _int(d, "num_attention_heads", where)
+    K = _int(d, "num_key_value_heads", where, N)
+    H = _int(d, "head_dim", where, max(1, D // N))
+    if d.get("kv_lora_rank") is not None:  # DeepSeek multi-head latent attention
+        H = _int(d, "v_head_dim", where, _int(d, "qk_nope_head_dim", where, H))
+        notes.append(f"multi-head latent attention approximated by {N} heads of {H} with K={K}: attention "
+                     f"weights and the KV cache are overstated (MLA caches kv_lora_rank + qk_rope_head_dim "
+                     f"values per token and layer)")
+    F = _int(d, "intermediate_size", where)
+    moe: dict = {}
+    ekey = next((key for key in ("n_routed_experts", "num_local_experts", "num_experts") if d.get(key)), None)
+    if ekey and _int(d, ekey, where) > 1:
+        F_expert = _int(d, "moe_intermediate_size", where, F)
+        shared = _count(d, "n_shared_experts", where)
+        if not shared and d.get("shared_expert_intermediate_size"):  # Qwen-MoE: one wide shared expert
+            shared = max(1, round(_int(d, "shared_expert_intermediate_size", where) / F_expert))
+            notes.append(f"shared expert of width {d['shared_expert_intermediate_size']} counted as {shared} "
+                         f"experts of width {F_expert}")
+        moe = dict(E=d[ekey], k=_int(d, "num_experts_per_tok", where), shared_experts=shared, F_expert=F_expert,
+                   dense_layers=_count(d, "first_k_dense_replace", where))
+    tied = d.get("tie_word_embeddings", any(n.startswith(_TIED_BY_DEFAULT) for n in _family(d)))
+    values = dict(name=name, L=_int(d, "num_hidden_layers", where), D=D, F=F, N=N, K=K, H=H,
+                  V=_int(d, "vocab_size", where), gated=_is_gated(d), tied_embeddings=bool(tied),
+                  source=source, notes="; ".join(notes), **moe)
+    _validate(values, where)
+    return ModelConfig(**values)
 
 
 @functools.lru_cache(maxsize=None)
 def _presets() -> dict[str, ModelConfig]:
-    out = {}
-    for p in sorted(PRESETS.glob("*.json")):
-        out[p.stem] = _from_fields(json.loads(p.read_text(encoding="utf-8")), p.name)
-    return out
+    return {p.stem: _from_fields(json.loads(p.read_text(encoding="utf-8")), str(p))
+            for p in sorted(PRESETS.glob("*.json"))}
 
 
 def model_presets() -> tuple[str, ...]:
+    """Names of the bundled presets."""
     return tuple(sorted(_presets()))
 
 
 def _key(name: str) -> str:
-    return re.sub(r"[^a-z0-9.]", "", name.lower().replace("llama-", "llama"))
+    """Normalise a model name: 'meta-llama/Meta-Llama-3.1-405B' and 'llama3-405b' both give 'llama3405b'."""
+    s = name.strip().lower().rsplit("/", 1)[-1]
+    s = re.sub(r"^meta-", "", s)
+    s = re.sub(r"-hf$", "", s)
+    s = re.sub(r"llama[-_ ]?3\.\d", "llama3", s)
+    return re.sub(r"[^a-z0-9]", "", s)
 
 
-def load_model_config(name_or_path: str) -> ModelConfig:
-    """A preset name (``llama3-70b``, ``Llama-3-70B``), a preset-style JSON file, or a HF config.json."""
-    presets = _presets()
-    keys = {_key(n): n for n in presets}
-    if _key(name_or_path) in keys:
-        return presets[keys[_key(name_or_path)]]
-    p = Path(name_or_path)
-    if p.suffix == ".json" or p.exists():
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UsageError(f"no such model config file: {name_or_path}") from None
-        except (OSError, json.JSONDecodeError) as e:
-            raise UsageError(f"cannot read model config {name_or_path}: {e}") from None
-        if not isinstance(data, dict):
-            raise UsageError(f"{name_or_path}: a model config must be a JSON object")
-        if "L" in data and "D" in data:
-            data.setdefault("name", p.stem)
-            return _from_fields(data, p.name)
-        return from_hf_config(data, p.stem, str(p))
-    close = difflib.get_close_matches(name_or_path.lower(), list(presets), n=1, cutoff=0.5)
-    hint = f"; did you mean {close[0]}?" if close else ""
-    raise UsageError(f"unknown model {name_or_path!r}{hint} Known: {', '.join(model_presets())}, "
-                     f"or a path to a config.json")
+def _read(p: Path) -> dict:
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"no model config file {p} (nor a preset of that name; known: "
+                         f"{', '.join(model_presets())}).") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(f"cannot read model config {p}: {e}.") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{p}: a model config must be a JSON object, not {type(data).__name__}.")
+    return data
+
+
+def load_model_config(name_or_path: str | Path) -> ModelConfig:
+    """A preset by name (case-insensitive, aliases such as ``Llama-3-70B``), or a JSON file / directory.
+
+    A file with our field names (``L``, ``D``, ...) loads as a preset-style config; anything else is read
+    as a HuggingFace ``config.json``. A directory is read through its ``config.json``.
+    """
+    if not isinstance(name_or_path, (str, Path)) or not str(name_or_path).strip():
+        raise UsageError(f"a model name or config path must be a non-empty string, not {name_or_path!r}.")
+    text = str(name_or_path)
+    p = Path(text)
+    if p.is_dir() and (p / "config.json").is_file():
+        p = p / "config.json"
+    if not p.is_file() and not text.lower().endswith(".json"):
+        presets = _presets()
+        by_key = {_key(n): n for n in presets}
+        if _key(text) in by_key:
+            return presets[by_key[_key(text)]]
+        close = difflib.get_close_matches(text.lower(), list(presets), n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UsageError(f"unknown model {text!r}{hint}; known presets: {', '.join(presets)}, "
+                         f"or give a path to a config.json.")
+    data = _read(p)
+    if "L" in data and "D" in data:
+        data.setdefault("name", p.stem)
+        return _from_fields(data, str(p))
+    name = p.parent.name if p.stem == "config" and p.parent.name else p.stem
+    return from_hf_config(data, name, str(p))

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
-from ..api import derive
-from ..cost import Env, LocalEinsum, Move, collective_time, einsum_flops
+from .. import dtypes
+from ..env import Env
 from ..errors import UsageError
-from ..notation import DTYPE_BYTES, DTYPE_CANON
+from ..pricing import op_cost, totals
+from ..program import derive_program
 from .config import ModelConfig
 from .transformer import (Sharding, checkpoint_bytes, flops_per_token, forward_flops, head_program,
                           kv_bytes_per_token, layer_program, param_counts, sizes)
@@ -34,12 +35,7 @@ FUSED = ("A",)  # intermediates that stay on chip
 
 
 def _canon(dtype: str | None) -> str | None:
-    if dtype is None:
-        return None
-    d = DTYPE_CANON.get(str(dtype).lower())
-    if d is None:
-        raise UsageError(f"unknown dtype {dtype!r}; dtypes: {', '.join(sorted(set(DTYPE_CANON.values())))}")
-    return d
+    return dtypes.canonical(dtype)
 
 
 def default_mesh(cfg: ModelConfig, chips: int) -> tuple[str, Sharding]:
@@ -86,7 +82,7 @@ class Serving:
 
     @property
     def param_bytes(self) -> float:
-        return self.params["total"] * DTYPE_BYTES[self.dtype]
+        return self.params["total"] * dtypes.nbytes(self.dtype)
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -109,35 +105,18 @@ class Serving:
             else:
                 text = head_program(self.cfg, self.sharding, dtype=self.dtype)
             dims = sizes(self.cfg, batch=batch, seq=seq, context=context, experts_moe=moe)
-            plan = derive(text, mesh=self.mesh, dims=dims, hw=self.hw, moves="all")
+            plan = derive_program(text, mesh=self.mesh, dims=dims, hw=self.hw, moves="all")
             self._plans[key] = plan
         return plan
 
     def _roofline(self, plan, override=None) -> tuple[float, float, float, float]:
-        """(sum over einsums of max(T_math, T_hbm), T_math, T_hbm, T_comms) per device, in seconds.
-        The attention scores ``A`` never reach HBM (the two attention einsums run fused, as flash
-        attention does), so their bytes are not counted. ``override`` rebinds sizes (the plan is symbolic
-        in them), so one derivation serves a sweep."""
-        consts = self._constants(plan)
-        sizes_ = {**dict(plan.sizes), **(override or {})}
-        env = Env.numeric(plan.mesh, sizes_, consts)
-        roof = tm = th = 0.0
-        per_axis: dict[str, float] = {}
-        for s in plan.steps:
-            op = s.op
-            if isinstance(op, LocalEinsum):
-                a = einsum_flops(op, env) / consts["C"]
-                nbytes = sum(env.local_bytes(t) for t in op.inputs + (op.output,) if t.name not in FUSED)
-                b = nbytes / consts["W_hbm"]
-                roof += max(a, b)
-                tm += a
-                th += b
-            elif isinstance(op, Move) and op.kind != "Slice":
-                t = collective_time(op, env)
-                for ax in op.axes:
-                    per_axis[ax] = per_axis.get(ax, 0.0) + t
-        tc = max(per_axis.values(), default=0.0)
-        return roof, tm, th, tc
+        """(sum over einsums of max(T_math, T_hbm), T_math, T_hbm, T_comms) per device, in seconds, under
+        the ``step`` overlap policy. The attention scores ``A`` never reach HBM (the two attention einsums
+        run fused, as flash attention does), so their bytes are not counted. ``override`` rebinds sizes
+        (the plan is symbolic in them), so one derivation serves a sweep."""
+        env = Env.numeric(plan.mesh, {**dict(plan.sizes), **(override or {})}, self._constants(plan))
+        t = totals((op_cost(s.op, env, FUSED) for s in plan.steps), env, "step")
+        return t.t_einsums, t.t_math, t.t_hbm, t.t_comms
 
     # ------------------------------------------------------------------ decode
     def decode(self, batch: int, seq: int, plan_batch: int | None = None, new_tokens: int = 1) -> dict:
@@ -204,7 +183,7 @@ class Serving:
     def prefill(self, seq: int, mfu: float, attention: bool = True, causal: bool = False) -> dict:
         """Prefill of one ``seq``-token sequence at ``mfu`` of the slice's peak."""
         flops = forward_flops(self.cfg, batch=1, seq=seq, attention=attention, causal=causal)
-        C = self.hw.flops_for(self.compute_dtype or ("bf16" if DTYPE_BYTES[self.dtype] <= 2 else self.dtype))
+        C = self.hw.flops_for(self.compute_dtype or ("bf16" if dtypes.nbytes(self.dtype) <= 2 else self.dtype))
         return {"flops": flops, "seconds": flops / (self.chips * C * mfu)}
 
 
@@ -215,7 +194,7 @@ def critical_batch(hw, weight_dtype: str = "bf16", compute_dtype: str | None = N
     wd = _canon(weight_dtype)
     cd = _canon(compute_dtype) or ("bf16" if wd in ("int8", "int4", "fp8") else wd)
     act = cd if cd != "bf16" or wd == "bf16" else "bf16"
-    plan = derive(f"Out:{act}[B, F] = In:{act}[B, D] *_D W:{wd}[D, F]")
+    plan = derive_program(f"Out:{act}[B, F] = In:{act}[B, D] *_D W:{wd}[D, F]")
     B, D, F = (sp.Symbol(n, positive=True, integer=True) for n in "BDF")
     weights = sp.expand(plan.t_hbm).coeff(D * F) * D * F     # the weight bytes dominate: B << D, F
     (b,) = sp.solve(sp.Eq(plan.t_math, weights), B)
@@ -229,7 +208,7 @@ def train_estimate(cfg: ModelConfig, hw, chips: int, batch_tokens: float, tokens
     fpt = flops_per_token(cfg, seq=seq)
     total = fpt["train"] * tokens
     p = param_counts(cfg)["total"]
-    params_b = p * DTYPE_BYTES[_canon(param_dtype)]
+    params_b = p * dtypes.nbytes(_canon(param_dtype))
     opt_b = p * 8  # Adam's two fp32 moments
     act_b = checkpoint_bytes(cfg, batch_tokens, checkpoints_per_layer)
     mem = params_b + opt_b + act_b
@@ -242,7 +221,7 @@ def min_topology(cfg: ModelConfig, hw, dtype: str, seq: int, kv_dtype: str | Non
     """Fewest chips (a power of two) whose HBM holds the weights, the HBM left, and how many
     ``seq``-token KV caches fit in it (book Part 8's table)."""
     d = _canon(dtype)
-    pb = param_counts(cfg)["total"] * DTYPE_BYTES[d]
+    pb = param_counts(cfg)["total"] * dtypes.nbytes(d)
     need = pb / hw.hbm_bytes
     chips = 1
     while chips < need:

@@ -13,18 +13,23 @@ derivation. Elementwise work (norms, softmax, the gate's product, residuals) is 
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import sympy as sp
 
+from .. import caching, dtypes
 from ..errors import UsageError
 from ..layout import global_bytes
-from ..notation import DTYPE_BYTES
+from ..notation import format_axes
+from ..program import derive_program
 from .config import ModelConfig
 
 WEIGHTS_ATTN = ("Wq", "Wk", "Wv", "Wo")
 WEIGHTS_MLP = ("W1", "W2", "W3")
+#: the einsums of attention proper (their FLOPs grow with the context; causal masking halves them)
+ATTENTION = ("A", "Ctx")
+#: the MLP einsums of an MoE layer (shared experts see every token)
+EXPERT_EINSUMS = ("U1", "U2", "Out")
 #: activations checkpointed by ``checkpoints-per-layer`` k: the first k of these (book Part 4: one
 #: checkpoint a layer is the layer's output; Part 5 Question 2: the three big MLP matmuls' outputs)
 CHECKPOINT_ORDER = ("Out", "U1", "U2", "Y", "Ctx", "Q", "Kn", "Vn")
@@ -42,19 +47,13 @@ class Sharding:
     fsdp: tuple[str, ...] = ()
 
 
-def _ax(axes) -> str:
-    if not axes:
-        return ""
-    return "_" + ("".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}")
-
-
 def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: str | None = None,
                   moe: bool | None = None) -> str:
     """The program of one layer, with ``param`` declarations, laid out by ``sharding``."""
     sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))
     kv_dtype = kv_dtype or dtype
-    b, kb = _ax(sh.batch), _ax(sh.kv_batch or sh.batch)
-    m, h, f = _ax(sh.model), _ax(sh.heads), _ax(sh.fsdp)
+    b, kb = format_axes(sh.batch), format_axes(sh.kv_batch or sh.batch)
+    m, h, f = format_axes(sh.model), format_axes(sh.heads), format_axes(sh.fsdp)
     w = f":{dtype}" if dtype != "bf16" else ""
     kv = f":{kv_dtype}" if kv_dtype != "bf16" else ""
     moe = cfg.is_moe if moe is None else moe
@@ -88,7 +87,7 @@ def head_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16") -> str:
     """The unembedding: logits for every position (the embedding lookup is a gather, no FLOPs)."""
     sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))
     w = f":{dtype}" if dtype != "bf16" else ""
-    b, m, f = _ax(sh.batch), _ax(sh.model), _ax(sh.fsdp)
+    b, m, f = format_axes(sh.batch), format_axes(sh.model), format_axes(sh.fsdp)
     return f"param Wu{w}[D{f}, V{m}]\nLogits[B{b}, T, V{m}] = X[B{b}, T, D] *_D Wu[D, V]"
 
 
@@ -107,20 +106,19 @@ def _elements(layout, dims) -> sp.Expr:
     return sp.sympify(global_bytes(layout, dims)) / layout.dtype_bytes
 
 
-@functools.lru_cache(maxsize=64)
+@caching.memoize(maxsize=64)
 def param_counts(cfg: ModelConfig) -> dict:
     """Parameters by component, read off the layer and head programs (book Part 4's table)."""
-    from ..api import derive
-    dense = derive(layer_program(cfg, {}, moe=False), mesh="X=1", moves="none")
+    dense = derive_program(layer_program(cfg, {}, moe=False), mesh="X=1", moves="none")
     lay = {l.name: l for l in dense.layouts}
     dims = sizes(cfg, experts_moe=False)
     attn = sum(_elements(lay[n], dims) for n in WEIGHTS_ATTN)
     mlp_dense = sum(_elements(lay[n], dims) for n in WEIGHTS_MLP if n in lay)
-    head = derive(head_program(cfg, {}), mesh="X=1", moves="none")
+    head = derive_program(head_program(cfg, {}), mesh="X=1", moves="none")
     unembed = _elements({l.name: l for l in head.layouts}["Wu"], dims)
     embedding = unembed if cfg.tied_embeddings else 2 * unembed
     if cfg.is_moe:
-        moe = derive(layer_program(cfg, {}, moe=True), mesh="X=1", moves="none")
+        moe = derive_program(layer_program(cfg, {}, moe=True), mesh="X=1", moves="none")
         mlay = {l.name: l for l in moe.layouts}
         mdims = sizes(cfg)
         per_expert = sum(_elements(mlay[n], mdims) for n in WEIGHTS_MLP) / cfg.E
@@ -135,11 +133,10 @@ def param_counts(cfg: ModelConfig) -> dict:
             "mlp_active": int(mlp_active), "attention": int(attention), "embedding": int(embedding)}
 
 
-@functools.lru_cache(maxsize=64)
+@caching.memoize(maxsize=64)
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str = "bf16") -> int:
     """2 L K H bytes: the new keys and values a token adds, read off the layer program."""
-    from ..api import derive
-    plan = derive(layer_program(cfg, {}, kv_dtype=kv_dtype, moe=False), mesh="X=1", moves="none")
+    plan = derive_program(layer_program(cfg, {}, kv_dtype=kv_dtype, moe=False), mesh="X=1", moves="none")
     lay = {l.name: l for l in plan.layouts}
     dims = sizes(cfg, batch=1, seq=1, experts_moe=False)
     per_layer = sum(sp.sympify(global_bytes(lay[n], dims)) for n in ("Kn", "Vn"))
@@ -150,7 +147,6 @@ def forward_flops(cfg: ModelConfig, *, batch=1, seq=1, context=None, causal: boo
                   attention: bool = True) -> float:
     """FLOPs of a forward pass over ``batch x seq`` new tokens attending to ``context`` keys (default:
     themselves), from the einsums of the unsharded programs. ``causal`` halves the attention FLOPs."""
-    from ..api import derive
     out = 0.0
     dims = sizes(cfg, batch=batch, seq=seq, context=context)
     kinds = [(False, cfg.dense_layers if cfg.is_moe else cfg.L)]
@@ -159,23 +155,23 @@ def forward_flops(cfg: ModelConfig, *, batch=1, seq=1, context=None, causal: boo
     for moe, count in kinds:
         if not count:
             continue
-        plan = derive(layer_program(cfg, {}, moe=moe), mesh="X=1", dims=sizes(cfg, batch=batch, seq=seq,
+        plan = derive_program(layer_program(cfg, {}, moe=moe), mesh="X=1", dims=sizes(cfg, batch=batch, seq=seq,
                       context=context, experts_moe=moe), moves="none")
         layer = 0.0
         for s in plan.steps:
-            if s.kind != "Einsum":
+            if not s.is_einsum:
                 continue
             f = plan.evaluate(s.flops)
-            if s.after.startswith(("A[", "Ctx[")):
+            if s.tensor in ATTENTION:
                 if not attention:
                     continue
                 f *= 0.5 if causal else 1.0
-            if moe and s.after.startswith(("U1[", "U2[", "Out[")):
+            if moe and s.tensor in EXPERT_EINSUMS:
                 f *= (cfg.k + cfg.shared_experts) / cfg.k  # shared experts see every token
             layer += f
         out += count * layer
-    head = derive(head_program(cfg, {}), mesh="X=1", dims=dims, moves="none")
-    out += sum(head.evaluate(s.flops) for s in head.steps if s.kind == "Einsum")
+    head = derive_program(head_program(cfg, {}), mesh="X=1", dims=dims, moves="none")
+    out += sum(head.evaluate(s.flops) for s in head.steps if s.is_einsum)
     return out
 
 
@@ -191,9 +187,8 @@ def checkpoint_bytes(cfg: ModelConfig, tokens: float, k: int, dtype: str = "bf16
     ``CHECKPOINT_ORDER``; book Part 4 / Part 5 Question 2)."""
     if k < 0 or k > len(CHECKPOINT_ORDER):
         raise UsageError(f"checkpoints per layer must be between 0 and {len(CHECKPOINT_ORDER)}, not {k}")
-    from ..api import derive
-    plan = derive(layer_program(cfg, {}, moe=False), mesh="X=1", moves="none")
+    plan = derive_program(layer_program(cfg, {}, moe=False), mesh="X=1", moves="none")
     lay = {l.name: l for l in plan.layouts}
     dims = sizes(cfg, batch=1, seq=1, experts_moe=False)
     per_token = sum(float(global_bytes(lay[n], dims)) for n in CHECKPOINT_ORDER[:k] if n in lay)
-    return per_token * DTYPE_BYTES[dtype] / 2 * tokens * cfg.L
+    return per_token * dtypes.nbytes(dtype) / 2 * tokens * cfg.L

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import json
 
+from .. import dtypes
+from ..errors import UsageError
+from .options import read_program
 
-def register(sub, common):
+
+def register(sub):
     m = sub.add_parser("model", help="transformer and inference cost models (Parts 4, 7, 8)")
     m.add_argument("name", metavar="NAME|config.json", help="a preset (see --list) or a HuggingFace config.json")
     m.add_argument("--list", action="store_true", help="list the presets")
@@ -29,29 +33,26 @@ def register(sub, common):
 
 
 def _need_hw(args):
-    from .errors import UsageError
     if not args.hw:
         raise UsageError("this needs --hw (a hardware preset, e.g. tpu-v5e)")
-    from .hardware import hardware
+    from ..hardware import hardware
     return hardware(args.hw)
 
 
 def cmd_model(args) -> int:
-    from .errors import UsageError
-    from .models.config import load_model_config, model_presets
-    from .models.inference import Serving, critical_batch, train_estimate
-    from .models.transformer import flops_per_token, kv_bytes_per_token, param_counts
-    from .report import fmt_bytes, fmt_seconds
+    from ..models.config import load_model_config, model_presets
+    from ..models.inference import Serving, critical_batch, train_estimate
+    from ..models.transformer import flops_per_token, kv_bytes_per_token, param_counts
+    from ..printers.text import fmt_bytes, fmt_seconds
 
     if args.list:
         for n in model_presets():
             print(n)
         return 0
     cfg = load_model_config(args.name)
-    from .models.inference import _canon
-    dtype = _canon(args.dtype)
+    dtype = dtypes.canonical(args.dtype)
     params = param_counts(cfg)
-    kv = kv_bytes_per_token(cfg, _canon(args.kv_dtype) or dtype)
+    kv = kv_bytes_per_token(cfg, dtypes.canonical(args.kv_dtype) or dtype)
     fpt = flops_per_token(cfg, seq=args.seq)
     out = {"name": cfg.name, "config": cfg.as_dict(),
            "params": {k: float(params[k]) for k in ("total", "active", "mlp", "attention", "embedding")},
@@ -67,8 +68,8 @@ def cmd_model(args) -> int:
     if args.decode or args.prefill or args.frontier:
         sharding = None
         if args.mesh:  # the first axis splits the heads, the rest the KV cache's batch; F over all
-            from .mesh import parse_mesh
-            from .models.transformer import Sharding
+            from ..mesh import parse_mesh
+            from ..models.transformer import Sharding
             names = parse_mesh(args.mesh).names
             sharding = Sharding(model=names, heads=names[:1], kv_batch=names[1:])
         serving = Serving(cfg, hw, chips=args.chips, dtype=dtype, kv_dtype=args.kv_dtype,
@@ -95,7 +96,7 @@ def cmd_model(args) -> int:
           + (f" E={cfg.E} k={cfg.k}" if cfg.is_moe else ""))
     print(f"  parameters: {params['total']:.4g} total, {params['active']:.4g} active "
           f"(MLP {params['mlp']:.4g}, attention {params['attention']:.4g}, embeddings {params['embedding']:.4g})")
-    print(f"  weights in {dtype}: {fmt_bytes(params['total'] * __import__('symcost').notation.DTYPE_BYTES[dtype])}")
+    print(f"  weights in {dtype}: {fmt_bytes(params['total'] * dtypes.nbytes(dtype))}")
     print(f"  KV cache per token: {kv:,} bytes")
     print(f"  FLOPs per token at {args.seq} context: {fpt['inference']:.4g} forward, {fpt['train']:.4g} training")
     if "critical_batch" in out:
@@ -132,16 +133,12 @@ def cmd_model(args) -> int:
 
 def _strategy_check(args, cfg, hw):
     """Derive the strategy on the model's shapes: per-layer forward + backward times on the mesh."""
-    import sympy as sp
-    from .cli import _read_program
-    from .program import derive_program
-    from . import symbols
-    from .errors import UsageError
-    from .optimize import optimize_plan
-    from .solve import bandwidth_comms
-    text = _read_program(args.strategy)
+    from .. import symbols
+    from ..api import derive
+    from ..optimize import optimize_plan
+    text = read_program(args.strategy)
     dims = {"B": int(args.batch), "D": cfg.D, "F": cfg.F}
-    plan = derive_program(text, mesh=args.mesh, dims=dims, hw=hw, backward=True)
+    plan = derive(text, mesh=args.mesh, dims=dims, hw=hw, backward=True)
     free = [a.name for a in plan.mesh.axes if a.size is None]
     split = {}
     if len(free) == 1:      # all the chips on the strategy's one axis
@@ -155,7 +152,7 @@ def _strategy_check(args, cfg, hw):
         raise UsageError("give the strategy's mesh axes sizes (--mesh X=...,Y=...,Z=...)")
     subs = {symbols.axis(k): v for k, v in split.items()}
     t_math = plan.evaluate(plan.t_math.xreplace(subs))
-    t_comms = plan.evaluate(bandwidth_comms(plan).xreplace(subs))
+    t_comms = plan.evaluate(plan.t_comms_bw.xreplace(subs))
     if t_math is None or t_comms is None:
         raise UsageError("the strategy's costs keep unbound symbols; bind them with --mesh")
     return {"mesh": split or {a.name: a.size for a in plan.mesh.axes}, "t_math": t_math, "t_comms": t_comms,

@@ -1,4 +1,8 @@
-"""Plain-text rendering of a plan for the terminal."""
+"""Plain text: a plan for the terminal, and the units every printer shows numbers in.
+
+    >>> fmt_seconds(0.0178), fmt_bytes(1.14e11), fmt_count(6.71e7)
+    ('17.8 ms', '114 GB', '6.71e+07')
+"""
 from __future__ import annotations
 
 import sympy as sp
@@ -32,12 +36,12 @@ def render_plan(plan) -> str:
         lines.append(f"{i}. {s.signature()}")
         b = plan.evaluate(s.bytes)
         t = plan.evaluate(s.seconds)
-        label = "bytes" if s.kind == "Einsum" else "V"
+        label = "bytes" if s.is_einsum else "V"
         nums = f"{label} = {s.bytes}"
         if b is not None and not s.bytes.is_number:
             nums += f" = {fmt_bytes(b)}"
         lines.append("   " + nums)
-        if s.kind == "Einsum":
+        if s.is_einsum:
             f = plan.evaluate(s.flops)
             lines.append(f"   flops = {s.flops}" + (f" = {fmt_count(f)}" if f is not None and not s.flops.is_number else ""))
         lines.append(f"   time = {s.seconds}" + (f" = {fmt_seconds(t)}" if t is not None else ""))

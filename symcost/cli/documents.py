@@ -1,15 +1,17 @@
-"""``symcost plot``, ``symcost export-jax`` and ``symcost xla-check``."""
+"""``plot``, ``export-jax`` and ``xla-check``."""
 from __future__ import annotations
 
+import json
 import os
 
+from ..errors import UsageError
+from .options import common, derive_from, mesh_dims_hw, write_output
 
-def register(sub, common):
+
+def register(sub):
     p = sub.add_parser("plot", help="communication vs compute by batch, rooflines, latency/throughput")
     p.add_argument("target", metavar="EXPR|FILE|FOLDER|MODEL")
-    p.add_argument("--mesh")
-    p.add_argument("--dims")
-    p.add_argument("--hw")
+    mesh_dims_hw(p)
     p.add_argument("--vs", default="B", help="the dimension on the x axis (strategies)")
     p.add_argument("--chips", type=int, default=4096)
     p.add_argument("--kind", choices=("auto", "strategies", "roofline", "frontier"), default="auto")
@@ -29,9 +31,8 @@ def register(sub, common):
 
 
 def cmd_plot(args) -> int:
-    from .errors import UsageError
-    from .export import plot
-    from .hardware import hardware
+    from ..export import plot
+    from ..hardware import hardware
     hw = hardware(args.hw) if args.hw else None
     kind = args.kind
     if kind == "auto":
@@ -44,12 +45,11 @@ def cmd_plot(args) -> int:
     if kind == "strategies":
         out = plot.plot_strategies(plot.strategy_paths(args.target), args.output, args.vs, hw, args.chips)
     elif kind == "roofline":
-        from . import api
-        from .cli import _read_program
-        out = plot.plot_roofline(api.derive(_read_program(args.target), args.mesh, args.dims, hw), args.output)
+        args.program = args.target
+        out = plot.plot_roofline(derive_from(args), args.output)
     else:
-        from .models.config import load_model_config
-        from .models.inference import Serving
+        from ..models.config import load_model_config
+        from ..models.inference import Serving
         if hw is None:
             raise UsageError("a frontier needs --hw")
         chips = args.chips if args.chips != 4096 else 8
@@ -60,20 +60,14 @@ def cmd_plot(args) -> int:
 
 
 def cmd_export_jax(args) -> int:
-    from .cli import _read_program
-    from .export.jax import export_plan
-    from . import api
-    from .cli import write_output
-    write_output(args.output, export_plan(api.derive(_read_program(args.program), args.mesh, args.dims, args.hw)))
+    from ..export.jax import export_plan
+    write_output(args.output, export_plan(derive_from(args)))
     return 0
 
 
 def cmd_xla_check(args) -> int:
-    import json
-    from .cli import _read_program
-    from .export.jax import xla_check
-    from . import api
-    plan = api.derive(_read_program(args.program), args.mesh, args.dims, args.hw, objective="comms")
+    from ..export.xla_check import xla_check
+    plan = derive_from(args, objective="comms")
     report = xla_check(plan)
     if args.json:
         print(json.dumps(report, indent=2))

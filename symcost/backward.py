@@ -1,0 +1,154 @@
+"""The backward pass of a planned program (book Part 5).
+
+For ``C = A * B`` the gradients are ``dA = dC * B`` and ``dB = A * dC`` (einsum's transpose rule), each
+planned by the same rewriter; ``dC`` is laid out like ``C``, a parameter's gradient must end in the
+parameter's layout, and an input activation's gradient in the input's layout. A written collective is
+undone by its kind's stated transpose (AllGather^T = ReduceScatter, AllToAll^T = the AllToAll back, a
+send's is the send back) where the gradient arrives in the transpose's input layout, and by the cheapest
+route otherwise. So FSDP's forward AllGather of a weight comes back as a ReduceScatter of its gradient,
+and Megatron's AllGather / ReduceScatter pair swaps places.
+
+Collectives on parameters and their gradients are off the critical path (they can be prefetched or
+overlapped, as the book's listings mark them); the others are on it.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .collectives import gradient
+from .einsum import LocalEinsum
+from .errors import ShardingError, UsageError
+from .layout import Layout
+from .planner import explained_steps, final_layout
+from .rewrite import ANY, plan_chain, reshard
+from .trace import Step, Trace
+
+REUSE = ("none", "activations", "all")
+
+
+def default_params(trace: Trace) -> list[str]:
+    """Without declarations: the program's inputs whose names start with W (W, Win, W_out, ...)."""
+    return [n for n in trace.inputs if n[:1] == "W"]
+
+
+def resolve_params(trace: Trace, params=None) -> dict[str, Layout]:
+    """The parameters to differentiate: ``params`` (names), else the declared ones, else inputs named W..."""
+    first, made = trace.first, trace.producers
+    if params:
+        names = [p.strip() for p in (params.split(",") if isinstance(params, str) else params) if p.strip()]
+        out = {}
+        for n in names:
+            if n in made:
+                raise ShardingError(f"{n} is not a parameter: it is computed on line {made[n]}")
+            if n not in first:
+                raise UsageError(f"{n} is not a tensor of the program; it has {', '.join(sorted(first))}")
+            out[n] = first[n]
+        return out
+    if trace.params:
+        return trace.param_layouts
+    found = default_params(trace)
+    if not found:
+        raise UsageError("the program declares no parameters; write e.g. 'param W[D_X, F]' or pass --params")
+    return {n: first[n] for n in found}
+
+
+def critical(step: Step, params) -> bool:
+    """Einsums and collectives of activations are on the critical path; those of parameters (gathers
+    that can be prefetched) and of their gradients (reductions that overlap) are not."""
+    if not step.is_collective:
+        return step.is_einsum
+    name = step.tensor
+    base = name[1:] if name.startswith("d") and name[1:] in params else name
+    return base not in params
+
+
+def saved_layout(t: Layout, trace: Trace, params: dict, reuse: str) -> Layout:
+    """The layout in which a forward operand is available to the backward pass."""
+    is_param = t.name in params
+    if reuse == "all" or (reuse == "activations" and not is_param):
+        return t
+    if is_param:
+        return params[t.name]
+    return trace.first.get(t.name, t)
+
+
+def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads: bool = True):
+    """(steps of the backward pass, the activations it reads as {name: layout they are kept in})."""
+    if reuse not in REUSE:
+        raise UsageError(f"reuse must be one of {', '.join(REUSE)}, not {reuse!r}")
+    mesh, known, first = trace.mesh, trace.known, trace.first
+    consumed = {t.name for u in trace.uses if not u.written for t in u.op.inputs}
+    outputs = [n for n, _ in trace.produced if n not in consumed]
+    if not outputs:
+        raise UsageError("the program has no output to differentiate")
+    grads: dict[str, Layout] = {n: gradient(known[n]) for n in outputs}
+    inputs = set(trace.inputs)
+    redefined = {u.op.after.name for u in trace.uses if u.written}
+    any_move = trace.ranker.with_moves(None)
+    steps: list[Step] = []
+    saved: dict[str, Layout] = {}
+    have: dict[str, list] = {}  # gradient name -> layouts already materialized (reused, not moved again)
+
+    def add(ops_steps):
+        steps.extend(replace(s, phase="backward", critical=critical(s, params)) for s in ops_steps)
+
+    for use in reversed(trace.uses):
+        if use.written:
+            op = use.op
+            g = grads.pop(op.after.name, None)
+            if g is None:
+                continue
+            want = gradient(op.before)
+            g = replace(g, name=want.name)
+            t = op.rule.transpose(op)
+            moves = None
+            if t is not None:
+                t = replace(t, before=replace(t.before, name=want.name), after=replace(t.after, name=want.name))
+                exact = not t.rule.inserted or t in tuple(t.rule.edges(t.before, mesh))
+                if exact and t.after == want and (g == t.before or (not t.rule.inserted and g.same_sharding(t.before))):
+                    moves = [replace(t, before=g, after=g) if not t.rule.inserted else t]
+            if moves is None:
+                _, moves = reshard(g, want, mesh, any_move)
+            why = f"transpose of the {op.kind} on line {use.line}"
+            add(Step(m, mesh, why=why) for m in moves)
+            grads[op.before.name] = want
+            continue
+        e = use.op
+        dres = grads.get(e.output.name)
+        if dres is None:
+            continue
+        for i, x in enumerate(e.inputs):
+            name = x.name
+            if name in inputs and name not in params and not input_grads:
+                continue
+            others = [t for j, t in enumerate(e.inputs) if j != i]
+            srcs = [saved_layout(t, trace, params, reuse) for t in others]
+            for t in srcs:
+                if t.name not in params:
+                    saved.setdefault(t.name, t)
+            missing = set(x.dims) - set(dres.dims).union(*(set(t.dims) for t in others))
+            if missing:
+                raise ShardingError(f"the gradient of {name} on line {use.line} needs dimension {sorted(missing)[0]}, "
+                                    f"which the product sums away; broadcasts are not supported")
+            if name in params and name not in redefined:
+                target = gradient(params[name])
+            elif name in redefined:  # any layout, partial sums included: the collective's transpose resolves them
+                target = grads.get(name, ANY)
+            elif name in inputs:
+                target = gradient(first[name])
+            elif name in grads:
+                target = grads[name]  # accumulate into the first contribution's layout
+            elif name in first:  # a named intermediate: its gradient is laid out like it
+                target = gradient(first[name])
+            else:
+                target = None
+            at_hand = tuple(have.get(dres.name, [dres]))
+            operands = [at_hand] + srcs
+            best = plan_chain(operands, [None] * (len(operands) - 1), "d" + name, x.dims, target, mesh,
+                              trace.ranker, out_dtype=x.dtype)[0]
+            for op in best.steps:
+                if not isinstance(op, LocalEinsum) and op.before.name == dres.name:
+                    have.setdefault(dres.name, [dres]).append(op.after)
+            add(explained_steps(best.steps, mesh, target))
+            grads.setdefault(name, final_layout(best.steps))
+    return steps, saved

@@ -1,0 +1,142 @@
+"""Binding a program to a mesh, sizes and hardware: the frozen :class:`BoundProgram` the planner takes.
+
+    >>> b = bind("A[I, J_X] * B[J, K] -> C[I, K]", mesh="X=4", dims="I=256")
+    >>> str(b.mesh), b.sizes
+    ('X=4', (('I', 256),))
+    >>> str(bind("In[B_X, D_Y] -> In[B, D]").mesh)     # without a mesh: every axis named, symbolic
+    'X,Y'
+
+Arguments come in the command line's forms or as Python values: ``mesh`` a ``--mesh`` string, a dict or a
+:class:`~symcost.mesh.Mesh`; ``dims`` a ``--dims`` string or a dict; ``hw`` a preset name or a
+:class:`~symcost.hardware.Hardware`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import symbols
+from .errors import ShardingError, UsageError
+from .mesh import Mesh, as_mesh
+from .notation import Program, parse
+
+RESERVED = set(symbols.HARDWARE_SYMBOLS)
+MAX_SIZE = 10 ** 15
+
+
+def parse_dims(text) -> dict[str, int]:
+    """``--dims B=1024,D=8192`` (also accepts a dict). Sizes must be positive integers; ``1e6``-style
+    numbers are accepted when they are whole."""
+    if text is None:
+        return {}
+    if isinstance(text, dict):
+        items = list(text.items())
+    else:
+        items = []
+        for part in str(text).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "=" not in part:
+                raise UsageError(f"cannot read dimension binding {part!r}; write NAME=SIZE, e.g. B=1024")
+            k, v = part.split("=", 1)
+            items.append((k.strip(), v.strip()))
+    out: dict[str, int] = {}
+    for k, v in items:
+        if not str(k).replace("_", "").isalnum() or not str(k)[:1].isalpha():
+            raise UsageError(f"{k!r} is not a dimension name")
+        n = as_size(k, v)
+        if k in out and out[k] != n:
+            raise UsageError(f"dimension {k} is bound twice, to {out[k]} and {n}")
+        out[str(k)] = n
+    return out
+
+
+def as_size(name, v) -> int:
+    """A positive whole number of at most 1e15 (``1e6`` and ``1_000_000`` are accepted)."""
+    if isinstance(v, bool):
+        raise UsageError(f"size of {name} must be a positive integer, not {v!r}")
+    if isinstance(v, int):
+        n = v
+    else:
+        s = str(v).strip().replace("_", "")
+        try:
+            f = float(s) if any(c in s for c in ".eE") else int(s)
+        except ValueError:
+            raise UsageError(f"size of {name} must be a positive integer, not {v!r}") from None
+        if isinstance(f, float):
+            if not math.isfinite(f) or f != int(f):
+                raise UsageError(f"size of {name} must be a whole number, not {v!r}")
+            f = int(f)
+        n = f
+    if n < 1:
+        raise UsageError(f"size of {name} must be positive, not {n}")
+    if n > MAX_SIZE:
+        raise UsageError(f"size of {name} = {n} is absurdly large (more than 1e15)")
+    return n
+
+
+def resolve_hardware(hw):
+    """A preset name (or a Hardware value) as a Hardware value; None stays None."""
+    if hw is None or hw == "":
+        return None
+    if isinstance(hw, str):
+        from .hardware import hardware
+        return hardware(hw)
+    return hw
+
+
+@dataclass(frozen=True)
+class BoundProgram:
+    """A program with the mesh it runs on, the sizes bound to numbers and the hardware it is priced on."""
+
+    program: Program
+    mesh: Mesh
+    sizes: tuple[tuple[str, int], ...] = ()
+    hardware: object = None
+
+    @property
+    def text(self) -> str:
+        return self.program.text
+
+    @property
+    def size_map(self) -> dict[str, int]:
+        return dict(self.sizes)
+
+    @property
+    def ranking_sizes(self) -> dict[str, int]:
+        """Sizes to rank candidate plans at: the program's ``rank`` statements, then the bound sizes."""
+        return {**self.program.ranking, **self.size_map}
+
+    @property
+    def is_strategy(self) -> bool:
+        """A program that declares parameters is a training strategy."""
+        from .notation import Declaration
+        return any(isinstance(s, Declaration) for s in self.program.statements)
+
+
+def bind(text, mesh=None, dims=None, hw=None) -> BoundProgram:
+    """Parse (unless given a Program), settle the mesh and the names, bind sizes and hardware."""
+    prog = text if isinstance(text, Program) else parse(text)
+    mesh = as_mesh(mesh)
+    if not mesh.axes:
+        mesh = Mesh(()).with_axes(prog.axes_named())
+    sizes = parse_dims(dims)
+    hardware = resolve_hardware(hw)
+    mesh = mesh.on_hardware(hardware)
+    _check_names(prog, mesh)
+    return BoundProgram(prog, mesh, tuple(sorted(sizes.items())), hardware)
+
+
+def _check_names(prog: Program, mesh: Mesh) -> None:
+    for st in prog.statements:
+        for t in st.tensors:
+            for d in t.dims:
+                where = dict(text=prog.text, line=d.span.line or None, column=d.span.column or None,
+                             width=d.span.width)
+                if d.name in RESERVED:
+                    raise ShardingError(f"dimension {d.name} of {t.name} clashes with the hardware symbol "
+                                        f"{d.name} (FLOPs/s)", hint="rename the dimension", **where)
+                if d.name in mesh:
+                    raise ShardingError(f"dimension {d.name} of {t.name} has the name of a mesh axis",
+                                        hint="give dimensions and mesh axes different names", **where)

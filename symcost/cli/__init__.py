@@ -1,0 +1,61 @@
+"""The ``symcost`` command line: the Python API plus renderers.
+
+    symcost derive "A[I, J_X] * B[J, K] -> C[I, K]" --mesh X=4 --dims I=256,J=8192,K=8192 --hw tpu-v5e
+    symcost check  "A[I_X, J_X]"
+    symcost hardware tpu-v5p
+
+Exit status: 0 success, 1 well-formed but invalid input (a sharding, a collective, a plan that cannot be
+simulated or exported), 2 a usage or notation error, 3 an internal error (a bug). Errors are one sentence
+on stderr with the caret snippet; never a traceback.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import (ExportError, NotationError, ShardingError, SimulationError, SymcostError, UsageError)
+from . import documents, models, plans
+from .options import Parser
+
+#: which exit status each error gives (the first class that matches, in order)
+EXIT_CODES = ((ShardingError, 1), (SimulationError, 1), (ExportError, 1), (NotationError, 2), (UsageError, 2),
+              (SymcostError, 2))
+INTERNAL = 3
+
+
+def exit_code(error: SymcostError) -> int:
+    return next(code for cls, code in EXIT_CODES if isinstance(error, cls))
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="symcost", description="Symbolic cost derivation for sharded tensor programs "
+                                           "(the notation of 'How to Scale Your Model').")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for module in (plans, models, documents):
+        module.register(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except SymcostError as e:
+        sys.stderr.write(f"symcost: {e}\n")
+        return exit_code(e)
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except RecursionError:
+        sys.stderr.write("symcost: the input is too deeply nested\n")
+        return 2
+    except Exception as e:  # a bug, not the user's fault: still no traceback unless asked for
+        if os.environ.get("SYMCOST_DEBUG"):
+            raise
+        sys.stderr.write(f"symcost: internal error ({type(e).__name__}: {e}); set SYMCOST_DEBUG=1 for details\n")
+        return INTERNAL
+
+
+__all__ = ["main", "build_parser", "exit_code", "EXIT_CODES"]

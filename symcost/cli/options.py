@@ -1,0 +1,83 @@
+"""Options and helpers every command shares (declared once)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import UsageError
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors: exit 2, one line, no traceback
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"symcost: {message}\n")
+        raise SystemExit(2)
+
+
+def target(p, metavar: str = "EXPR|FILE", dest: str = "program", help_: str = "notation, or a file of it"):
+    p.add_argument(dest, metavar=metavar, help=help_)
+
+
+def mesh_dims_hw(p):
+    p.add_argument("--mesh", help="axes: X=4,Y=8; X (symbolic); X=16:2 (2 links); X=4:dcn; X=8:nvlink; X:M_X")
+    p.add_argument("--dims", help="bindings: B=1024,D=8192")
+    p.add_argument("--hw", help="hardware preset (see 'symcost hardware')")
+
+
+def json_flag(p):
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def common(p, program: bool = True):
+    """The program and the options every derivation command takes."""
+    if program:
+        target(p)
+    mesh_dims_hw(p)
+    json_flag(p)
+
+
+def planning(p):
+    p.add_argument("--backward", action="store_true", help="also derive the backward pass")
+    p.add_argument("--no-overlap", action="store_true", help="sum compute and communication times")
+    p.add_argument("--params", help="the parameters (default: 'param' declarations, else inputs named W...)")
+    p.add_argument("--reuse", choices=("none", "activations", "all"), default="activations",
+                   help="forward gathers the backward pass may reuse (default: activations)")
+    p.add_argument("--moves", default="auto",
+                   help="moves the engine may insert: auto (strategy for programs that declare parameters, else "
+                        "all), all, strategy (gathers, slices, reductions), none, or a list of kinds")
+
+
+def read_program(arg: str) -> str:
+    """A program given on the command line: a file's contents, or the notation itself."""
+    if "[" not in arg and os.path.exists(arg):
+        if os.path.isdir(arg):
+            raise UsageError(f"{arg} is a folder, not a program file")
+        try:
+            with open(arg, encoding="utf-8") as f:
+                return f.read()
+        except OSError as e:
+            raise UsageError(f"cannot read {arg}: {e.strerror}") from None
+    return arg
+
+
+def derive_from(args, **extra):
+    """The plan the arguments ask for: one way for every command (symcost.derive)."""
+    from ..api import derive
+    kw = dict(overlap=not getattr(args, "no_overlap", False), moves=getattr(args, "moves", "auto"))
+    if getattr(args, "objective", None):
+        kw["objective"] = args.objective
+    if getattr(args, "backward", False):
+        kw.update(backward=True, reuse=args.reuse, params=args.params)
+    kw.update(extra)
+    return derive(read_program(args.program), args.mesh, args.dims, args.hw, **kw)
+
+
+def write_output(path: str, text: str) -> None:
+    """Write a generated file; an unwritable path is a usage error, not a traceback."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None
+    print(f"wrote {path}")

@@ -1,0 +1,167 @@
+"""``check``, ``derive``, ``solve``, ``optimize``, ``latex`` and ``hardware``."""
+from __future__ import annotations
+
+import json
+import os
+
+import sympy as sp
+
+from .options import common, derive_from, planning, write_output
+
+
+def register(sub):
+    c = sub.add_parser("check", help="is this sharding / program valid? why not?")
+    common(c)
+    c.set_defaults(handler=cmd_check)
+
+    d = sub.add_parser("derive", help="the plan: steps with collectives, per-step and total costs")
+    common(d)
+    planning(d)
+    d.add_argument("--objective", choices=("time", "comms"), default="time",
+                   help="rank plans by step time (default) or by communication alone")
+    d.set_defaults(handler=cmd_derive)
+
+    s = sub.add_parser("solve", help="critical values (T_math = T_comms, T_math = T_hbm)")
+    common(s)
+    s.add_argument("--for", dest="symbol", required=True, help="the symbol to solve for, e.g. B")
+    planning(s)
+    s.set_defaults(handler=cmd_solve)
+
+    o = sub.add_parser("optimize", help="optimal mesh split and its compute-bound condition")
+    common(o)
+    o.add_argument("--chips", required=True, help="number of chips N (a number or a symbol)")
+    o.add_argument("--vary", required=True, help="the two axes to split the chips over, e.g. X,Y")
+    planning(o)
+    o.set_defaults(handler=cmd_optimize)
+
+    lx = sub.add_parser("latex", help="a standalone LaTeX derivation document")
+    common(lx)
+    lx.add_argument("-o", "--output", help="write to this file (default: stdout)")
+    lx.add_argument("--fragment", action="store_true", help="no preamble")
+    lx.add_argument("--markdown", action="store_true", help="Markdown instead of LaTeX (for READMEs and issues)")
+    planning(lx)
+    lx.set_defaults(handler=cmd_latex)
+
+    h = sub.add_parser("hardware", help="list presets / show one, with its sources")
+    h.add_argument("name", nargs="?")
+    h.add_argument("--json", action="store_true")
+    h.set_defaults(handler=cmd_hardware)
+
+
+def cmd_check(args) -> int:
+    plan = derive_from(args)
+    layouts = [l.render(plan.mesh) for l in plan.layouts]
+    needs = [s.signature() for s in plan.collectives]
+    if args.json:
+        print(json.dumps({"valid": True, "expression": plan.expression, "layouts": layouts, "collectives": needs},
+                         indent=2))
+        return 0
+    print(f"valid: {plan.expression}")
+    for lay in layouts:
+        print(f"  {lay}")
+    if needs:
+        print("needs: " + "; ".join(needs))
+    return 0
+
+
+def cmd_derive(args) -> int:
+    plan = derive_from(args)
+    print(plan.to_json() if args.json else str(plan))
+    return 0
+
+
+def _critical(crit) -> list[dict]:
+    return [{"condition": c["condition"], "value": str(c["value"]), "numeric": c["numeric"]} for c in crit]
+
+
+def _per_device(c, p):
+    """A critical value that grows with symbolic mesh axes, over them: the per-device figure."""
+    axes = [s for s in c["value"].free_symbols if s.name in {a.name for a in p.mesh.axes if a.size is None}]
+    if not axes:
+        return None
+    per = p.evaluate(c["value"] / sp.Mul(*axes))
+    return None if per is None else f"  ({per:.6g} per device along {','.join(sorted(str(a) for a in axes))})"
+
+
+def cmd_solve(args) -> int:
+    from ..solve import compute_bound_when, solve_plan
+    plan = derive_from(args)
+    phases = [("all", plan)]
+    if any(st.phase == "backward" for st in plan.steps):
+        phases = [("forward", plan.phase("forward")), ("backward", plan.phase("backward")), ("all", plan)]
+    report = [(name, p, solve_plan(p, args.symbol), compute_bound_when(p, args.symbol)) for name, p in phases]
+    if args.json:
+        _, p, crit, cond = report[-1]
+        out = {"symbol": args.symbol, "critical": _critical(crit), "compute_bound_when": str(cond)}
+        if len(report) > 1:
+            out["phases"] = {name: {"critical": _critical(cr), "compute_bound_when": str(co)}
+                             for name, _, cr, co in report}
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"program: {args.program}" if os.path.exists(args.program) else f"expression: {plan.expression}")
+    for name, p, crit, cond in report:
+        print(f"[{name}]" if len(report) > 1 else "")
+        print(f"  t_math  = {p.t_math}")
+        print(f"  t_comms = {p.t_comms_bw}   (throughput terms)")
+        print(f"  t_hbm   = {p.t_hbm}")
+        if not crit:
+            print(f"  no critical value of {args.symbol}")
+        for c in crit:
+            num = f" = {c['numeric']:.6g}" if c["numeric"] is not None else (_per_device(c, p) or "")
+            print(f"  {c['condition']}:  {args.symbol} = {sp.sstr(c['value'])}{num}")
+        print(f"  compute-bound when: {cond}")
+    return 0
+
+
+def cmd_optimize(args) -> int:
+    from ..optimize import optimize_plan
+    plan = derive_from(args)
+    vary = tuple(v.strip() for v in args.vary.split(",") if v.strip())
+    r = optimize_plan(plan, vary, args.chips)
+    if args.json:
+        print(json.dumps({"vary": r["vary"], "optimum": {k: str(v) for k, v in r["optimum"].items()},
+                          "numeric": r["numeric"], "chosen": ({k: r["chosen"][k] for k in vary} if r["chosen"] else None),
+                          "t_comms": str(r["t_comms"]), "t_math": str(r["t_math"]),
+                          "compute_bound_when": str(r["compute_bound_when"])}, indent=2))
+        return 0
+    for k, v in r["optimum"].items():
+        num = "" if r["numeric"] is None else f" = {r['numeric'][k]:.4g}"
+        print(f"{k}_opt = {v}{num}")
+    print(f"t_comms at the optimum = {r['t_comms']}")
+    print(f"t_math = {r['t_math']}")
+    if r["chosen"]:
+        c = r["chosen"]
+        print("best integer split: " + ", ".join(f"{k}={c[k]}" for k in vary)
+              + f" (t_comms = {c['t_comms']:.4g} s at the ranking figures where hardware is unbound)")
+    print(f"compute-bound when: {r['compute_bound_when']}")
+    return 0
+
+
+def cmd_latex(args) -> int:
+    plan = derive_from(args)
+    tex = plan.to_markdown() if args.markdown else plan.to_latex(fragment=args.fragment)
+    if args.output:
+        write_output(args.output, tex)
+    else:
+        print(tex)
+    return 0
+
+
+def cmd_hardware(args) -> int:
+    from ..hardware import hardware, presets
+    if args.name is None:
+        if args.json:
+            print(json.dumps([hardware(n).name for n in presets()]))
+            return 0
+        for n in presets():
+            print(f"{hardware(n).name:10s} {hardware(n).description}")
+        return 0
+    hw = hardware(args.name)
+    if args.json:
+        from dataclasses import asdict
+        d = asdict(hw)
+        d["flops"], d["sources"] = dict(hw.flops), dict(hw.sources)
+        print(json.dumps(d, indent=2))
+    else:
+        print(hw.show())
+    return 0

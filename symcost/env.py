@@ -1,0 +1,128 @@
+"""Where cost formulas are evaluated: over SymPy symbols, or over floats.
+
+Every formula (a collective's link time, an einsum's FLOPs) is written once against an :class:`Env`; a
+symbolic one gives the closed forms a plan reports, a numeric one the floats that rank candidate plans::
+
+    >>> from symcost.mesh import parse_mesh
+    >>> env = Env.symbolic(parse_mesh("X=4,Y"))
+    >>> env.axis("X"), env.axis("Y"), env.W_ici
+    (4, Y, W_ici)
+    >>> Env.numeric(parse_mesh("X=4,Y")).axis("Y")   # unbound: the ranking default
+    4.0
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from . import dtypes, symbols
+from .layout import Layout
+from .mesh import Axis, Mesh
+
+#: what ranks candidate plans when a symbol is unbound (documented in the README): dimensions of 8192,
+#: axes of 4 devices, one link per axis, and TPU v5p's figures (book Part 2). Bind sizes with --dims to
+#: rank at yours.
+RANKING_DEFAULTS = {"dim": 8192, "axis": 4, "links": 1,
+                    "C": 4.59e14, "W_hbm": 2.8e12, "W_ici": 1.8e11, "W_dcn": 6.25e9, "W_nvlink": 4.5e11,
+                    "W_pcie": 1.5e10, "T_min": 1e-6}
+FIGURES = ("C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "W_pcie", "T_min")
+
+
+def smax(*args) -> sp.Expr:
+    """``Max`` without SymPy's pairwise comparisons (slow, and pointless for these positive terms):
+    flattened, zeros and duplicates dropped, arguments in canonical order so equal maxima compare equal.
+    Substituting numbers evaluates it."""
+    flat = []
+    for a in args:
+        a = sp.sympify(a)
+        if isinstance(a, sp.Max):
+            flat.extend(a.args)
+        elif a != 0:
+            flat.append(a)
+    uniq = sorted(set(flat), key=sp.default_sort_key)
+    if not uniq:
+        return sp.Integer(0)
+    if len(uniq) == 1:
+        return uniq[0]
+    if all(u.is_number for u in uniq):
+        return max(uniq)
+    return sp.Max(*uniq, evaluate=False)
+
+
+class Env:
+    """Sizes, link counts and hardware figures, as symbols (``symbolic``) or floats (``numeric``)."""
+
+    def __init__(self, mesh: Mesh, numeric: bool, sizes=None, constants=None):
+        self.mesh = mesh
+        self.is_numeric = numeric
+        self.sizes = dict(sizes or {})
+        self.constants = dict(constants or {})
+        self._axes = {a.name: a for a in mesh.axes}
+        figures = {**RANKING_DEFAULTS, **self.constants} if numeric else {k: symbols.hw(k) for k in FIGURES}
+        for k in FIGURES:
+            setattr(self, k, figures[k])
+        self.zero = 0.0 if numeric else sp.Integer(0)
+        self.one = 1.0 if numeric else sp.Integer(1)
+        self._local: dict = {}
+
+    @classmethod
+    def symbolic(cls, mesh: Mesh) -> "Env":
+        return cls(mesh, False)
+
+    @classmethod
+    def numeric(cls, mesh: Mesh, sizes=None, constants=None) -> "Env":
+        return cls(mesh, True, sizes, constants)
+
+    # ------------------------------------------------------------------ primitives
+    def dim(self, name: str):
+        if name.isdigit():
+            return float(name) if self.is_numeric else sp.Integer(int(name))
+        if self.is_numeric:
+            return float(self.sizes.get(name, RANKING_DEFAULTS["dim"]))
+        return symbols.dim(name)
+
+    def axis_info(self, name: str) -> Axis:
+        return self._axes[name]
+
+    def axis(self, name: str):
+        a = self._axes[name]
+        if self.is_numeric:
+            return float(a.size) if a.size is not None else float(self.sizes.get(name, RANKING_DEFAULTS["axis"]))
+        return a.size_expr
+
+    def links(self, name: str):
+        a = self._axes[name]
+        if self.is_numeric:
+            return float(a.links) if isinstance(a.links, int) else float(self.sizes.get(a.links, 1))
+        return a.links_expr
+
+    def max(self, *args):
+        return max(args) if self.is_numeric else smax(*args)
+
+    def prod(self, values):
+        out = self.one
+        for v in values:
+            out = out * v
+        return out
+
+    def total(self, values):
+        out = self.zero
+        for v in values:
+            out = out + v
+        return out
+
+    def group_size(self, axes):
+        return self.prod(self.axis(a) for a in axes)
+
+    def dtype_bytes(self, dtype: str):
+        return float(dtypes.nbytes(dtype)) if self.is_numeric else dtypes.nbytes_expr(dtype)
+
+    def local_bytes(self, layout: Layout):
+        """Bytes of ``layout``'s block on one device."""
+        key = (layout.dims, layout.axes, layout.dtype)
+        v = self._local.get(key)
+        if v is None:
+            v = self.dtype_bytes(layout.dtype)
+            for d, axes in zip(layout.dims, layout.axes):
+                v = v * self.dim(d) / self.group_size(axes)
+            self._local[key] = v
+        return v

@@ -1,0 +1,271 @@
+"""Text -> syntax tree, every error a :class:`~symcost.errors.NotationError` with line, column and caret.
+
+    >>> prog = parse("In[B_X, D_Y] * W[D_X, F_Y] -> Out[B_X, F_Y]")
+    >>> [str(t) for t in prog.statements[0].operands]
+    ['In[B_X, D_Y]', 'W[D_X, F_Y]']
+
+The grammar is ``symcost/grammar/symcost.lark``; this module turns lark's tree into the records of
+:mod:`symcost.notation.records` and checks what the grammar cannot (dimension names, dtypes, collective
+names), pointing at the text.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import lark
+
+from .. import caching, dtypes
+from ..errors import NotationError
+from .records import (COLLECTIVE_KINDS, NO_SPAN, Collective, Declaration, DimRef, Einsum, Program, Ranking,
+                      Span, Statement, TensorRef)
+
+GRAMMAR_PATH = Path(__file__).parent.parent / "grammar" / "symcost.lark"
+
+
+def _span(meta_or_tok) -> Span:
+    try:
+        return Span(meta_or_tok.line, meta_or_tok.column, meta_or_tok.end_line, meta_or_tok.end_column)
+    except AttributeError:
+        return NO_SPAN
+
+
+@caching.memoize(maxsize=1)
+def _parser() -> lark.Lark:
+    # cache=True keeps lark's LALR tables in the temp folder between processes (keyed by the grammar)
+    kw = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    text = GRAMMAR_PATH.read_text(encoding="utf-8")
+    try:
+        return lark.Lark(text, cache=True, **kw)
+    except OSError:  # a read-only temp folder: build the tables every time
+        return lark.Lark(text, **kw)
+
+
+_TOKEN_NAMES = {
+    "RSQB": "']'", "LSQB": "'['", "COMMA": "','", "LPAR": "'('", "RPAR": "')'", "LBRACE": "'{'",
+    "RBRACE": "'}'", "EQUAL": "'='", "COLON": "':'", "SEMICOLON": "';'", "_ARROW": "'->'",
+    "STAR": "'*'", "CONTRACT": "'*_D'", "NAME": "a name", "INT": "a number", "_NL": "end of line",
+    "GROUPED": "a name", "$END": "end of input",
+}
+
+
+def _expected(names) -> str:
+    pretty = sorted({_TOKEN_NAMES.get(n, n) for n in names if not n.startswith("__")})
+    if not pretty:
+        return ""
+    if len(pretty) == 1:
+        return pretty[0]
+    return ", ".join(pretty[:-1]) + " or " + pretty[-1]
+
+
+def _acceptable(err) -> set:
+    """The tokens the parser could take where it stopped (exact, unlike a merged LALR state's lookahead)."""
+    ip = getattr(err, "interactive_parser", None)
+    if ip is not None:
+        try:
+            return set(ip.accepts())
+        except Exception:  # noqa: BLE001 - fall back to lark's own list
+            pass
+    return set(getattr(err, "expected", None) or getattr(err, "accepts", None) or ())
+
+
+def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput) -> NotationError:
+    line, col = getattr(err, "line", None), getattr(err, "column", None)
+    tok = getattr(err, "token", None)
+    if line is None or line < 1 or (tok is not None and tok.type == "$END"):
+        lines = text.splitlines() or [""]   # unexpected end of input: point just past the last character
+        line, col = len(lines), len(lines[-1]) + 1
+    if isinstance(err, lark.exceptions.UnexpectedCharacters):
+        ch = text.splitlines()[line - 1][col - 1] if text else ""
+        exp = _expected(err.allowed or ())
+        return NotationError(f"unexpected character {ch!r}" + (f"; expected {exp}" if exp else ""),
+                             text=text, line=line, column=col)
+    exp = _expected(_acceptable(err))
+    if tok is None or tok.type == "$END":
+        found, width = "end of input", 1
+    elif tok.type == "_NL":
+        found, width = "end of line", 1
+    else:
+        found, width = repr(str(tok)), len(str(tok))
+    return NotationError(f"unexpected {found}" + (f"; expected {exp}" if exp else ""), text=text, line=line,
+                         column=col, width=width)
+
+
+_DIM_RE = re.compile(r"^([A-Za-z][A-Za-z0-9]*)(?:_(.*))?$")
+
+
+class _Builder:
+    """Turns the lark tree into records; every semantic check points at the text."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def error(self, msg: str, span: Span, hint: str | None = None) -> NotationError:
+        return NotationError(msg, text=self.text, line=span.line or None, column=span.column or None,
+                             width=span.width, hint=hint)
+
+    @staticmethod
+    def group_axes(node) -> tuple[str, ...]:
+        """``B_{XY}`` (one-letter axes run together), ``B_{X,Y}``, ``B_{data,model}``."""
+        names = [str(t) for t in node.children[1:]]
+        if len(names) == 1 and len(names[0]) > 1 and names[0].isupper() and names[0].isalpha():
+            return tuple(names[0])
+        return tuple(names)
+
+    def dim(self, node) -> DimRef:
+        first = node.children[0]
+        span = _span(node.meta)
+        if isinstance(first, lark.Token) and first.type == "INT":
+            return DimRef(str(first), (), int(str(first)), span=span)
+        if isinstance(first, lark.Tree):  # B_{X,Y}
+            base = str(first.children[0])[:-2]
+            if not re.match(r"^[A-Za-z][A-Za-z0-9]*$", base):
+                raise self.error(f"{base!r} is not a dimension name (a letter, then letters or digits)", span)
+            return DimRef(base, self.group_axes(first), span=span)
+        name = str(first)
+        m = _DIM_RE.match(name)
+        if m is None:
+            raise self.error(f"{name!r} is not a dimension name (a letter, then letters or digits, then "
+                             f"an optional _ and mesh axes)", span)
+        base, run = m.group(1), m.group(2)
+        if run is None:
+            return DimRef(base, span=span)
+        if run == "":
+            raise self.error(f"dimension {name!r} has '_' but no mesh axes", span)
+        if not run.isalpha():
+            raise self.error(f"axes {run!r} of dimension {base} are not one-letter axis names", span,
+                             hint="multi-letter axis names need braces: B_{data,model}")
+        return DimRef(base, tuple(run), span=span)
+
+    def tensor(self, node) -> TensorRef:
+        name_tok, dtype_tok = node.children[0], node.children[1]
+        dims, unreduced, uspan = [], (), NO_SPAN
+        for ch in node.children[2:]:
+            if ch is None:
+                continue
+            if ch.data == "dim":
+                dims.append(self.dim(ch))
+            elif ch.data == "unreduced":
+                unreduced, uspan = self.unreduced(ch), _span(ch.meta)
+        name, dtype = str(name_tok), None
+        if dtype_tok is not None:
+            a, b = str(name_tok), str(dtype_tok)
+            if dtypes.is_dtype(b):
+                name, dtype = a, dtypes.canonical(b)
+            elif dtypes.is_dtype(a):
+                name, dtype = b, dtypes.canonical(a)
+            else:
+                raise self.error(f"neither {a!r} nor {b!r} is a dtype", _span(dtype_tok),
+                                 hint="dtypes: " + ", ".join(dtypes.names()))
+        seen: set[str] = set()
+        for d in dims:
+            if d.size is None and d.name in seen:
+                raise self.error(f"dimension {d.name} appears twice in {name}", d.span)
+            seen.add(d.name)
+        return TensorRef(name, tuple(dims), unreduced, dtype, span=_span(node.meta), unreduced_span=uspan)
+
+    def unreduced(self, node) -> tuple[str, ...]:
+        axes: list[str] = []
+        for d in node.children:
+            ref = self.dim(d)
+            if ref.name != "U" or not ref.axes:
+                raise self.error(f"expected U_<axes> inside the unreduced braces, found {ref}",
+                                 _span(d.meta), hint="write C[I, K]{U_X}")
+            axes.extend(ref.axes)
+        return tuple(axes)
+
+    def chain(self, node):
+        operands, contract, spans = [], [], []
+        for ch in node.children:
+            if isinstance(ch, lark.Tree) and ch.data == "tensor":
+                operands.append(self.tensor(ch))
+                continue
+            tok = ch.children[0]
+            spans.append(_span(tok))
+            if tok.type == "STAR":
+                contract.append(None)
+                continue
+            body = str(tok)[2:]
+            names = [n.strip() for n in (body[1:-1].split(",") if body.startswith("{") else [body])]
+            if not all(_DIM_RE.match(n) and "_" not in n for n in names):
+                raise self.error(f"bad contraction {str(tok)!r}: name dimensions, e.g. *_D or *_{{D,F}}",
+                                 _span(tok))
+            contract.append(tuple(names))
+        return tuple(operands), tuple(contract), tuple(spans)
+
+    def statement(self, node) -> Statement:
+        span = _span(node.meta)
+        kind = node.data
+        if kind == "assignment":
+            target = node.children[0]
+            ops, contract, spans = self.chain(node.children[1])
+            if isinstance(target, lark.Token):  # Tmp = ...: the engine chooses the layout
+                return Einsum(ops, contract, None, True, span=span, op_spans=spans, output_name=str(target))
+            return Einsum(ops, contract, self.tensor(target), True, span=span, op_spans=spans)
+        if kind == "declaration":
+            return Declaration("param", tuple(self.tensor(t) for t in node.children), span=span)
+        if kind == "ranking":
+            return Ranking(tuple(self.binding(b) for b in node.children), span=span)
+        if kind == "expression":
+            ops, contract, spans = self.chain(node.children[0])
+            out = self.tensor(node.children[1]) if node.children[1] is not None else None
+            return Einsum(ops, contract, out, False, span=span, op_spans=spans)
+        return self.collective(node, span)
+
+    def binding(self, node) -> tuple[str, int]:
+        name, value = str(node.children[0]), int(str(node.children[1]))
+        if value < 1:
+            raise self.error(f"rank {name}={value}: sizes are positive", _span(node.meta))
+        return name, value
+
+    def collective(self, node, span: Span) -> Collective:
+        head, operand, output = node.children
+        nspan = _span(head.meta if isinstance(head, lark.Tree) else head)
+        if isinstance(head, lark.Tree):  # AllGather_{X,Y}
+            kind, axes = str(head.children[0])[:-2], self.group_axes(head)
+        else:
+            kind, _, run = str(head).partition("_")
+            if not run:
+                if kind in COLLECTIVE_KINDS:
+                    raise self.error(f"collective {kind} names no mesh axis", nspan, hint=f"write {kind}_X(...)")
+            elif not run.isalpha():
+                raise self.error(f"axes {run!r} are not one-letter axis names", nspan,
+                                 hint="multi-letter axis names need braces: AllGather_{data}")
+            axes = tuple(run)
+        if kind not in COLLECTIVE_KINDS:
+            raise self.error(f"unknown collective {kind!r}", nspan, hint="collectives: " + ", ".join(COLLECTIVE_KINDS))
+        return Collective(kind, axes, self.tensor(operand), self.tensor(output), span=span, name_span=nspan)
+
+
+def parse(text: str) -> Program:
+    """Parse a program (one or more statements) into a :class:`Program`.
+
+    >>> str(parse("C[I, K] = A[I, J_X] *_J B[J_X, K]"))
+    'C[I, K] = A[I, J_X] *_J B[J_X, K]'
+    """
+    if not isinstance(text, str):
+        raise NotationError(f"expected notation text, got {type(text).__name__}")
+    return _parse(text)
+
+
+@caching.memoize(maxsize=512)
+def _parse(text: str) -> Program:
+    try:
+        tree = _parser().parse(text)
+    except lark.exceptions.UnexpectedInput as err:
+        raise _syntax_error(text, err) from None
+    builder = _Builder(text)
+    stmts = tuple(builder.statement(ch) for ch in tree.children)
+    if not stmts:
+        raise NotationError("the program has no statements", text=text or " ", line=1, column=1)
+    return Program(stmts, text)
+
+
+def parse_tensor(text: str) -> TensorRef:
+    """Parse a single tensor, e.g. ``A[I_XY, J]{U_Z}``."""
+    prog = parse(text)
+    st = prog.statements[0]
+    if len(prog.statements) != 1 or not isinstance(st, Einsum) or len(st.operands) != 1 or st.output:
+        raise NotationError("expected a single tensor such as A[I_X, J]", text=text, line=1, column=1,
+                            width=len(text.splitlines()[0]) if text else 1)
+    return st.operands[0]

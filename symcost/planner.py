@@ -1,0 +1,316 @@
+"""The planner: a bound program -> a :class:`~symcost.trace.Trace` of typed operations, in order.
+
+    >>> from symcost.binding import bind
+    >>> t = plan_program(bind("In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]", mesh="X,Y"))
+    >>> [s.signature() for s in t.steps if s.is_collective]
+    ['AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]', 'ReduceScatter_Y(Out[B_X, D]{U_Y}) -> Out[B_X, D_Y]']
+
+Statements are planned in order. A tensor's layout propagates to later uses written without axes; a use
+written with axes gets the moves that take it there. An einsum or chain is planned by the rewriter
+(every assignment of axes to its dimensions, priced end to end); a written collective is checked
+against its kind's signature. A program that declares parameters is a strategy: there the engine
+inserts only gathers, slices and reductions (``moves``).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import dtypes
+from .binding import BoundProgram
+from .collectives import RULES, Move, rule
+from .einsum import LocalEinsum
+from .errors import ShardingError, UsageError
+from .layout import Layout, layout_from_ref
+from .notation import Collective, Declaration, Einsum, Ranking, TensorRef, format_axes
+from .pricing import policy
+from .rewrite import OBJECTIVES, Ranker, plan_chain, product_dims, reshard
+from .trace import Step, Trace, Use
+
+#: the moves the engine inserts in a strategy (a program with ``param`` declarations): the book's
+#: algorithms gather, slice and reduce; an AllToAll or a send is part of a strategy only where written.
+STRATEGY_MOVES = ("AllGather", "ReduceScatter", "AllReduce", "Slice")
+MOVE_MODES = ("auto", "all", "strategy", "none")
+
+
+def allowed_moves(bound: BoundProgram, moves) -> tuple | None:
+    """The move kinds the engine may insert (None: every kind)."""
+    if moves in (None, "auto"):
+        return STRATEGY_MOVES if bound.is_strategy else None
+    if moves == "all":
+        return None
+    if moves == "strategy":
+        return STRATEGY_MOVES
+    if moves == "none":  # the program is taken literally: every collective must be written
+        return ()
+    kinds = tuple(k.strip() for k in moves.split(",")) if isinstance(moves, str) else tuple(moves)
+    insertable = [k for k, r in RULES.items() if r.inserted]
+    bad = [k for k in kinds if k not in insertable]
+    if bad:
+        raise UsageError(f"unknown move mode {bad[0]!r}; use {', '.join(MOVE_MODES)} or a comma-separated "
+                         f"list of {', '.join(insertable)}")
+    return kinds
+
+
+def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None) -> Ranker:
+    if objective not in OBJECTIVES:
+        raise UsageError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    constants = bound.hardware.bindings("bf16") if bound.hardware is not None else None
+    return Ranker.make(bound.mesh, bound.ranking_sizes, constants, objective, policy(overlap),
+                       allowed_moves(bound, moves))
+
+
+def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None) -> Trace:
+    """Plan every statement of a bound program in order."""
+    walk = _Walk(bound, ranker_for(bound, overlap=overlap, objective=objective, moves=moves))
+    for stmt in bound.program.statements:
+        walk.statement(stmt)
+    return walk.trace()
+
+
+# ---------------------------------------------------------------------------------- explanations
+
+
+def explain_einsum(e: LocalEinsum) -> str:
+    split = [f"{d} over {format_axes(ax)[1:]}" for d, ax in zip(e.dims, e.axes) if ax]
+    parts = ["local einsum", "splits " + ", ".join(split) if split else "every device does the whole product"]
+    unred = [f"{d} is contracted over {format_axes(ax)[1:]}" for d, ax in zip(e.dims, e.axes)
+             if ax and d in e.contracted]
+    if unred:
+        parts.append("partial sums stay unreduced because " + " and ".join(unred))
+    return "; ".join(parts)
+
+
+def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
+    if nxt is not None and m.before.name in {t.name for t in nxt.inputs}:
+        use = next(t for t in nxt.inputs if t.name == m.before.name)
+        lead = f"{m.before.name} must be {use.render(mesh)} for the local einsum"
+    elif isinstance(target, Layout):
+        lead = f"the result must be {target.render(mesh)}"
+    else:
+        lead = "the result is reduced"
+    return f"{lead}: {m.rule.explain(m)}"
+
+
+def explained_steps(ops, mesh, target, phase: str = "forward") -> list[Step]:
+    """Steps of a route the rewriter chose, each with the reason it is there."""
+    out = []
+    for i, op in enumerate(ops):
+        if isinstance(op, LocalEinsum):
+            why = explain_einsum(op)
+        else:
+            nxt = next((o for o in ops[i + 1:] if isinstance(o, LocalEinsum)), None)
+            why = explain_move(op, nxt, target, mesh)
+        out.append(Step(op, mesh, phase, why))
+    return out
+
+
+def final_layout(ops) -> Layout:
+    last = ops[-1]
+    return last.output if isinstance(last, LocalEinsum) else last.after
+
+
+# ---------------------------------------------------------------------------------------- the walk
+
+
+class _Walk:
+    """The state of planning one program, statement by statement (private: the planner returns a Trace)."""
+
+    def __init__(self, bound: BoundProgram, ranker: Ranker):
+        self.bound, self.ranker = bound, ranker
+        self.mesh, self.text = bound.mesh, bound.text
+        self.known: dict[str, Layout] = {}
+        self.initial: dict[str, Layout] = {}
+        self.params: dict[str, Layout] = {}
+        self.produced: dict[str, int] = {}
+        self.steps: list[Step] = []
+        self.alternatives: list = []
+        self.uses: list[Use] = []
+        self.dtypes: set[str] = set()
+
+    def trace(self) -> Trace:
+        dtype = max(self.dtypes or {dtypes.DEFAULT}, key=dtypes.nbytes)
+        return Trace(self.bound, self.ranker, tuple(self.steps), tuple(self.alternatives),
+                     tuple(self.known.items()), tuple(self.initial.items()), tuple(self.params.items()),
+                     tuple(self.produced.items()), tuple(self.uses), dtype)
+
+    def error(self, msg: str, span, hint: str | None = None) -> ShardingError:
+        return ShardingError(msg, text=self.text, line=span.line or None, column=span.column or None,
+                             width=span.width, hint=hint)
+
+    # ------------------------------------------------------------------ statements
+    def statement(self, stmt) -> None:
+        line = stmt.span.line
+        if isinstance(stmt, Ranking):
+            return
+        if isinstance(stmt, Declaration):
+            for ref in stmt.tensors:
+                if ref.name in self.known:
+                    raise self.error(f"{ref.name} is declared a parameter after it is used", ref.span)
+                self.params[ref.name] = self.use(ref, line)
+            return
+        if isinstance(stmt, Collective):
+            return self.collective(stmt, line)
+        if len(stmt.operands) == 1 and stmt.result_name is None:
+            self.use(stmt.operands[0], line)
+            return
+        self.einsum(stmt, line)
+
+    def layout(self, ref: TensorRef) -> Layout:
+        return layout_from_ref(ref, self.mesh, self.text, self.bound.size_map)
+
+    def use(self, ref: TensorRef, line: int) -> Layout:
+        """The layout of an operand where it is consumed; a tensor defined earlier is resharded to the
+        layout written here (or, written without any axes, taken as it is)."""
+        written = self.layout(ref)
+        self.dtypes.add(written.dtype)
+        known = self.known.get(ref.name)
+        if known is None:
+            self.known[ref.name] = written
+            self.initial.setdefault(ref.name, written)
+            return written
+        if known.dims != written.dims:
+            extra = "; transposes are not supported" if set(known.dims) == set(written.dims) else ""
+            raise self.error(f"{ref.name} is used with dimensions [{', '.join(written.dims)}] but was defined as "
+                             f"[{', '.join(known.dims)}]{extra}", ref.span)
+        if not ref.annotated:
+            return known  # unannotated use: the layout propagates
+        if ref.dtype is None:
+            written = replace(written, dtype=known.dtype)
+        if written.same_sharding(known):
+            return known
+        _, moves = reshard(known, written, self.mesh, self.ranker)
+        why = f"{ref.name} is used as {written.render(self.mesh)} on line {line}"
+        self.steps.extend(Step(m, self.mesh, why=why) for m in moves)
+        self.known[ref.name] = written
+        return written
+
+    def produce(self, name: str, stmt) -> None:
+        """A tensor is produced once: a second assignment would make the program ambiguous."""
+        where = stmt.output.span if getattr(stmt, "output", None) is not None else stmt.span
+        if name in self.produced:
+            raise self.error(f"{name} is assigned twice (first on line {self.produced[name]})", where)
+        if name in self.params:
+            raise self.error(f"{name} is a parameter and cannot be assigned", where)
+        self.produced[name] = stmt.span.line
+
+    def fresh_name(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.known:
+            i += 1
+            name = f"{base}{i}"
+        return name
+
+    # ------------------------------------------------------------------ einsums
+    def einsum(self, stmt: Einsum, line: int) -> None:
+        layouts = [self.use(ref, line) for ref in stmt.operands]
+        out_dims = self.result_dims(stmt, layouts)
+        out = stmt.output
+        name = stmt.result_name or self.fresh_name("Out")
+        reshard_only = len(layouts) == 1 and out is not None and layouts[0].dims == tuple(d.name for d in out.dims)
+        if not (len(stmt.operands) == 1 and name == stmt.operands[0].name):  # a reshard keeps its tensor
+            self.produce(name, stmt)
+        target = None
+        if out is not None:
+            target = self.layout(out)
+            if out.dtype is None:
+                target = replace(target, dtype=max((l.dtype for l in layouts), key=dtypes.nbytes))
+        if reshard_only:   # A[I_X, J] -> A[I, J_X]
+            return self.reshard(layouts[0], target, out)
+        names = [self.fresh_name(f"T{i + 1}") for i in range(len(layouts) - 2)]
+        cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, self.mesh, self.ranker,
+                           out_dtype=target.dtype if target is not None else None, names=names)
+        chosen = explained_steps(cands[0].steps, self.mesh, target)
+        self.steps.extend(chosen)
+        for c in cands[1:]:
+            self.alternatives.append((tuple(explained_steps(c.steps, self.mesh, target)), tuple(chosen)))
+        self.known[name] = final_layout(cands[0].steps)
+        self.initial.setdefault(name, self.known[name])
+        self.uses.extend(Use(op, line) for op in cands[0].steps if isinstance(op, LocalEinsum))
+
+    def reshard(self, src: Layout, target: Layout, out: TensorRef) -> None:
+        target = replace(target, dtype=out.dtype or src.dtype)
+        if not target.unreduced <= src.unreduced:
+            extra = "".join(sorted(target.unreduced - src.unreduced))
+            raise self.error(f"{out.name} asks for partial sums over {extra}, which {src.name} does not hold", out.span)
+        _, moves = reshard(src, replace(target, name=src.name), self.mesh, self.ranker)
+        self.steps.extend(Step(m, self.mesh, why=f"reshard to {target.render(self.mesh)}") for m in moves)
+        self.known[out.name] = target
+        self.initial.setdefault(out.name, target)
+
+    def result_dims(self, stmt: Einsum, layouts: list[Layout]) -> tuple[str, ...]:
+        """Check contractions and dimension agreement; the result's dimensions."""
+        seen_in = set().union(*(set(l.dims) for l in layouts))
+        for i, c in enumerate(stmt.contract):
+            if c is None:
+                continue
+            left = set().union(*(set(l.dims) for l in layouts[:i + 1]))
+            for d in c:
+                if d not in left or d not in layouts[i + 1].dims:
+                    span = stmt.op_spans[i] if i < len(stmt.op_spans) else stmt.span
+                    raise self.error(f"*_{d} contracts {d}, which is not a dimension of both sides of this product",
+                                     span)
+        if stmt.output is not None:
+            for d in stmt.output.dims:
+                if d.name not in seen_in and d.size is None:
+                    raise self.error(f"output {stmt.output.name} has dimension {d.name}, which no operand has", d.span)
+            return tuple(d.name for d in stmt.output.dims)
+        dims = layouts[0].dims
+        for i, lay in enumerate(layouts[1:]):
+            later = set().union(*(set(t.dims) for t in layouts[i + 2:]))
+            dims = product_dims(dims, lay.dims, stmt.contract[i], later)
+        return dims
+
+    # ------------------------------------------------------------------ written collectives
+    def collective(self, stmt: Collective, line: int) -> None:
+        src = self.use(stmt.operand, line)
+        # the book's ReduceScatter_{X,K} / AllToAll_{X,J}: a dimension among the axes names the target
+        dims_named = [a for a in stmt.axes if a not in self.mesh and a in src.dims]
+        if dims_named:
+            stmt = replace(stmt, axes=tuple(a for a in stmt.axes if a not in dims_named))
+            out_dims = {d.name: d.axes for d in stmt.output.dims}
+            for d in dims_named:
+                if not any(a in out_dims.get(d, ()) for a in stmt.axes):
+                    raise self.error(f"{stmt.kind} names dimension {d} as its target, but {stmt.output.name} does "
+                                     f"not split {d} over {format_axes(stmt.axes)[1:]}", stmt.name_span)
+        for a in stmt.axes:
+            if a not in self.mesh:
+                raise self.error(f"unknown mesh axis {a!r} in {stmt.kind}", stmt.name_span,
+                                 hint=f"the mesh has axes {', '.join(self.mesh.names)}")
+        out = replace(self.layout(stmt.output), dtype=stmt.output.dtype or src.dtype)
+        want = replace(out, name=src.name)
+        kind = rule(stmt.kind)
+        ax = format_axes(stmt.axes)[1:]
+        hint = f"{stmt.kind}'s signature is {kind.signature}"
+        if not kind.inserted:   # a send keeps the layout; the blocks move
+            if not want.same_sharding(src):
+                raise self.error(f"{stmt.kind}_{ax} keeps the layout of {src.name}; {want.render(self.mesh)} differs "
+                                 f"from {src.render(self.mesh)}", stmt.name_span, hint=hint)
+            moves = [Move(stmt.kind, tuple(stmt.axes), src, src, 1)]
+        else:
+            moves = self.written_moves(kind, set(stmt.axes), src, want)
+            if not moves:
+                if src.dims != want.dims:
+                    reason = f"{stmt.kind}_{ax} keeps the dimensions of {src.name}, but the result has different dimensions"
+                else:
+                    r = kind.reason(stmt.axes, src, want)
+                    reason = (f"{stmt.kind}_{ax}: {r}" if r else
+                              f"{stmt.kind}_{ax}({src.render(self.mesh)}) cannot give {want.render(self.mesh)}")
+                raise self.error(reason, stmt.name_span, hint=hint)
+        why = f"{kind.explain(moves[0])} (line {line})" if not kind.inserted else f"written on line {line}"
+        self.steps.extend(Step(m, self.mesh, why=why) for m in moves)
+        if stmt.output.name != src.name:
+            self.produce(stmt.output.name, stmt)
+        self.known[stmt.output.name] = out
+        self.initial.setdefault(stmt.output.name, out)
+        self.uses.append(Use(replace(moves[-1], before=src, after=out), line, written=True))
+
+    def written_moves(self, kind, axes: set, src: Layout, want: Layout) -> list[Move]:
+        """The move a written collective is, or a Permute then that move when it works on a major axis."""
+        for m in kind.edges(src, self.mesh):
+            if set(m.axes) == axes and m.after == want:
+                return [m]
+        for p in rule("Permute").edges(src, self.mesh):
+            for m in kind.edges(p.after, self.mesh):
+                if set(m.axes) == axes and m.after == want:
+                    return [p, m]
+        return []

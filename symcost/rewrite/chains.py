@@ -1,0 +1,210 @@
+"""Plans of einsums and chains: every assignment of mesh axes to dimensions, priced end to end.
+
+Book Part 3's four cases fall out of one search. A local einsum is possible when every dimension is split
+by the same axes wherever it appears and no axis splits two dimensions; such a choice, ``sigma``
+(dimension -> axes), fixes each operand's local layout, the FLOPs, and the result's layout (contracting
+axes become unreduced: Case 3). Each ``sigma`` is priced with the cheapest routes to its operand layouts
+and from its result to the requested layout. A chain carries its intermediate's layout from one einsum
+to the next, which is how the Megatron layer comes out as AllGather + ReduceScatter::
+
+    >>> from symcost.mesh import parse_mesh
+    >>> from symcost.layout import Layout
+    >>> mesh = parse_mesh("X=4")
+    >>> a, b = Layout.of("A", "IJ", [(), ("X",)]), Layout.of("B", "JK")
+    >>> best = plan_chain([a, b], [None], "C", ("I", "K"), Layout.of("C", "IK"), mesh, Ranker.make(mesh))[0]
+    >>> [s.kind for s in best.steps]          # Case 2: slice B, multiply, AllReduce the partial sums
+    ['Slice', 'Einsum', 'AllReduce']
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+
+from .. import caching, dtypes
+from ..einsum import LocalEinsum
+from ..errors import ShardingError
+from ..layout import Layout
+from ..mesh import Mesh
+from .ranking import Ranker
+from .routes import Entry, search
+
+INF = float("inf")
+ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums included"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A whole plan: moves and local einsums in order, with its numeric objective."""
+
+    steps: tuple
+    cost: float
+
+
+def sigmas(dims, mesh_axes):
+    """Every assignment of mesh axes to dimensions (each axis to at most one dimension, ordered)."""
+    dims = list(dims)
+    for choice in itertools.product([None] + dims, repeat=len(mesh_axes)):
+        per = {d: [] for d in dims}
+        for a, d in zip(mesh_axes, choice):
+            if d is not None:
+                per[d].append(a)
+        multi = [d for d in dims if len(per[d]) > 1]
+        for perms in itertools.product(*(itertools.permutations(per[d]) for d in multi)):
+            out = {d: tuple(per[d]) for d in dims}
+            out.update(zip(multi, perms))
+            yield out
+
+
+def product_dims(left_dims, right_dims, contract, later: set, out_dims=None):
+    """Dimensions of ``left * right``: the final output's when given, else those still needed."""
+    if out_dims is not None:
+        return tuple(out_dims)
+    union = list(left_dims) + [d for d in right_dims if d not in left_dims]
+    if contract is not None:
+        return tuple(d for d in union if d not in contract)
+    shared = set(left_dims) & set(right_dims)
+    return tuple(d for d in union if d not in shared or d in later)
+
+
+def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ranker: Ranker,
+               out_dtype: str | None = None, keep: int = 6, names=None) -> list[Candidate]:
+    """Plan ``operands[0] * operands[1] * ...`` (left to right) into ``target`` (a layout; None: the
+    cheapest fully reduced layout of ``out_dims``; ANY: the cheapest, partial sums included).
+    ``operands[0]`` may be a tuple of layouts the tensor already has (each free to start from). Returns
+    the best plan first, then the best plan of each other final choice (distinct routes, at most ``keep``).
+    Answers are values: the same question is answered once."""
+    ops = tuple(tuple(o) if isinstance(o, list) else o for o in operands)
+    return list(_plan_chain(ops, tuple(contracts), final_name, tuple(out_dims), target, mesh, ranker,
+                            out_dtype, keep, tuple(names) if names else None))
+
+
+@caching.memoize(maxsize=1024)
+def _plan_chain(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, keep, names) -> tuple:
+    cands = _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names)
+    if not cands:
+        raise ShardingError(f"no plan reaches {target}" if target not in (None, ANY) else "no plan found")
+    seen, out = set(), []
+    for c in sorted(cands, key=lambda c: (c.cost, len(c.steps))):
+        k = _route_key(c.steps)
+        if k not in seen:
+            seen.add(k)
+            out.append(c)
+        if len(out) > keep:
+            break
+    return tuple(out)
+
+
+def _route_key(steps):
+    return tuple(("E", s.inputs, s.output.axes) if isinstance(s, LocalEinsum)
+                 else (s.kind, s.axes, s.after.dims, s.after.axes) for s in steps)
+
+
+def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype=None, names=None):
+    n = len(operands)
+    later_of = []
+    for k in range(1, n):
+        later = set(out_dims)
+        for t in operands[k + 1:]:
+            later |= set(t.dims)
+        later_of.append(later)
+    first = operands[0]
+    if isinstance(first, tuple):  # layouts of the first operand that are already at hand
+        operands = [first[0]] + list(operands[1:])
+        dist_left = search({lay: Entry(0.0, ()) for lay in first}, mesh, ranker)
+    else:
+        dist_left = search({first: Entry(0.0, ())}, mesh, ranker)
+    left_dims = operands[0].dims
+    finals = []
+    for k in range(1, n):
+        right = operands[k]
+        last = k == n - 1
+        dims_out = product_dims(left_dims, right.dims, contracts[k - 1], later_of[k - 1], out_dims if last else None)
+        name = final_name if last else (names[k - 1] if names else f"T{k}")
+        dtype = out_dtype if (last and out_dtype) else dtypes.wider(operands[0].dtype, right.dtype)
+        dist_right = search({right: Entry(0.0, ())}, mesh, ranker)
+        results = _einsum_results(next(iter(dist_left)), dist_left, right, dist_right, dims_out, name, dtype,
+                                  mesh, ranker)
+        if last:
+            finals = results
+        else:
+            sources: dict[Layout, Entry] = {}
+            for lay, ent in results:
+                if lay not in sources or ent.cost < sources[lay].cost:
+                    sources[lay] = ent
+            dist_left = search(sources, mesh, ranker)
+            left_dims = dims_out
+    if n == 1:  # a one-operand einsum: a sum over dimensions or a transpose
+        finals = _einsum_results(operands[0], dist_left, None, None, out_dims, final_name,
+                                 out_dtype or operands[0].dtype, mesh, ranker)
+    return _finish(finals, target, mesh, ranker)
+
+
+def _finish(finals, target, mesh, ranker, keep: int = 8):
+    """From each result layout, the cheapest way to the target; one candidate per distinct route.
+    Results are taken cheapest first and the search stops once a result cannot beat the ``keep``-th
+    best whole plan found so far in the search's additive cost (the way on costs nothing at best); the
+    plans kept are then ranked by the overlapped objective."""
+    cands = []
+    by_result: dict[Layout, list] = {}
+    for lay, ent in finals:
+        by_result.setdefault(lay, []).append(ent)
+    order = sorted(by_result.items(), key=lambda kv: min(e.cost for e in kv[1]))
+    bound = INF
+    additive: list[float] = []
+    for lay, ents in order:
+        if min(e.cost for e in ents) > bound:
+            break
+        if target == ANY:
+            tail = Entry(0.0, ())
+        elif target is not None:
+            tgt = replace(target, name=lay.name)
+            if not tgt.unreduced <= lay.unreduced:
+                continue
+            tail = search({lay: Entry(0.0, ())}, mesh, ranker, target=tgt).get(tgt)
+        else:
+            found = search({lay: Entry(0.0, ())}, mesh, ranker, accept=lambda l: not l.unreduced)
+            done = [l for l in found if not l.unreduced]
+            tail = found[done[0]] if done else None
+        if tail is None:
+            continue
+        for ent in ents:
+            steps = ent.steps + tail.steps
+            cands.append(Candidate(steps, ranker.total(steps)))
+            additive.append(ent.cost + tail.cost)
+        if len(additive) >= keep:
+            bound = sorted(additive)[keep - 1]
+    return cands
+
+
+def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker):
+    """For every sigma whose operand layouts are reachable: (result layout, entry)."""
+    all_dims = list(left.dims) + ([d for d in right.dims if d not in left.dims] if right else [])
+    shardable = [d for d in all_dims if not d.isdigit()]
+    summed = [d for d in all_dims if d not in dims_out]
+    # which unreduced sets an operand may keep (at most one operand keeps any: the product is linear)
+    keep_opts = [(frozenset(), frozenset())]
+    keep_opts += [(u, frozenset()) for u in {lay.unreduced for lay in dist_left} if u]
+    if right is not None:
+        keep_opts += [(frozenset(), u) for u in {lay.unreduced for lay in dist_right} if u]
+    best: dict[Layout, Entry] = {}
+    for keep_l, keep_r in keep_opts:
+        kept = keep_l | keep_r
+        for sigma in sigmas(shardable, [a for a in mesh.names if a not in kept]):
+            lay_l = replace(left, axes=tuple(sigma.get(d, ()) for d in left.dims), unreduced=keep_l)
+            ent_l = dist_left.get(lay_l)
+            if ent_l is None:
+                continue
+            ins, base, steps = (lay_l,), ent_l.cost, ent_l.steps
+            if right is not None:
+                lay_r = replace(right, axes=tuple(sigma.get(d, ()) for d in right.dims), unreduced=keep_r)
+                ent_r = dist_right.get(lay_r)
+                if ent_r is None:
+                    continue
+                ins, base, steps = (lay_l, lay_r), base + ent_r.cost, steps + ent_r.steps
+            unreduced = kept | {a for d in summed for a in sigma.get(d, ())}
+            res = Layout(name, tuple(dims_out), tuple(sigma.get(d, ()) for d in dims_out), frozenset(unreduced), dtype)
+            e = LocalEinsum(ins, res, tuple(all_dims), tuple(sigma.get(d, ()) for d in all_dims))
+            cost = base + ranker.einsum(e)
+            if res not in best or cost < best[res].cost:
+                best[res] = Entry(cost, steps + (e,))
+    return list(best.items())

@@ -1,0 +1,97 @@
+"""Numeric prices that steer the search: a :class:`Ranker` is a value (mesh, sizes, hardware figures,
+objective, overlap policy, allowed moves), so everything cached about it is keyed by that value.
+
+    >>> from symcost.mesh import parse_mesh
+    >>> r = Ranker.make(parse_mesh("X=4"), {"I": 256, "J": 8192})
+    >>> r == Ranker.make(parse_mesh("X=4"), {"J": 8192, "I": 256})
+    True
+
+Unbound sizes rank at :data:`~symcost.env.RANKING_DEFAULTS`. The layout graph's edges do not depend on
+sizes, so rankers that differ only in sizes share them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .. import caching
+from ..collectives import Move, moves_from
+from ..env import Env
+from ..layout import Layout
+from ..mesh import Mesh
+from ..pricing import op_cost, totals
+
+OBJECTIVES = ("time", "comms")
+#: the relative premium on a Permute in the search, so that a route without one wins a tie
+PERMUTE_PREMIUM = 1e-6
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """Prices operations with floats for the search. ``objective``: ``time`` (default) or ``comms``."""
+
+    mesh: Mesh
+    sizes: tuple = ()                  # sorted (name, size) pairs
+    constants: tuple = ()              # sorted (figure, value) pairs
+    objective: str = "time"
+    overlap: str = "program"
+    moves: tuple | None = None         # the move kinds the search may insert (None: every kind)
+    _hash: int = field(default=0, compare=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_hash", hash((self.mesh, self.sizes, self.constants, self.objective,
+                                                self.overlap, self.moves)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @classmethod
+    def make(cls, mesh: Mesh, sizes=None, constants=None, objective: str = "time", overlap: str = "program",
+             moves=None) -> "Ranker":
+        return cls(mesh, tuple(sorted((sizes or {}).items())), tuple(sorted((constants or {}).items())),
+                   objective, overlap, None if moves is None else tuple(moves))
+
+    def with_moves(self, moves) -> "Ranker":
+        return Ranker(self.mesh, self.sizes, self.constants, self.objective, self.overlap,
+                      None if moves is None else tuple(moves))
+
+    @cached_property
+    def env(self) -> Env:
+        return Env.numeric(self.mesh, dict(self.sizes), dict(self.constants))
+
+    def edges(self, lay: Layout) -> list:
+        """The allowed moves out of ``lay`` with their search weights."""
+        return [(m, self.weight(m)) for m in _edges(self.mesh, self.moves, lay)]
+
+    def move(self, m: Move) -> float:
+        """A move's time in seconds (latency floor included)."""
+        return _move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
+                          m.distance)
+
+    def weight(self, m: Move) -> float:
+        c = self.move(m)
+        return c * (1 + PERMUTE_PREMIUM) if m.kind == "Permute" else c
+
+    def einsum(self, e) -> float:
+        t = op_cost(e, self.env).seconds
+        return t * 1e-9 if self.objective == "comms" else t
+
+    def total(self, ops) -> float:
+        """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
+        objective, its communication time with compute as a tie-break)."""
+        t = totals((op_cost(op, self.env) for op in ops), self.env, self.overlap)
+        if self.objective == "comms":
+            return t.t_comms + 1e-9 * max(t.t_math, t.t_hbm)
+        return t.t_step
+
+
+@caching.memoize(maxsize=4096)
+def _edges(mesh: Mesh, allowed, lay: Layout) -> tuple:
+    return tuple(moves_from(lay, mesh, allowed))
+
+
+@caching.memoize(maxsize=16384)
+def _move_time(ranker: Ranker, kind, axes, dims, before, after, dtype, distance) -> float:
+    m = Move(kind, axes, Layout("", dims, before, frozenset(), dtype), Layout("", dims, after, frozenset(), dtype),
+             distance)
+    return float(op_cost(m, ranker.env).t_comms)

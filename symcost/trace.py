@@ -1,0 +1,148 @@
+"""What the planner returns: steps (typed operations in their context) and the trace of a program.
+
+    >>> from symcost.collectives import Move
+    >>> from symcost.layout import Layout
+    >>> from symcost.mesh import parse_mesh
+    >>> a = Layout.of("A", "IJ", [("X",), ()])
+    >>> s = Step(Move("AllGather", ("X",), a, Layout.of("A", "IJ")), parse_mesh("X"))
+    >>> s.signature(), s.bytes
+    ('AllGather_X(A[I_X, J]) -> A[I, J]', 2*I*J)
+
+A :class:`Step` is a value: an operation (a :class:`~symcost.collectives.Move` or a
+:class:`~symcost.einsum.LocalEinsum`), the phase it belongs to, why it is there and whether it is on
+the critical path; its closed-form costs are derived from the operation (and kept).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from .binding import BoundProgram
+from .einsum import LocalEinsum
+from .layout import Layout
+from .mesh import Mesh
+from .notation import format_axes
+from .pricing import OpCost, symbolic_cost
+from .rewrite import Ranker
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a plan: a collective (``kind`` AllGather, ...) or a local ``Einsum``."""
+
+    op: object
+    mesh: Mesh = field(compare=False, repr=False)
+    phase: str = "forward"
+    why: str = ""
+    critical: bool = True   # on the critical path (the book marks weight gathers / reductions as off it)
+
+    @cached_property
+    def cost(self) -> OpCost:
+        return symbolic_cost(self.op, self.mesh)
+
+    @property
+    def is_einsum(self) -> bool:
+        return isinstance(self.op, LocalEinsum)
+
+    @property
+    def is_collective(self) -> bool:
+        """A move that communicates (not an einsum, not a local slice)."""
+        return not self.is_einsum and self.op.rule.communicates
+
+    @property
+    def kind(self) -> str:
+        return self.op.kind
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return self.op.mesh_axes(self.mesh) if self.is_einsum else self.op.axes
+
+    @property
+    def tensor(self) -> str:
+        return self.op.tensor
+
+    @property
+    def before(self) -> str:
+        if self.is_einsum:
+            return " * ".join(t.render(self.mesh) for t in self.op.inputs)
+        return self.op.before.render(self.mesh)
+
+    @property
+    def after(self) -> str:
+        return (self.op.output if self.is_einsum else self.op.after).render(self.mesh)
+
+    @property
+    def result(self) -> Layout:
+        """The layout this step leaves its tensor in."""
+        return self.op.output if self.is_einsum else self.op.after
+
+    bytes = property(lambda self: self.cost.bytes)
+    flops = property(lambda self: self.cost.flops)
+    seconds = property(lambda self: self.cost.seconds)
+    t_math = property(lambda self: self.cost.t_math)
+    t_hbm = property(lambda self: self.cost.t_hbm)
+    t_comms = property(lambda self: self.cost.t_comms)
+
+    def signature(self) -> str:
+        """The step in the book's notation, e.g. ``AllGather_X(A[I_X, J]) -> A[I, J]``."""
+        if self.is_einsum:
+            return f"{self.before} -> {self.after}"
+        return f"{self.kind}{format_axes(self.axes)}({self.before}) -> {self.after}"
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "axes": list(self.axes), "tensor": self.tensor, "before": self.before,
+                "after": self.after, "phase": self.phase, "bytes": str(self.bytes), "flops": str(self.flops),
+                "seconds": str(self.seconds), "why": self.why, "critical": self.critical}
+
+
+@dataclass(frozen=True)
+class Use:
+    """A statement's operation, in program order, as the backward pass reads it: the local einsum it
+    ran, or the collective written there (``op`` taking the operand's layout to the output's)."""
+
+    op: object
+    line: int
+    written: bool = False
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The planner's answer for a whole program: its steps, the alternatives it weighed, and what the
+    backward pass needs (every tensor's first and last layout, the parameters, who produced what)."""
+
+    bound: BoundProgram
+    ranker: Ranker
+    steps: tuple[Step, ...]
+    alternatives: tuple[tuple[tuple[Step, ...], tuple[Step, ...]], ...]   # (alternative, chosen)
+    layouts: tuple[tuple[str, Layout], ...]      # every tensor's current layout
+    initial: tuple[tuple[str, Layout], ...]      # every tensor's first layout
+    params: tuple[tuple[str, Layout], ...]       # declared parameters, as declared
+    produced: tuple[tuple[str, int], ...]        # tensors computed by the program, and the line
+    uses: tuple[Use, ...]
+    compute_dtype: str
+
+    @property
+    def mesh(self) -> Mesh:
+        return self.bound.mesh
+
+    @property
+    def known(self) -> dict[str, Layout]:
+        return dict(self.layouts)
+
+    @property
+    def first(self) -> dict[str, Layout]:
+        return dict(self.initial)
+
+    @property
+    def param_layouts(self) -> dict[str, Layout]:
+        return dict(self.params)
+
+    @property
+    def producers(self) -> dict[str, int]:
+        return dict(self.produced)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Tensors the program reads but does not compute."""
+        made = self.producers
+        return tuple(n for n, _ in self.initial if n not in made)
