@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench venv jax clean
+.PHONY: demo test test-fast lint bench venv jax clean
 
 venv: $(STAMP)
 
@@ -19,8 +19,16 @@ demo: $(STAMP)
 	$(VENV)/bin/symcost solve derivations/fsdp.sc --for B --mesh X --hw tpu-v5p
 	$(VENV)/bin/symcost derive "A[I, J_X] * B[J, K] -> C[I, K]" --mesh X=4 --dims I=256,J=8192,K=8192 --hw tpu-v5e
 
-test: $(STAMP)
+# the layering contract, then every test (doctests of the package included)
+test: $(STAMP) lint
 	$(PY) -m pytest
+
+# the fast tier for your own loop: everything but the tests marked slow (about 15 s)
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/lint-imports
 
 # the optional JAX extra (export-jax, xla-check and their tests): about 600 MB
 jax: $(STAMP)

@@ -111,6 +111,8 @@ class Env:
         return out
 
     def group_size(self, axes):
+        if not axes:
+            return self.one
         return self.prod(self.axis(a) for a in axes)
 
     def dtype_bytes(self, dtype: str):

@@ -72,7 +72,7 @@ def optimum(plan, vary, chips) -> dict:
 
 
 def optimize_plan(plan, vary, chips) -> dict:
-    """Everything ``symcost optimize`` reports (DESIGN section 3's optimize keys and more)."""
+    """Everything ``symcost optimize`` reports (its --json keys and more)."""
     opt = optimum(plan, vary, chips)
     a, b = vary
     x = symbols.axis(a)

@@ -21,7 +21,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import caching
 from .collectives import Move
@@ -32,8 +32,7 @@ from .mesh import Mesh
 OVERLAPS = ("program", "step", "none")
 
 
-@dataclass(frozen=True)
-class OpCost:
+class OpCost(NamedTuple):
     """One operation's cost on one device: FLOPs and bytes (V for a collective; read + written for an
     einsum), T_math, T_hbm, and a collective's latency floor and throughput term."""
 
@@ -55,7 +54,7 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
     if isinstance(op, LocalEinsum):
         f, b = flops(op, env), hbm_bytes(op, env, on_chip)
         tm, th = f / env.C, b / env.W_hbm
-        return OpCost(f, b, tm, th, z, z, op.mesh_axes(env.mesh), True, z, env.max(tm, th))
+        return OpCost(f, b, tm, th, z, z, (), True, z, env.max(tm, th))
     lat, bw = op.rule.link_time(op, env)
     t = env.max(lat, bw)
     return OpCost(z, op.rule.volume(op, env), z, z, lat, bw, op.axes, not op.rule.communicates, t, t)
@@ -67,8 +66,7 @@ def symbolic_cost(op, mesh: Mesh) -> OpCost:
     return op_cost(op, Env.symbolic(mesh))
 
 
-@dataclass(frozen=True)
-class Totals:
+class Totals(NamedTuple):
     flops: object
     t_math: object
     t_hbm: object
@@ -78,19 +76,9 @@ class Totals:
     t_einsums: object        # the einsums one after another, each bound by max(T_math, T_hbm)
 
     def as_dict(self) -> dict:
+        """The five totals a plan reports."""
         return {"flops": self.flops, "t_math": self.t_math, "t_hbm": self.t_hbm, "t_comms": self.t_comms,
                 "t_step": self.t_step}
-
-
-def _by_axis(costs, field: str, env: Env, concurrent: bool):
-    comm = [c for c in costs if not c.local]
-    if not concurrent:
-        return env.total(getattr(c, field) for c in comm)
-    per_axis: dict[str, object] = {}
-    for c in comm:
-        for a in c.axes:
-            per_axis[a] = per_axis.get(a, env.zero) + getattr(c, field)
-    return env.max(*per_axis.values()) if per_axis else env.zero
 
 
 def totals(costs, env: Env, overlap: str = "program") -> Totals:
@@ -98,20 +86,25 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     one place a plan's step time is decided: the ranker, plans, solve and the serving models call it."""
     if overlap not in OVERLAPS:
         raise ValueError(f"overlap must be one of {OVERLAPS}, not {overlap!r}")
-    costs = list(costs)
-    fl = env.total(c.flops for c in costs)
-    tm = env.total(c.t_math for c in costs)
-    th = env.total(c.t_hbm for c in costs)
-    concurrent = overlap != "none"
-    tc = _by_axis(costs, "t_comms", env, concurrent)
-    tc_bw = _by_axis(costs, "throughput", env, concurrent)
-    if overlap == "program":
-        step = env.max(tm, th, tc)
-    elif overlap == "step":
-        step = env.max(env.total(c.seconds for c in costs if c.local), tc)   # the einsums' sum, or comms
-    else:
-        step = env.total(c.seconds for c in costs)
-    return Totals(fl, tm, th, tc, tc_bw, step, env.total(c.seconds for c in costs if c.local))
+    z = env.zero
+    fl = tm = th = local = serial = z
+    per_axis: dict[str, list] = {}        # axis -> [time, throughput term] of its collectives
+    comm, comm_bw = z, z
+    for c in costs:
+        fl, tm, th, serial = fl + c.flops, tm + c.t_math, th + c.t_hbm, serial + c.seconds
+        if c.local:
+            local = local + c.seconds
+            continue
+        comm, comm_bw = comm + c.t_comms, comm_bw + c.throughput
+        for a in c.axes:
+            acc = per_axis.setdefault(a, [z, z])
+            acc[0], acc[1] = acc[0] + c.t_comms, acc[1] + c.throughput
+    if overlap == "none":
+        return Totals(fl, tm, th, comm, comm_bw, serial, local)
+    tc = env.max(*(v[0] for v in per_axis.values())) if per_axis else z
+    tc_bw = env.max(*(v[1] for v in per_axis.values())) if per_axis else z
+    step = env.max(tm, th, tc) if overlap == "program" else env.max(local, tc)
+    return Totals(fl, tm, th, tc, tc_bw, step, local)
 
 
 def policy(overlap) -> str:

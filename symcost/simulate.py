@@ -131,8 +131,8 @@ def check_plan(plan, sizes: dict, rng=None, inputs: dict | None = None, rtol: fl
 
 
 def reference(text: str, values: dict) -> np.ndarray:
-    """What a one-statement einsum (or chain) computes, read straight from the notation (DESIGN's einsum
-    semantics, written here independently of the planner): products left to right; a product contracts
+    """What a one-statement einsum (or chain) computes, read straight from the notation (the einsum
+    semantics of the README's notation, written here independently of the planner): products left to right; a product contracts
     the dimensions named by ``*_D``, or else those both sides share that neither a later operand nor the
     written output still needs."""
     (st,) = parse(text).statements

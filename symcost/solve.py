@@ -70,11 +70,14 @@ def solve_inequality(ineq, sym):
     """``lhs >= rhs`` (or ``>``, ``<=``, ``<``; both sides positive) solved for a positive ``sym``: by SymPy
     where it can, else at the one positive root of lhs = rhs, on the side where the ratio grows the right
     way; left as it is when neither works."""
+    at_root = _at_root(ineq, sym)      # fast, and exact whenever the ratio is monotone in sym
+    if at_root is not None:
+        return at_root
     real = sp.Dummy(sym.name, positive=True)
     try:
         sol = sp.solve_univariate_inequality(ineq.xreplace({sym: real}), real, relational=True)
     except (NotImplementedError, ValueError, TypeError):
-        return _at_root(ineq, sym)
+        return ineq
     sol = sol.xreplace({real: sym})
     if isinstance(sol, sp.And):
         keep = [a for a in sol.args if not (a.has(sp.oo) or a.has(-sp.oo))
@@ -85,16 +88,21 @@ def solve_inequality(ineq, sym):
 
 
 def _at_root(ineq, sym):
-    ratio = sp.simplify(ineq.lhs / ineq.rhs)
+    """The inequality as ``sym`` against the one positive root of lhs = rhs, when the ratio lhs / rhs is
+    monotone in ``sym`` (None otherwise)."""
+    if not ineq.has(sym):
+        return None
+    ratio = sp.cancel(ineq.lhs / ineq.rhs)
     try:
         found = [r for r in sp.solve(sp.Eq(ratio, 1), sym) if r.is_positive is not False]
     except NotImplementedError:
-        found = []
+        return None
     if len(found) != 1:
-        return ineq
-    growing = sp.simplify(sp.diff(sp.log(ratio), sym)).is_positive
+        return None
+    slope = sp.cancel(sp.diff(ratio, sym) / ratio)
+    growing = slope.is_positive if slope.is_positive is not None else (False if slope.is_negative else None)
     if growing is None:
-        return ineq
+        return None
     root = sp.factor(found[0])
     strict = isinstance(ineq, (sp.StrictGreaterThan, sp.StrictLessThan))
     lhs_big = isinstance(ineq, (sp.GreaterThan, sp.StrictGreaterThan))

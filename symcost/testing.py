@@ -69,8 +69,9 @@ def _mesh_text(names, sizes):
     return ",".join(f"{n}={s}" for n, s in zip(names, sizes))
 
 
-def einsum_cases(max_axes: int = 3):
-    """(program text, mesh text, sizes) of a random binary einsum with random layouts."""
+def einsum_cases(max_axes: int = 3, oracle: bool = False):
+    """(program text, mesh text, sizes) of a random binary einsum with random layouts; with ``oracle``, a
+    fourth item: the numpy subscripts of what it computes (``'ij,jk->ik'``), from the dimensions drawn."""
     @st.composite
     def build(draw):
         names, msizes = draw(meshes(max_axes))
@@ -90,8 +91,14 @@ def einsum_cases(max_axes: int = 3):
             text += " -> " + _fmt("C", out_dims, o_axes, o_u)
         elif out_dims != tuple(d for d in union if d not in (set(a_dims) & set(b_dims))):
             text += " -> " + _fmt("C", out_dims, [()] * len(out_dims))
-        return text, _mesh_text(names, msizes), _sizes(draw, union, msizes)
+        case = (text, _mesh_text(names, msizes), _sizes(draw, union, msizes))
+        return case + (_subscripts([a_dims, b_dims], out_dims),) if oracle else case
     return build()
+
+
+def _subscripts(operands, out) -> str:
+    letters = {d: chr(97 + i) for i, d in enumerate(DIMS)}
+    return ",".join("".join(letters[d] for d in t) for t in operands) + "->" + "".join(letters[d] for d in out)
 
 
 def chain_cases(max_axes: int = 2):

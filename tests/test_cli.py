@@ -19,16 +19,15 @@ def test_derive_json_contract(capsys):
                          "--dims", "I=256,J=8192,K=8192", "--json")
     assert code == 0, err
     d = json.loads(out)
-    assert set(d) >= {"expression", "mesh", "hardware", "steps", "totals", "numeric", "alternatives"}
-    assert d["mesh"] == {"X": 4}
-    for s in d["steps"]:
-        assert set(s) >= {"kind", "axes", "tensor", "before", "after", "phase", "bytes", "flops", "seconds"}
-        assert s["kind"] in {"AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Slice", "Permute", "Einsum"}
-    assert set(d["totals"]) == {"flops", "t_math", "t_hbm", "t_comms", "t_step"}
-    assert "flops" in d["numeric"]          # bound by --dims
-    assert "t_math" not in d["numeric"]     # C is not bound without --hw
-    for a in d["alternatives"]:
-        assert set(a) >= {"summary", "t_comms", "wins_when"}
+    assert d["mesh"] == {"X": 4} and d["expression"] == "A[I, J_X] * B[J, K] -> C[I, K]" and d["hardware"] is None
+    # Case 2 ranked at TPU v5p's figures: slicing B and reducing the partial sums beats gathering A
+    assert [(s["kind"], s["axes"], s["bytes"], s["phase"]) for s in d["steps"]] == [
+        ("Slice", ["X"], "0", "forward"), ("Einsum", ["X"], "I*J/2 + 2*I*K + J*K/2", "forward"),
+        ("AllReduce", ["X"], "2*I*K", "forward")]
+    assert d["totals"]["flops"] == "I*J*K/2" and d["totals"]["t_math"] == "I*J*K/(2*C)"
+    assert d["numeric"] == {"flops": 256 * 8192 * 8192 / 2}     # C is not bound without --hw
+    assert [(a["summary"], a["wins_when"]) for a in d["alternatives"]][-1] == (
+        "AllGather_X(A); einsum -> C[I, K]", "J < 2*K")
 
 
 def test_derive_json_symbolic_mesh(capsys):
@@ -87,6 +86,7 @@ def test_solve_data_parallel_critical_batch(capsys):
     assert {"condition": "t_math = t_comms", "value": "C*X/W_ici", "numeric": None} in d["critical"]
 
 
+@pytest.mark.slow
 def test_console_script_runs_without_traceback():
     r = subprocess.run([sys.executable, "-m", "symcost.cli", "check", "A[I_X, J_X]"], capture_output=True,
                        text=True)
@@ -104,6 +104,7 @@ def test_bound_symbols_never_break_the_numbers(capsys, argv):
     assert code == 0, err
 
 
+@pytest.mark.slow
 def test_random_bad_input_never_is_an_internal_error(capsys):
     """Malformed or invalid input gets exit 1 or 2 and a sentence, never exit 3 (a bug) or a traceback."""
     import random

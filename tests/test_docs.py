@@ -28,6 +28,7 @@ def run(capsys, *argv):
 # ---------------------------------------------------------------------------------------- LaTeX
 
 
+@pytest.mark.slow
 def test_latex_document_compiles(tmp_path, capsys):
     tex = tmp_path / "fsdp_tp.tex"
     code, out, err = run(capsys, "latex", str(ROOT / "derivations" / "fsdp_tp.sc"), "--backward", "--hw", "tpu-v5p",
@@ -76,6 +77,7 @@ def _not_blank(path):
     assert img.std() > 0.05   # not a blank canvas
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_MPL, reason="plots need matplotlib: pip install 'symcost[plot]'")
 def test_plots(tmp_path, capsys):
     cases = [
@@ -102,6 +104,7 @@ def test_plots(tmp_path, capsys):
 # ------------------------------------------------------------------------------------- notebook
 
 
+@pytest.mark.slow
 def test_example_notebook_executes():
     nb = json.loads((ROOT / "examples" / "symcost.ipynb").read_text())
     namespace = {}
@@ -136,6 +139,7 @@ EXPORTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
 @pytest.mark.parametrize("expr, mesh, dims", EXPORTS)
 def test_exported_jax_runs_and_agrees(tmp_path, capsys, expr, mesh, dims):
@@ -149,6 +153,7 @@ def test_exported_jax_runs_and_agrees(tmp_path, capsys, expr, mesh, dims):
     assert "matches jnp.einsum" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
 def test_export_without_dims_picks_divisible_sizes(tmp_path, capsys):
     out = tmp_path / "layer.py"
@@ -169,6 +174,7 @@ def test_export_refuses_what_it_cannot_write(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not HAS_JAX, reason="xla-check needs the jax extra: pip install 'symcost[jax]'")
+@pytest.mark.slow
 def test_xla_check_recognises_reduce_scatter_and_validates():
     import jsonschema
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}

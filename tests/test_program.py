@@ -129,14 +129,36 @@ def test_memory_per_device_fsdp_shards_everything():
     assert mem["activations"] == 2 * 1024 * 1024 // 4
 
 
-def test_every_strategy_derives_and_solves():
-    meshes = {"dcn_dp": "S:dcn,X", "pipeline": "Z", "weight_stationary_2d": "X,Y,Z", "tp": "Y",
-              "moe": "X", "context_parallel": "X", "dp": "X", "fsdp": "X"}
-    for name in ["dp", "fsdp", "tp", "fsdp_tp", "dcn_dp", "moe", "pipeline", "context_parallel",
-                 "weight_stationary_2d"]:
-        plan = strategy(name, meshes.get(name, "X,Y"))
-        assert plan.steps and plan.t_math != 0
-        assert plan.solve("B" if name not in ("moe",) else "T")
+C, W_ici, W_dcn = sp.symbols("C W_ici W_dcn", positive=True)
+S, T = dim("S"), dim("T")
+
+
+@pytest.mark.parametrize("name, mesh, symbol, critical", [
+    # forward + backward: 12BDF/X of compute against the AllReduce of the two gradients, 8DF/W_ici
+    ("dp", "X", "B", [2 * C * X / (3 * W_ici)]),
+    ("fsdp", "X", "B", [C * X / W_ici]),
+    ("fsdp_tp", "X,Y", "B", [C * X / W_ici]),
+    # both the ICI (FSDP over X) and the DCN (data parallel over S) balances
+    ("dcn_dp", "S:dcn,X", "B", [C * symcost.symbols.axis("S") * X / W_ici, 2 * C * symcost.symbols.axis("S") / (3 * W_dcn)]),
+    # tensor parallelism, experts, pipeline sends and the 2D layout move bytes in proportion to the batch:
+    # compute and communication grow together, so no batch balances them (their criteria are on X, Y, F)
+    ("tp", "Y", "B", []),
+    ("moe", "X", "T", []),
+    ("pipeline", "Z", "B", []),
+    ("weight_stationary_2d", "X,Y,Z", "B", []),
+])
+def test_every_strategy_derives_its_critical_batch(name, mesh, symbol, critical):
+    plan = strategy(name, mesh)
+    got = [c["value"] for c in plan.solve(symbol) if c["condition"] == "t_math = t_comms"]
+    assert [sp.simplify(g - e) for g, e in zip(got, critical)] == [0] * len(critical) and len(got) == len(critical)
+
+
+def test_context_parallel_balances_at_a_batch_set_by_the_sequence_lengths():
+    plan = strategy("context_parallel", "X")
+    (got,) = [c["value"] for c in plan.solve("B") if c["condition"] == "t_math = t_comms"]
+    D = dim("D")
+    expected = 4 * C * D * X / (-2 * C * T * X + 3 * D * S * W_ici + 3 * D * T * W_ici + 3 * S * T * W_ici)
+    assert sp.simplify(got - expected) == 0
 
 
 def test_training_memory_per_device_is_derived():

@@ -12,7 +12,8 @@ def register(sub):
     p = sub.add_parser("plot", help="communication vs compute by batch, rooflines, latency/throughput")
     p.add_argument("target", metavar="EXPR|FILE|FOLDER|MODEL")
     mesh_dims_hw(p)
-    p.add_argument("--vs", default="B", help="the dimension on the x axis (strategies)")
+    p.add_argument("--vs", help="the dimension on the x axis: draws communication against compute over it "
+                                "(the book's Part 5 figure; default B for a folder or .sc file)")
     p.add_argument("--chips", type=int, default=4096)
     p.add_argument("--kind", choices=("auto", "strategies", "roofline", "frontier"), default="auto")
     p.add_argument("--dtype", default="bf16", help="(frontier) weights and KV dtype")
@@ -36,14 +37,17 @@ def cmd_plot(args) -> int:
     hw = hardware(args.hw) if args.hw else None
     kind = args.kind
     if kind == "auto":
-        if os.path.isdir(args.target) or args.target.endswith(".sc"):
+        if os.path.isdir(args.target) or args.target.endswith(".sc") or ("[" in args.target and args.vs):
             kind = "strategies"
         elif "[" in args.target:
             kind = "roofline"
         else:
             kind = "frontier"
     if kind == "strategies":
-        out = plot.plot_strategies(plot.strategy_paths(args.target), args.output, args.vs, hw, args.chips)
+        out, skipped = plot.plot_strategies(plot.strategy_programs(args.target), args.output, args.vs or "B", hw,
+                                            args.chips, dims=args.dims)
+        for name, why in skipped.items():
+            print(f"left out {name}: {why}")
     elif kind == "roofline":
         args.program = args.target
         out = plot.plot_roofline(derive_from(args), args.output)

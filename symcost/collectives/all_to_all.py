@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from ..notation import format_axes
 from . import links
 from .base import Move, MoveRule, append_axes, changed_dims, gradient, jax_axes, register, set_axes, shardable
@@ -65,6 +63,7 @@ class AllToAll(MoveRule):
 
     def simulate(self, blocks, move, grid):
         """Split along the gaining dimension, exchange, concatenate along the losing one."""
+        import numpy as np   # only when simulating: it costs a tenth of a second to import
         (a,) = move.axes
         i, j = changed_dims(move)
         n = grid.size(a)

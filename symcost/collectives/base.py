@@ -109,6 +109,7 @@ class MoveRule:
     summary: ClassVar[str] = ""          # what it does, in one line (README's table of moves)
     communicates: ClassVar[bool] = True  # Slice: False (local)
     inserted: ClassVar[bool] = True      # the engine may insert it (Send: only where written)
+    premium: ClassVar[float] = 0.0       # relative extra weight in the search, to break ties against it
 
     # ---------------------------------------------------------------- the layout graph
     def edges(self, layout: Layout, mesh: Mesh) -> Iterator[Move]:

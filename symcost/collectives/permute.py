@@ -2,7 +2,8 @@
 
 With X-major block order, removing or inserting a major axis leaves blocks on the wrong devices; a
 permute first makes it exact. Each device sends its block to one other device: V/n bytes, one hop over
-the one-way link (as XLA's collective-permute). Its transpose is the permute back.
+the one-way link (as XLA's collective-permute; book Part 3's latency of one hop). Its transpose is the
+permute back.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class Permute(MoveRule):
     name = "Permute"
     signature = "Permute_XY(A[I_XY, J]) -> A[I_YX, J]"
     summary = "reorders the blocks of a dimension over its axes (a collective-permute)"
+    premium = 1e-6       # a route without a permute wins a tie
 
     def edges(self, layout, mesh):
         for i, ax in enumerate(layout.axes):

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import ExportError, SimulationError
 from ..notation import format_axes
 from . import links
@@ -52,8 +50,9 @@ class Send(MoveRule):
         n, step = grid.size(a), move.distance or 1
         return {d: blocks[grid.moved(d, {a: (grid.coord(d, a) - step) % n})].copy() for d in blocks}
 
-    def reference(self, full: np.ndarray, move, grid) -> np.ndarray:
+    def reference(self, full, move, grid):
         """What the send does to the whole array: blocks along the sending axis shift by ``distance``."""
+        import numpy as np   # only when simulating: it costs a tenth of a second to import
         a = move.axes[0]
         for i, ax in enumerate(move.before.axes):
             if a in ax:

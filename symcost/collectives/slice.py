@@ -1,5 +1,6 @@
 """Slice_X: ``A[I, J] -> A[I_X, J]`` shards a replicated dimension, appending X last. Local: each
-device keeps the part its own coordinate selects; no communication, no time. Its transpose gathers.
+device keeps the part its own coordinate selects; no communication, no time (book Part 3, Case 2: "slice
+the replicated operand"). Its transpose gathers.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@ book's Part 5 figure), the arithmetic-intensity roofline of a program's einsums,
 latency-throughput frontier of a served model (Part 8).
 
     symcost plot derivations/ --vs B --hw tpu-v5p --chips 4096 -o strategies.png
+    symcost plot "In[B_X, D] *_D Win[D_X, F] *_F Wout[F, D_X] -> Out[B_X, D]" --vs B --dims D=8192,F=32768 \\
+        --hw tpu-v5p -o fsdp.png
 """
 from __future__ import annotations
 
@@ -34,74 +36,108 @@ def _save(fig, out: str):
     return out
 
 
-def strategy_curves(paths, vs: str, hw, chips: int, points: int = 40, lo: float = 1e4, hi: float = 1e8):
-    """For each strategy program: T_comms and T_math (forward + backward, per layer) against ``vs``.
-    Strategies over two axes take the split that balances their traffic (X_opt) at each point."""
+def strategy_programs(target: str) -> list[tuple[str, str]]:
+    """(name, text) of the programs to compare: every ``.sc`` file of a folder, a file, or an expression."""
+    if os.path.isdir(target):
+        paths = sorted(os.path.join(target, f) for f in os.listdir(target) if f.endswith(".sc"))
+    elif "[" not in target and os.path.exists(target):
+        paths = [target]
+    else:
+        return [("program", target)]
+    return [(os.path.splitext(os.path.basename(p))[0], open(p, encoding="utf-8").read()) for p in paths]
+
+
+def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: float = 1e4, hi: float = 1e8,
+                    dims=None, skipped: dict | None = None):
+    """For each program (a path, or a (name, text) pair): T_comms and T_math (forward + backward, per
+    layer, per chip) against ``vs``. Programs over two axes take the split that balances their traffic
+    (X_opt) at each point. Programs that cannot be drawn go into ``skipped`` with the reason."""
+    from ..binding import parse_dims
     from ..optimize import optimum
     from ..program import derive_program
     from .. import symbols
+    skipped = {} if skipped is None else skipped
     xs = [lo * (hi / lo) ** (i / (points - 1)) for i in range(points)]
+    given = {k: v for k, v in parse_dims(dims).items() if k != vs}
     curves = {}
-    for path in paths:
-        name = os.path.splitext(os.path.basename(path))[0]
-        text = open(path, encoding="utf-8").read()
+    for item in programs:
+        name, text = item if isinstance(item, tuple) else \
+            (os.path.splitext(os.path.basename(item))[0], open(item, encoding="utf-8").read())
         probe = derive_program(text, backward=True, moves="strategy")
         axes = [a.name for a in probe.mesh.axes]
         if len(axes) > 2 or any(a.kind != "ici" for a in probe.mesh.axes):
+            skipped[name] = "it runs over more than two axes, or over DCN"
             continue
-        plan = derive_program(text, mesh=",".join(axes), hw=hw, backward=True)
+        plan = derive_program(text, mesh=",".join(axes), hw=hw, backward=True, moves="strategy")
         comms, math_ = plan.t_comms_bw, plan.t_math
-        from ..notation import Ranking, parse
-        ranked = {k: v for st in parse(text).statements if isinstance(st, Ranking) for k, v in st.sizes}
-        bind = {**{symbols.dim(k): v for k, v in ranked.items() if k != vs}, **plan.bindings()}
+        bind = {**{symbols.dim(k): v for k, v in {**probe_ranking(text), **given}.items() if k != vs},
+                **plan.bindings()}
         sym_vs = symbols.dim(vs)
-        free = (comms.free_symbols | math_.free_symbols) - set(bind) - {sym_vs} - \
-            {symbols.axis(a) for a in axes}
-        if free:  # a strategy whose sizes are not all given (a rank statement binds them)
+        free = (comms.free_symbols | math_.free_symbols) - set(bind) - {sym_vs} - {symbols.axis(a) for a in axes}
+        if free:
+            skipped[name] = "unbound sizes " + ", ".join(sorted(str(f) for f in free)) + " (--dims or a rank statement)"
             continue
-        if not {symbols.dim("D"), symbols.dim("F"), sym_vs} <= math_.free_symbols:
-            continue  # not a layer of the D x F MLP the figure compares (e.g. attention-only programs)
+        if sym_vs not in math_.free_symbols:
+            skipped[name] = f"its compute does not depend on {vs}"
+            continue
         if len(axes) == 1:
             fix = {symbols.axis(axes[0]): chips}
             t_c = [float(comms.xreplace(bind).xreplace(fix).xreplace({sym_vs: x})) for x in xs]
         else:
             try:
                 opt = optimum(plan, tuple(axes), chips)
-            except UsageError:  # its two axes do not trade against each other (e.g. ICI and DCN)
+            except UsageError:  # its two axes do not trade against each other
+                skipped[name] = f"its axes {axes[0]} and {axes[1]} do not trade traffic"
                 continue
             x_expr = opt[axes[0]].xreplace(bind)
             t_c = []
             for x in xs:
-                xo = float(x_expr.xreplace({sym_vs: x}))
-                xo = min(max(xo, 1.0), float(chips))
+                xo = min(max(float(x_expr.xreplace({sym_vs: x})), 1.0), float(chips))
                 fix = {symbols.axis(axes[0]): xo, symbols.axis(axes[1]): chips / xo}
                 t_c.append(float(comms.xreplace(bind).xreplace(fix).xreplace({sym_vs: x})))
         fix_m = {symbols.axis(a): 1 for a in axes}
-        n = sp.Integer(chips)
-        t_m = [float((math_.xreplace(bind).xreplace(fix_m) / n).xreplace({sym_vs: x})) for x in xs]
+        t_m = [float((math_.xreplace(bind).xreplace(fix_m) / sp.Integer(chips)).xreplace({sym_vs: x})) for x in xs]
         curves[name] = (xs, t_c, t_m)
+    if curves:  # one compute line: the programs that share the most common compute curve
+        key = {n: tuple(round(v, 15) for v in c[2]) for n, c in curves.items()}
+        common = max(set(key.values()), key=lambda k: sum(1 for v in key.values() if v == k))
+        for n in [n for n, k in key.items() if k != common]:
+            skipped[n] = "its compute differs from the other programs' (the figure has one compute line)"
+            del curves[n]
     if not curves:
-        raise UsageError("no strategy over one or two ICI axes to plot")
+        raise UsageError("nothing to plot: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
     return curves
 
 
-def plot_strategies(paths, out: str, vs: str = "B", hw=None, chips: int = 4096):
+def probe_ranking(text: str) -> dict:
+    from ..notation import parse
+    return parse(text).ranking
+
+
+AXIS_LABELS = {"B": "B (tokens in the batch)", "D": "D (model width)", "F": "F (MLP width)",
+               "S": "S (sequence length)", "T": "T (tokens)"}
+
+
+def plot_strategies(programs, out: str, vs: str = "B", hw=None, chips: int = 4096, dims=None) -> tuple[str, dict]:
+    """The book's Part 5 figure: each program's communication against the matmul time. Returns the file
+    written and the programs left out, with why."""
     plt = _plt()
     if hw is None:
         raise UsageError("plotting strategies needs --hw")
-    curves = strategy_curves(paths, vs, hw, chips)
+    skipped: dict = {}
+    curves = strategy_curves(programs, vs, hw, chips, dims=dims, skipped=skipped)
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     math_line = None
     for name, (xs, t_c, t_m) in sorted(curves.items()):
         ax.loglog(xs, t_c, label=f"{name}: communication")
         math_line = (xs, t_m)
     ax.loglog(*math_line, "k--", label="compute (matmul FLOPs)")
-    ax.set_xlabel(f"{vs} (tokens in the batch)")
+    ax.set_xlabel(AXIS_LABELS.get(vs, vs))
     ax.set_ylabel("time per layer, forward + backward (s)")
     ax.set_title(f"Communication vs compute on {chips} x {hw.name}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out)
+    return _save(fig, out), skipped
 
 
 def plot_roofline(plan, out: str):
@@ -151,10 +187,4 @@ def plot_frontier(serving, seq: int, out: str):
     return _save(fig, out)
 
 
-def strategy_paths(target: str):
-    if os.path.isdir(target):
-        return sorted(os.path.join(target, f) for f in os.listdir(target) if f.endswith(".sc"))
-    return [target]
-
-
-__all__ = ["plot_strategies", "plot_roofline", "plot_frontier", "strategy_curves"]
+__all__ = ["plot_strategies", "plot_roofline", "plot_frontier", "strategy_curves", "strategy_programs"]

@@ -17,13 +17,13 @@ experts of width F_expert, k of them active per token, shared experts that every
 from __future__ import annotations
 
 import difflib
-import functools
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from .. import caching
 from ..errors import UsageError
 
 PRESETS = Path(__file__).parent / "presets"
@@ -200,7 +200,7 @@ def from_hf_config(d: dict, name: str, source: str = "") -> ModelConfig:
     return ModelConfig(**values)
 
 
-@functools.lru_cache(maxsize=None)
+@caching.memoize(maxsize=1)
 def _presets() -> dict[str, ModelConfig]:
     return {p.stem: _from_fields(json.loads(p.read_text(encoding="utf-8")), str(p))
             for p in sorted(PRESETS.glob("*.json"))}

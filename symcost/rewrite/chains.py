@@ -11,9 +11,13 @@ to the next, which is how the Megatron layer comes out as AllGather + ReduceScat
     >>> from symcost.layout import Layout
     >>> mesh = parse_mesh("X=4")
     >>> a, b = Layout.of("A", "IJ", [(), ("X",)]), Layout.of("B", "JK")
-    >>> best = plan_chain([a, b], [None], "C", ("I", "K"), Layout.of("C", "IK"), mesh, Ranker.make(mesh))[0]
-    >>> [s.kind for s in best.steps]          # Case 2: slice B, multiply, AllReduce the partial sums
+    >>> small_k = Ranker.make(mesh, {"I": 256, "J": 8192, "K": 64})
+    >>> best = plan_chain([a, b], [None], "C", ("I", "K"), Layout.of("C", "IK"), mesh, small_k)[0]
+    >>> [s.kind for s in best.steps]          # Case 2, small K: slice B, multiply, AllReduce the partial sums
     ['Slice', 'Einsum', 'AllReduce']
+    >>> [s.kind for s in plan_chain([a, b], [None], "C", ("I", "K"), Layout.of("C", "IK"), mesh,
+    ...                             Ranker.make(mesh, {"I": 1024, "J": 256, "K": 8192}))[0].steps]
+    ['AllGather', 'Einsum']
 """
 from __future__ import annotations
 
@@ -78,7 +82,7 @@ def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ra
                             out_dtype, keep, tuple(names) if names else None))
 
 
-@caching.memoize(maxsize=1024)
+@caching.memoize(maxsize=256)
 def _plan_chain(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, keep, names) -> tuple:
     cands = _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names)
     if not cands:

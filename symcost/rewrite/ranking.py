@@ -22,8 +22,6 @@ from ..mesh import Mesh
 from ..pricing import op_cost, totals
 
 OBJECTIVES = ("time", "comms")
-#: the relative premium on a Permute in the search, so that a route without one wins a tie
-PERMUTE_PREMIUM = 1e-6
 
 
 @dataclass(frozen=True)
@@ -69,8 +67,7 @@ class Ranker:
                           m.distance)
 
     def weight(self, m: Move) -> float:
-        c = self.move(m)
-        return c * (1 + PERMUTE_PREMIUM) if m.kind == "Permute" else c
+        return self.move(m) * (1 + m.rule.premium)
 
     def einsum(self, e) -> float:
         t = op_cost(e, self.env).seconds
