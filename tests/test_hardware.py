@@ -1,4 +1,6 @@
 """Hardware presets: every figure has a source, the book's derived constants follow, wraparound rules."""
+from pathlib import Path
+
 import pytest
 
 import symcost
@@ -77,3 +79,41 @@ def test_a_mesh_on_hardware_settles_wraparound():
     assert plan.mesh.axis("X").wraparound is False
     gpu = symcost.derive("A[I_X, J] -> A[I, J]", mesh="X=8", hw="h100")
     assert gpu.mesh.axis("X").kind == "nvlink"
+
+
+def test_a_users_preset_file_loads_with_its_efficiency(tmp_path):
+    import tomllib
+    base = (Path(symcost.__file__).parent / "hardware" / "h100.toml").read_text()
+    data = tomllib.loads(base)
+    f = tmp_path / "my-h100.toml"
+    f.write_text(base.replace('name = "h100"', 'name = "my-h100"').replace("[flops]", 'vector_flops = 6.7e13\n\n[flops]')
+                 + '\n[efficiency]\nhbm = 0.9\n[efficiency.matmul.bf16]\nflops = [1e9, 1e12]\neta = [0.4, 0.8]\n'
+                 '[efficiency.collectives.nvlink]\neta = 0.8\nlatency = 1e-5\n'
+                 '[efficiency.collectives.nvlink.AllReduce]\neta = 0.7\nlatency = 2e-5\nresidual = 0.02\n'
+                 .replace("[efficiency]", "[efficiency]") )
+    text = f.read_text().replace("[sources]", '[sources]\nvector_flops = "measured"\nefficiency = "measured by a test"')
+    f.write_text(text)
+    hw = symcost.hardware(str(f))
+    assert hw.name == "my-h100" and hw.C == data["flops"]["bf16"] and hw.vector_flops == 6.7e13
+    assert hw.efficiency.hbm == 0.9 and hw.efficiency.math(3.16e10) == pytest.approx(0.6, abs=0.01)
+    assert hw.efficiency.net("nvlink") == (0.8, 1e-5) and hw.efficiency.net("nvlink", "AllReduce") == (0.7, 2e-5)
+    plan = symcost.derive("A[I, J_X] * B[J_X, K] -> C[I, K]", mesh="X=8", dims="I=8,J=8,K=8", hw=str(f))
+    assert plan.hardware.name == "my-h100"
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda t: t.replace("hbm_bandwidth = 3.35e12", "hbm_bandwidth = -1"), "field 'hbm_bandwidth' must be a positive number"),
+    (lambda t: t.replace('topology = "switched"', 'topology = "ring"'), "field 'topology' must be one of"),
+    (lambda t: t + "\n[efficiency]\nhbm = 3\n", "field 'efficiency.hbm' must be a fraction"),
+    (lambda t: t + "\n[efficiency]\nhbm = 0.9\n", "gives no source for 'efficiency'"),
+    (lambda t: t.replace('name = "h100"', 'name = "h100"\nwarp = 3'), "unknown field 'warp'"),
+    (lambda t: t.replace("pod = [8]", "pod = [0]"), "field 'pod' must be a list of positive integers"),
+    (lambda t: t + "\n[efficiency]\n[efficiency.matmul.bf16]\nflops = [1e9]\neta = [0.5, 0.6]\n",
+     "field 'efficiency.matmul.bf16' needs lists"),
+])
+def test_a_bad_preset_file_names_the_field(tmp_path, edit, words):
+    base = (Path(symcost.__file__).parent / "hardware" / "h100.toml").read_text()
+    f = tmp_path / "bad.toml"
+    f.write_text(edit(base))
+    with pytest.raises(UsageError, match=words):
+        symcost.hardware(str(f))

@@ -1,4 +1,5 @@
-"""Hardware presets: chips as data files (``<name>.toml`` here), every number with its source.
+"""Hardware presets: chips as data files (``<name>.toml`` here, or a user's own file), every number with
+its source.
 
     >>> from symcost.hardware import hardware
     >>> v5p = hardware("tpu-v5p")
@@ -7,181 +8,67 @@
     >>> hardware("tpu-v5e").wraparound((16, 4))
     (True, False)
 
-Names are case-insensitive and forgiving: ``v5p``, ``TPUv5p``, ``tpu_v5p`` and ``H100-SXM`` all resolve.
-A mesh given with a preset is the slice; :meth:`Hardware.wraparound` says which of its axes are rings.
+Names are case-insensitive and forgiving: ``v5p``, ``TPUv5p``, ``tpu_v5p`` and ``H100-SXM`` all resolve;
+a path to a ``.toml`` file with the presets' schema (as ``symcost calibrate`` writes) loads that file. A mesh
+given with a preset is the slice; :meth:`Hardware.wraparound` says which of its axes are rings.
 """
 from __future__ import annotations
 
 import difflib
-import math
+import os
 import re
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import caching
 from ..errors import UsageError
+from .chip import Hardware
+from .efficiency import Efficiency
+from .loading import NUMERIC, OPTIONAL, REQUIRED, load, parse
 
 HERE = Path(__file__).parent
-REQUIRED = ("name", "family", "description", "hbm_bytes", "hbm_bandwidth", "ici_bandwidth", "ici_one_way",
-            "dcn_bandwidth", "pcie_bandwidth", "t_min", "topology", "pod", "host", "flops", "sources")
-NUMERIC = ("hbm_bytes", "hbm_bandwidth", "ici_bandwidth", "ici_one_way", "dcn_bandwidth", "pcie_bandwidth",
-           "t_min")
 
-
-@dataclass(frozen=True)
-class Hardware:
-    """One chip's figures (bytes, bytes/s, FLOPs/s, seconds) and the topology rules of its slices."""
-
-    name: str
-    family: str
-    description: str
-    hbm_bytes: float
-    hbm_bandwidth: float
-    flops: tuple[tuple[str, float], ...]
-    ici_bandwidth: float      # TPU: bidirectional per link (W_ici); GPU: NVLink per GPU one way (W_nvlink)
-    ici_one_way: float
-    dcn_bandwidth: float      # per chip
-    pcie_bandwidth: float
-    t_min: float              # latency of one hop
-    topology: str             # torus2d | torus3d | switched
-    pod: tuple[int, ...]
-    host: tuple[int, ...]
-    nvlink_domain: int | None
-    sources: tuple[tuple[str, str], ...]
-
-    @property
-    def C(self) -> float:
-        """bf16 FLOPs/s per chip."""
-        return self.flops_for("bf16")
-
-    def flops_for(self, dtype: str) -> float:
-        """FLOPs/s for matmuls in ``dtype``. fp16 runs at the bf16 rate; int4 at the int8 rate unless the
-        chip lists a figure; fp8 at the int8 rate on TPUs that list no fp8; fp32 is not modelled."""
-        table = dict(self.flops)
-        order = {"bf16": ["bf16"], "fp16": ["fp16", "bf16"], "int8": ["int8", "bf16"],
-                 "fp8": ["fp8", "int8", "bf16"], "int4": ["int4", "int8", "bf16"], "fp32": ["fp32"]}
-        for key in order.get(dtype, [dtype]):
-            if key in table:
-                return table[key]
-        raise UsageError(f"{self.name} lists no {dtype} FLOPs/s figure; use --compute-dtype bf16")
-
-    def source(self, field: str) -> str:
-        return dict(self.sources).get(field, "")
-
-    def bindings(self, dtype: str = "bf16") -> dict[str, float]:
-        """Numbers for the cost symbols (C, W_hbm, W_ici, W_dcn, W_nvlink, T_min)."""
-        out = {"C": self.flops_for(dtype), "W_hbm": self.hbm_bandwidth, "W_ici": self.ici_bandwidth,
-               "W_dcn": self.dcn_bandwidth, "T_min": self.t_min, "W_pcie": self.pcie_bandwidth}
-        out["W_nvlink"] = self.ici_one_way if self.family == "gpu" else self.ici_one_way
-        return out
-
-    def wraparound(self, shape, links=None) -> tuple[bool, ...]:
-        """Which ICI axes of a slice of ``shape`` are rings (book Part 2). ``links[i]`` is how many torus
-        dimensions axis i spans (its physical edges are then ``shape[i] ** (1 / links[i])`` each).
-
-        v4p / v5p: every axis wraps iff the slice is a multiple of a full 4x4x4 cube. v5e / v6e: an axis
-        wraps iff each torus dimension it spans is a full edge of 16. v3: a full edge of 32. A switched
-        GPU domain has no rings (its collectives are costed as a switch): all False.
-        """
-        shape = tuple(int(s) for s in shape)
-        links = tuple(links) if links is not None else (1,) * len(shape)
-        edges = []
-        for n, k in zip(shape, links):
-            e = round(n ** (1 / k)) if k > 1 else n
-            edges.append([e] * k if e ** k == n else [n])
-        if self.topology == "switched":
-            return (False,) * len(shape)
-        if self.topology == "torus3d":
-            physical = [e for es in edges for e in es]
-            physical += [1] * max(0, 3 - len(physical))
-            cube = len(physical) == 3 and all(e % 4 == 0 for e in physical)
-            return (cube,) * len(shape)
-        full = self.pod[0]
-        return tuple(all(e == full for e in es) for es in edges)
-
-    def show(self) -> str:
-        """Every figure with its source."""
-        src = dict(self.sources)
-        rows = [f"{self.name}: {self.description}"]
-
-        def row(label, value, key):
-            rows.append(f"  {label:22s} {value:>12s}   {src.get(key, '')}")
-
-        row("HBM per chip", f"{self.hbm_bytes:.3g} B", "hbm_bytes")
-        row("HBM bandwidth W_hbm", f"{self.hbm_bandwidth:.3g} B/s", "hbm_bandwidth")
-        for dt, v in self.flops:
-            row(f"{dt} FLOPs/s", f"{v:.3g}", "flops")
-        if self.family == "gpu":
-            row("NVLink W_nvlink", f"{self.ici_one_way:.3g} B/s", "ici_one_way")
-        else:
-            row("ICI W_ici (bidi/link)", f"{self.ici_bandwidth:.3g} B/s", "ici_bandwidth")
-            row("ICI one way / link", f"{self.ici_one_way:.3g} B/s", "ici_one_way")
-        row("DCN per chip W_dcn", f"{self.dcn_bandwidth:.3g} B/s", "dcn_bandwidth")
-        row("PCIe", f"{self.pcie_bandwidth:.3g} B/s", "pcie_bandwidth")
-        row("latency per hop T_min", f"{self.t_min:.3g} s", "t_min")
-        rows.append(f"  {'topology':22s} {self.topology:>12s}   {src.get('topology', '')}")
-        rows.append(f"  pod {'x'.join(map(str, self.pod))}, host {'x'.join(map(str, self.host))}")
-        rows.append(f"  C/W_hbm = {self.C / self.hbm_bandwidth:.0f}   C/W_ici = "
-                    f"{self.C / (self.ici_bandwidth if self.family == 'tpu' else self.ici_one_way):.0f}   "
-                    f"C/W_dcn = {self.C / self.dcn_bandwidth:.0f}   (bf16 arithmetic intensities)")
-        return "\n".join(rows)
-
-
-def _load(path: Path) -> Hardware:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise UsageError(f"cannot read hardware file {path.name}: {e}") from None
-    for f in REQUIRED:
-        if f not in data:
-            raise UsageError(f"hardware file {path.name} lacks the field {f!r}")
-    for f in NUMERIC:
-        v = data[f]
-        if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise UsageError(f"hardware file {path.name}: {f} must be a positive number, not {v!r}")
-    sources = data["sources"]
-    for f in NUMERIC + ("flops",):
-        if f not in sources:
-            raise UsageError(f"hardware file {path.name} gives no source for {f!r}")
-    return Hardware(
-        name=data["name"], family=data["family"], description=data["description"],
-        hbm_bytes=float(data["hbm_bytes"]), hbm_bandwidth=float(data["hbm_bandwidth"]),
-        flops=tuple((k, float(v)) for k, v in data["flops"].items()),
-        ici_bandwidth=float(data["ici_bandwidth"]), ici_one_way=float(data["ici_one_way"]),
-        dcn_bandwidth=float(data["dcn_bandwidth"]), pcie_bandwidth=float(data["pcie_bandwidth"]),
-        t_min=float(data["t_min"]), topology=data["topology"], pod=tuple(data["pod"]),
-        host=tuple(data["host"]), nvlink_domain=data.get("nvlink_domain"),
-        sources=tuple(sorted(sources.items())))
+__all__ = ["Hardware", "Efficiency", "hardware", "presets", "load", "parse", "REQUIRED", "NUMERIC", "OPTIONAL"]
 
 
 @caching.memoize(maxsize=1)
-def _all() -> dict[str, Hardware]:
-    return {p.stem: _load(p) for p in sorted(HERE.glob("*.toml"))}
+def _shipped() -> dict[str, Hardware]:
+    return {p.stem: load(p) for p in sorted(HERE.glob("*.toml"))}
 
 
 def presets() -> tuple[str, ...]:
-    """The preset names, sorted."""
-    return tuple(sorted(_all()))
+    """The shipped preset names, sorted."""
+    return tuple(sorted(_shipped()))
 
 
 def _key(name: str) -> str:
     k = re.sub(r"[\s_]+", "-", name.strip().lower())
-    k = re.sub(r"-(sxm|sxm5)$", "", k)
+    k = re.sub(r"-(sxm|sxm4|sxm5)$", "", k)
     k = re.sub(r"^tpu-?", "", k)
     return k
 
 
-@caching.memoize(maxsize=256)
-def hardware(name: str) -> Hardware:
-    """A preset by name (case-insensitive; ``v5p``, ``TPUv5p``, ``tpu_v5p`` and ``H100-SXM`` resolve)."""
+@caching.memoize(maxsize=64)
+def _file(path: str, mtime: float) -> Hardware:
+    return load(Path(path))
+
+
+def hardware(name) -> Hardware:
+    """A preset by name (case-insensitive; ``v5p``, ``TPUv5p``, ``tpu_v5p`` and ``H100-SXM`` resolve), or
+    a preset file by path (``my-h100.toml``); a Hardware value is returned as it is."""
+    if isinstance(name, Hardware):
+        return name
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
     if not isinstance(name, str) or not name.strip():
-        raise UsageError("name a hardware preset, e.g. tpu-v5p")
-    table = _all()
-    aliases = {_key(n): n for n in table}
-    hit = aliases.get(_key(name))
+        raise UsageError("name a hardware preset, e.g. tpu-v5p, or a preset file")
+    if name.endswith(".toml") or os.sep in name or os.path.isfile(name):
+        if not os.path.isfile(name):
+            raise UsageError(f"no hardware file {name}")
+        return _file(os.path.abspath(name), os.path.getmtime(name))
+    table = _shipped()
+    hit = {_key(n): n for n in table}.get(_key(name))
     if hit is None:
         close = difflib.get_close_matches(name.lower(), list(table), n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]}?" if close else ""
-        raise UsageError(f"unknown hardware {name!r}{hint} Known: {', '.join(presets())}")
+        raise UsageError(f"unknown hardware {name!r}{hint} Known: {', '.join(presets())}, or a .toml preset file")
     return table[hit]

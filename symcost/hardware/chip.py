@@ -1,0 +1,117 @@
+"""One chip's figures and the topology rules of its slices (a frozen value; presets are data files).
+
+    >>> from symcost.hardware import hardware
+    >>> hardware("tpu-v5e").wraparound((16, 4))
+    (True, False)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from .efficiency import Efficiency
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One chip's figures (bytes, bytes/s, FLOPs/s, seconds) and the topology rules of its slices."""
+
+    name: str
+    family: str
+    description: str
+    hbm_bytes: float
+    hbm_bandwidth: float
+    flops: tuple[tuple[str, float], ...]
+    ici_bandwidth: float      # TPU: bidirectional per link (W_ici); GPU: NVLink per GPU one way (W_nvlink)
+    ici_one_way: float
+    dcn_bandwidth: float      # per chip
+    pcie_bandwidth: float
+    t_min: float              # latency of one hop
+    topology: str             # torus2d | torus3d | switched
+    pod: tuple[int, ...]
+    host: tuple[int, ...]
+    nvlink_domain: int | None
+    sources: tuple[tuple[str, str], ...]
+    vector_flops: float | None = None    # elementwise FLOPs/s (TPU VPU, GPU CUDA cores), bf16
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    origin: str = ""                     # the file it was read from
+
+    @property
+    def C(self) -> float:
+        """bf16 FLOPs/s per chip."""
+        return self.flops_for("bf16")
+
+    def flops_for(self, dtype: str) -> float:
+        """FLOPs/s for matmuls in ``dtype``. fp16 runs at the bf16 rate; int4 at the int8 rate unless the
+        chip lists a figure; fp8 at the int8 rate on TPUs that list no fp8; fp32 is not modelled."""
+        table = dict(self.flops)
+        order = {"bf16": ["bf16"], "fp16": ["fp16", "bf16"], "int8": ["int8", "bf16"],
+                 "fp8": ["fp8", "int8", "bf16"], "int4": ["int4", "int8", "bf16"], "fp32": ["fp32"]}
+        for key in order.get(dtype, [dtype]):
+            if key in table:
+                return table[key]
+        raise UsageError(f"{self.name} lists no {dtype} FLOPs/s figure; use --compute-dtype bf16")
+
+    def source(self, field: str) -> str:
+        return dict(self.sources).get(field, "")
+
+    def bindings(self, dtype: str = "bf16") -> dict[str, float]:
+        """Numbers for the cost symbols (C, W_hbm, W_ici, W_dcn, W_nvlink, T_min)."""
+        out = {"C": self.flops_for(dtype), "W_hbm": self.hbm_bandwidth, "W_ici": self.ici_bandwidth,
+               "W_dcn": self.dcn_bandwidth, "T_min": self.t_min, "W_pcie": self.pcie_bandwidth}
+        out["W_nvlink"] = self.ici_one_way
+        return out
+
+    def wraparound(self, shape, links=None) -> tuple[bool, ...]:
+        """Which ICI axes of a slice of ``shape`` are rings (book Part 2). ``links[i]`` is how many torus
+        dimensions axis i spans (its physical edges are then ``shape[i] ** (1 / links[i])`` each).
+
+        v4p / v5p: every axis wraps iff the slice is a multiple of a full 4x4x4 cube. v5e / v6e: an axis
+        wraps iff each torus dimension it spans is a full edge of 16. v3: a full edge of 32. A switched
+        GPU domain has no rings (its collectives are costed as a switch): all False.
+        """
+        shape = tuple(int(s) for s in shape)
+        links = tuple(links) if links is not None else (1,) * len(shape)
+        edges = []
+        for n, k in zip(shape, links):
+            e = round(n ** (1 / k)) if k > 1 else n
+            edges.append([e] * k if e ** k == n else [n])
+        if self.topology == "switched":
+            return (False,) * len(shape)
+        if self.topology == "torus3d":
+            physical = [e for es in edges for e in es]
+            physical += [1] * max(0, 3 - len(physical))
+            cube = len(physical) == 3 and all(e % 4 == 0 for e in physical)
+            return (cube,) * len(shape)
+        full = self.pod[0]
+        return tuple(all(e == full for e in es) for es in edges)
+
+    def show(self) -> str:
+        """Every figure with its source."""
+        src = dict(self.sources)
+        rows = [f"{self.name}: {self.description}"]
+
+        def row(label, value, key):
+            rows.append(f"  {label:22s} {value:>12s}   {src.get(key, '')}")
+
+        row("HBM per chip", f"{self.hbm_bytes:.3g} B", "hbm_bytes")
+        row("HBM bandwidth W_hbm", f"{self.hbm_bandwidth:.3g} B/s", "hbm_bandwidth")
+        for dt, v in self.flops:
+            row(f"{dt} FLOPs/s", f"{v:.3g}", "flops")
+        if self.family == "gpu":
+            row("NVLink W_nvlink", f"{self.ici_one_way:.3g} B/s", "ici_one_way")
+        else:
+            row("ICI W_ici (bidi/link)", f"{self.ici_bandwidth:.3g} B/s", "ici_bandwidth")
+            row("ICI one way / link", f"{self.ici_one_way:.3g} B/s", "ici_one_way")
+        row("DCN per chip W_dcn", f"{self.dcn_bandwidth:.3g} B/s", "dcn_bandwidth")
+        row("PCIe", f"{self.pcie_bandwidth:.3g} B/s", "pcie_bandwidth")
+        row("latency per hop T_min", f"{self.t_min:.3g} s", "t_min")
+        rows.append(f"  {'topology':22s} {self.topology:>12s}   {src.get('topology', '')}")
+        rows.append(f"  pod {'x'.join(map(str, self.pod))}, host {'x'.join(map(str, self.host))}")
+        if self.vector_flops:
+            row("vector FLOPs/s", f"{self.vector_flops:.3g}", "vector_flops")
+        rows += [f"  {line}" for line in self.efficiency.describe(src)]
+        rows.append(f"  C/W_hbm = {self.C / self.hbm_bandwidth:.0f}   C/W_ici = "
+                    f"{self.C / (self.ici_bandwidth if self.family == 'tpu' else self.ici_one_way):.0f}   "
+                    f"C/W_dcn = {self.C / self.dcn_bandwidth:.0f}   (bf16 arithmetic intensities)")
+        return "\n".join(rows)
