@@ -19,6 +19,7 @@ from . import symbols
 from .errors import ShardingError, UsageError
 from .mesh import Mesh, as_mesh
 from .notation import Program, parse
+from .topology import place
 
 RESERVED = set(symbols.HARDWARE_SYMBOLS)
 MAX_SIZE = 10 ** 15
@@ -94,6 +95,7 @@ class BoundProgram:
     mesh: Mesh
     sizes: tuple[tuple[str, int], ...] = ()
     hardware: object = None
+    notes: tuple[str, ...] = ()          # how the mesh was laid onto the hardware
 
     @property
     def text(self) -> str:
@@ -123,9 +125,9 @@ def bind(text, mesh=None, dims=None, hw=None) -> BoundProgram:
         mesh = Mesh(()).with_axes(prog.axes_named())
     sizes = parse_dims(dims)
     hardware = resolve_hardware(hw)
-    mesh = mesh.on_hardware(hardware)
-    _check_names(prog, mesh)
-    return BoundProgram(prog, mesh, tuple(sorted(sizes.items())), hardware)
+    placement = place(mesh, hardware)
+    _check_names(prog, placement.mesh)
+    return BoundProgram(prog, placement.mesh, tuple(sorted(sizes.items())), hardware, placement.notes)
 
 
 def _check_names(prog: Program, mesh: Mesh) -> None:

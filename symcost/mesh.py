@@ -9,13 +9,13 @@
 An axis's size is a number or, when unbound, the symbol named like the axis. Its link model says what
 network its collectives cross (README, "The notation"): ``ici`` (a torus ring, with or without wraparound),
 ``nvlink`` (a switched GPU domain) or ``dcn`` (between slices), and how many physical links it spans
-(the book's M_X; a symbol ``M_X`` when written ``X:M_X``). A mesh knows nothing of chips: wraparound is
-settled by :meth:`Mesh.on_hardware` from the chip's rules and the slice shape.
+(the book's M_X; a symbol ``M_X`` when written ``X:M_X``). A mesh knows nothing of chips: where its axes
+run on a real machine (link kinds, link counts, wraparound) is settled by :mod:`symcost.topology`.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
 import sympy as sp
 
@@ -34,6 +34,8 @@ class Axis:
     kind: str = "ici"
     links: int | str = 1
     wraparound: bool | None = None  # None: not settled (symbolic analysis assumes a full ring)
+    kind_written: bool = field(default=False, compare=False)   # the link kind was given, not assumed
+    links_written: bool = field(default=False, compare=False)  # a link count or :wrap / :nowrap was given
 
     @property
     def size_expr(self) -> sp.Expr:
@@ -108,24 +110,6 @@ class Mesh:
     def bound(self) -> bool:
         return all(a.size is not None for a in self.axes)
 
-    def on_hardware(self, hw) -> "Mesh":
-        """Settle link kinds and wraparound from a chip's rules: the mesh is the slice."""
-        if hw is None:
-            return self
-        axes = list(self.axes)
-        if hw.family == "gpu":
-            axes = [replace(a, kind="nvlink") if a.kind == "ici" else a for a in axes]
-        ici = [i for i, a in enumerate(axes) if a.kind == "ici" and a.wraparound is None]
-        if ici and all(axes[i].size is not None and isinstance(axes[i].links, int) for i in ici):
-            # axes whose wraparound the user fixed count as part of the slice too
-            every = [i for i, a in enumerate(axes) if a.kind == "ici"]
-            shape = tuple(axes[i].size for i in every)
-            links = tuple(axes[i].links if isinstance(axes[i].links, int) else 1 for i in every)
-            wrap = dict(zip(every, hw.wraparound(shape, links)))
-            for i in ici:
-                axes[i] = replace(axes[i], wraparound=bool(wrap[i]))
-        return Mesh(tuple(axes))
-
     def __str__(self) -> str:
         return ",".join(str(a) for a in self.axes)
 
@@ -150,24 +134,24 @@ def parse_mesh(text: str | None) -> Mesh:
             raise UsageError(f"mesh axis {name} must have a positive size, not {size_v}")
         if size_v is not None and size_v > 1_000_000:
             raise UsageError(f"mesh axis {name} of size {size_v} is larger than any machine")
-        kind, links, wrap = "ici", 1, None
+        kind, links, wrap, written, links_given = "ici", 1, None, False, False
         for s in filter(None, suffix.split(":")):
             low = s.lower()
             if low in LINK_KINDS:
-                kind = low
+                kind, written = low, True
             elif low in ("wrap", "ring", "torus"):
                 wrap = True
             elif low in ("nowrap", "line"):
                 wrap = False
             elif s.isdigit():
-                links = int(s)
+                links, links_given = int(s), True
                 if links < 1:
                     raise UsageError(f"mesh axis {name} must span at least one link")
             elif re.match(r"^[A-Z][A-Za-z0-9_]*$", s):
                 links = s  # a symbolic link count, the book's M_X
             else:
                 raise UsageError(f"unknown link model {s!r} for mesh axis {name}")
-        axes.append(Axis(name, size_v, kind, links, wrap))
+        axes.append(Axis(name, size_v, kind, links, wrap, written, links_given or wrap is not None))
     return Mesh(tuple(axes))
 
 

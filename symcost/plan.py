@@ -111,6 +111,7 @@ class Plan:
     objective: str = "time"
     layouts: tuple = field(default=(), compare=False, repr=False)   # final layout of every tensor
     memory: tuple = field(default=(), compare=False, repr=False)    # (name, bytes per device) when training
+    notes: tuple = field(default=(), compare=False, repr=False)     # how the mesh sits on the hardware, padding
 
     # --------------------------------------------------------------- totals
     @property
@@ -188,6 +189,7 @@ class Plan:
             "objective": self.objective,
             "compute_dtype": self.compute_dtype,
             **({"memory_per_device": {k: str(v) for k, v in self.memory}} if self.memory else {}),
+            "notes": list(self.notes),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

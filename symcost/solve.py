@@ -46,14 +46,67 @@ def roots(lhs, rhs, sym) -> list:
     return out
 
 
+CONDITIONS = ("t_math = t_comms", "t_math = t_hbm")
+
+
 def solve_plan(plan, name: str) -> list[dict]:
-    """Critical values of ``name``: ``t_math = t_comms`` and ``t_math = t_hbm``."""
+    """Critical values of ``name``: where ``t_math = t_comms`` and ``t_math = t_hbm``, each as
+    ``{"condition", "value" (exact), "numeric" (where bound), "per_device"}``. A root outside the
+    symbol's domain (not positive, once numbers are bound) is not a critical value: see :func:`never_balanced`."""
+    return [r for r in _critical(plan, name) if r["numeric"] is None or r["numeric"] > 0]
+
+
+def never_balanced(plan, name: str) -> list[dict]:
+    """The conditions that hold for no positive value of ``name``: ``{"condition", "root"}`` (the root SymPy
+    found, outside the domain, or None when there is no root at all)."""
+    found = _critical(plan, name)
+    out = [{"condition": r["condition"], "root": r["numeric"]} for r in found
+           if r["numeric"] is not None and r["numeric"] <= 0]
+    for cond in CONDITIONS:
+        other = plan.t_comms_bw if cond == CONDITIONS[0] else plan.t_hbm
+        if other != 0 and not any(r["condition"] == cond for r in found):
+            out.append({"condition": cond, "root": None})
+    return out
+
+
+def _critical(plan, name: str) -> list[dict]:
     sym = plan_symbol(plan, name)
     results = []
-    for cond, other in (("t_math = t_comms", plan.t_comms_bw), ("t_math = t_hbm", plan.t_hbm)):
+    for cond, other in zip(CONDITIONS, (plan.t_comms_bw, plan.t_hbm)):
         for v in roots(plan.t_math, other, sym):
-            results.append({"condition": cond, "value": sp.simplify(v), "numeric": plan.evaluate(v)})
+            value = sp.simplify(v)
+            results.append({"condition": cond, "value": value, "numeric": plan.evaluate(value),
+                            "per_device": _per_device(plan, value)})
     return results
+
+
+def _per_device(plan, value) -> dict | None:
+    """The critical value over the devices it is spread on: over every chip of a bound mesh, or over the
+    symbolic axes it grows with (``{"value": float, "over": "X"}``)."""
+    axes = [a for a in plan.mesh.axes]
+    if axes and all(a.size is not None for a in axes):
+        v = plan.evaluate(value)
+        n = 1
+        for a in axes:
+            n *= a.size
+        return None if v is None else {"value": v / n, "over": f"{n} devices"}
+    grows = [s for s in value.free_symbols if s.name in {a.name for a in axes if a.size is None}]
+    if not grows:
+        return None
+    v = plan.evaluate(value / sp.Mul(*grows))
+    return None if v is None else {"value": v, "over": ",".join(sorted(s.name for s in grows))}
+
+
+def bound_condition(plan, cond, name: str):
+    """``cond`` with every bound number substituted, when that leaves only ``name`` (or nothing): a
+    relation in the solved symbol alone, or True / False; None while other symbols stay unbound."""
+    out = cond.xreplace(plan.bindings())
+    if any(s.name != name for s in out.free_symbols):
+        return None
+    try:
+        return sp.simplify(out)
+    except (TypeError, ValueError):
+        return out
 
 
 def compute_bound_when(plan, name: str, against=("comms", "hbm")):

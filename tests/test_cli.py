@@ -83,7 +83,23 @@ def test_solve_data_parallel_critical_batch(capsys):
     assert code == 0, err
     d = json.loads(out)
     assert d["symbol"] == "B"
-    assert {"condition": "t_math = t_comms", "value": "C*X/W_ici", "numeric": None} in d["critical"]
+    assert {"condition": "t_math = t_comms", "value": "C*X/W_ici", "numeric": None, "per_device": None} in d["critical"]
+
+
+def test_solve_reports_per_device_figures_and_roots_outside_the_domain(capsys):
+    """A root that is not positive is not a critical value; per-device figures reach --json too."""
+    code, out, _ = run(capsys, "solve", "A[I, J_X] * B[J, K] -> C[I, K]", "--for", "I", "--mesh", "X=4", "--dims",
+                       "J=8192,K=64", "--hw", "tpu-v5e", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["critical"] == []
+    hbm = next(n for n in d["never_balanced"] if n["condition"] == "t_math = t_hbm")
+    assert hbm["root"] == pytest.approx(-83.3, rel=1e-3)
+    assert d["compute_bound_when_numeric"] == "False"
+    code, out, _ = run(capsys, "solve", "derivations/fsdp.sc", "--for", "B", "--mesh", "X", "--hw", "tpu-v5p", "--json")
+    (c,) = [c for c in json.loads(out)["critical"] if c["condition"] == "t_math = t_comms"]
+    assert c["numeric"] is None and c["per_device"] == pytest.approx(2550, rel=1e-3)
+    code, out, _ = run(capsys, "solve", "derivations/fsdp.sc", "--for", "B", "--mesh", "X=4096", "--hw", "tpu-v5p")
+    assert "(850 per device over 4096 devices)" in out     # a full pod as one axis keeps its three links
 
 
 @pytest.mark.slow

@@ -71,45 +71,67 @@ def cmd_derive(args) -> int:
 
 
 def _critical(crit) -> list[dict]:
-    return [{"condition": c["condition"], "value": str(c["value"]), "numeric": c["numeric"]} for c in crit]
+    return [{"condition": c["condition"], "value": str(c["value"]), "numeric": c["numeric"],
+             "per_device": c["per_device"]["value"] if c["per_device"] else None} for c in crit]
 
 
-def _per_device(c, p):
-    """A critical value that grows with symbolic mesh axes, over them: the per-device figure."""
-    axes = [s for s in c["value"].free_symbols if s.name in {a.name for a in p.mesh.axes if a.size is None}]
-    if not axes:
-        return None
-    per = p.evaluate(c["value"] / sp.Mul(*axes))
-    return None if per is None else f"  ({per:.6g} per device along {','.join(sorted(str(a) for a in axes))})"
+def _phase_report(p, symbol):
+    from ..solve import bound_condition, compute_bound_when, never_balanced, solve_plan
+    cond = compute_bound_when(p, symbol)
+    bound = bound_condition(p, cond, symbol)
+    return {"critical": solve_plan(p, symbol), "never": never_balanced(p, symbol), "cond": cond,
+            "bound": None if bound == cond else bound}
+
+
+def _phase_json(r) -> dict:
+    return {"critical": _critical(r["critical"]), "never_balanced": r["never"], "compute_bound_when": str(r["cond"]),
+            "compute_bound_when_numeric": None if r["bound"] is None else str(r["bound"])}
+
+
+def _bound_words(b) -> str:
+    if b is sp.true:
+        return "always"
+    if b is sp.false:
+        return "never"
+    return sp.sstr(b.evalf(6)) if hasattr(b, "evalf") else str(b)
 
 
 def cmd_solve(args) -> int:
-    from ..solve import compute_bound_when, solve_plan
     plan = derive_from(args)
     phases = [("all", plan)]
     if any(st.phase == "backward" for st in plan.steps):
         phases = [("forward", plan.phase("forward")), ("backward", plan.phase("backward")), ("all", plan)]
-    report = [(name, p, solve_plan(p, args.symbol), compute_bound_when(p, args.symbol)) for name, p in phases]
+    report = [(name, p, _phase_report(p, args.symbol)) for name, p in phases]
     if args.json:
-        _, p, crit, cond = report[-1]
-        out = {"symbol": args.symbol, "critical": _critical(crit), "compute_bound_when": str(cond)}
+        out = {"symbol": args.symbol, **_phase_json(report[-1][2])}
         if len(report) > 1:
-            out["phases"] = {name: {"critical": _critical(cr), "compute_bound_when": str(co)}
-                             for name, _, cr, co in report}
+            out["phases"] = {name: _phase_json(r) for name, _, r in report}
         print(json.dumps(out, indent=2))
         return 0
     print(f"program: {args.program}" if os.path.exists(args.program) else f"expression: {plan.expression}")
-    for name, p, crit, cond in report:
+    for note in plan.notes:
+        print(f"note: {note}")
+    for name, p, r in report:
         print(f"[{name}]" if len(report) > 1 else "")
         print(f"  t_math  = {p.t_math}")
         print(f"  t_comms = {p.t_comms_bw}   (throughput terms)")
         print(f"  t_hbm   = {p.t_hbm}")
-        if not crit:
+        if not r["critical"] and not r["never"]:
             print(f"  no critical value of {args.symbol}")
-        for c in crit:
-            num = f" = {c['numeric']:.6g}" if c["numeric"] is not None else (_per_device(c, p) or "")
+        for c in r["critical"]:
+            num = f" = {c['numeric']:.6g}" if c["numeric"] is not None else ""
+            per = c["per_device"]
+            if per:
+                num += (f"  ({per['value']:.6g} per device along {per['over']})" if c["numeric"] is None else
+                        f"  ({per['value']:.6g} per device over {per['over']})")
             print(f"  {c['condition']}:  {args.symbol} = {sp.sstr(c['value'])}{num}")
-        print(f"  compute-bound when: {cond}")
+        for n in r["never"]:
+            why = (f"its root, {n['root']:.4g}, is not positive" if n["root"] is not None
+                   else f"no value of {args.symbol} equates them")
+            print(f"  {n['condition']}:  never balanced for positive {args.symbol} ({why})")
+        print(f"  compute-bound when: {r['cond']}")
+        if r["bound"] is not None:
+            print(f"  with the numbers: {_bound_words(r['bound'])}")
     return 0
 
 

@@ -62,29 +62,40 @@ class Hardware:
         out["W_nvlink"] = self.ici_one_way
         return out
 
+    @property
+    def torus_dims(self) -> int:
+        return {"torus2d": 2, "torus3d": 3}.get(self.topology, 0)
+
+    def edges(self, n: int, k: int | None = None) -> tuple[int, ...]:
+        """The physical torus edges an axis of ``n`` chips spans: ``k`` of them when given, else as few as
+        fit the pod's edges. A whole pod is the pod's shape; otherwise the most even split (book Part 2:
+        slices are near-cubes of powers of two)."""
+        pod = tuple(sorted(self.pod))
+        dims = self.torus_dims or 1
+        if k is None:
+            k = next((d for d in range(1, dims + 1) if _split(n, d, pod)), dims)
+        if k == len(pod) and n == _prod(pod):
+            return tuple(self.pod)
+        return _split(n, k, pod) or _split(n, k, None) or (n,)
+
     def wraparound(self, shape, links=None) -> tuple[bool, ...]:
-        """Which ICI axes of a slice of ``shape`` are rings (book Part 2). ``links[i]`` is how many torus
-        dimensions axis i spans (its physical edges are then ``shape[i] ** (1 / links[i])`` each).
+        """Which ICI axes of a slice are rings (book Part 2). ``shape[i]`` chips on axis i, spanning
+        ``links[i]`` torus dimensions (default: as few as fit the pod).
 
         v4p / v5p: every axis wraps iff the slice is a multiple of a full 4x4x4 cube. v5e / v6e: an axis
         wraps iff each torus dimension it spans is a full edge of 16. v3: a full edge of 32. A switched
         GPU domain has no rings (its collectives are costed as a switch): all False.
         """
-        shape = tuple(int(s) for s in shape)
-        links = tuple(links) if links is not None else (1,) * len(shape)
-        edges = []
-        for n, k in zip(shape, links):
-            e = round(n ** (1 / k)) if k > 1 else n
-            edges.append([e] * k if e ** k == n else [n])
+        links = tuple(links) if links is not None else (None,) * len(shape)
+        edges = [self.edges(int(n), k) for n, k in zip(shape, links)]
         if self.topology == "switched":
-            return (False,) * len(shape)
+            return (False,) * len(edges)
         if self.topology == "torus3d":
-            physical = [e for es in edges for e in es]
+            physical = [e for es in edges for e in es if e > 1]
             physical += [1] * max(0, 3 - len(physical))
             cube = len(physical) == 3 and all(e % 4 == 0 for e in physical)
-            return (cube,) * len(shape)
-        full = self.pod[0]
-        return tuple(all(e == full for e in es) for es in edges)
+            return (cube,) * len(edges)
+        return tuple(all(e == self.pod[0] for e in es) for es in edges)
 
     def show(self) -> str:
         """Every figure with its source."""
@@ -115,3 +126,38 @@ class Hardware:
                     f"{self.C / (self.ici_bandwidth if self.family == 'tpu' else self.ici_one_way):.0f}   "
                     f"C/W_dcn = {self.C / self.dcn_bandwidth:.0f}   (bf16 arithmetic intensities)")
         return "\n".join(rows)
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def _split(n: int, k: int, pod) -> tuple[int, ...] | None:
+    """``n`` as ``k`` factors, each at most the matching edge of ``pod`` (sorted, when given), as even as
+    possible (ties: more multiples of 4); None if there is none."""
+    best = None
+
+    def rec(rest, left, lo, acc):
+        nonlocal best
+        if left == 1:
+            cand = tuple(sorted(acc + [rest]))
+            if pod is not None and any(c > p for c, p in zip(cand, pod[-k:])):
+                return
+            key = (cand[-1] / cand[0], -sum(c % 4 == 0 for c in cand))
+            if best is None or key < best[0]:
+                best = (key, cand)
+            return
+        f = lo
+        while f * f <= rest or (left > 2 and f <= rest):
+            if rest % f == 0 and f >= lo:
+                rec(rest // f, left - 1, f, acc + [f])
+            f += 1
+            if f > rest:
+                break
+    if k == 1:
+        return (n,) if pod is None or n <= pod[-1] else None
+    rec(n, k, 2 if n >= 2 ** k else 1, [])
+    return best[1] if best else None
