@@ -18,7 +18,7 @@ from .program import derive_program
 
 
 def derive(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse: str = "activations",
-           params=None, overlap=True, objective: str = "time", moves=None) -> Plan:
+           params=None, overlap=True, objective: str = "time", moves=None, strict: bool = False) -> Plan:
     """Derive the plan of a program: the collectives it needs, in order, with their costs.
 
     ``mesh``: a ``--mesh`` string, a dict or a :class:`~symcost.mesh.Mesh` (default: a symbolic one-link
@@ -29,15 +29,17 @@ def derive(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse
     ``moves``: which moves the engine may insert: ``all``, ``strategy`` (gathers, slices and reductions
     only, as the book's algorithms), ``none`` (take the program literally: every collective is written)
     or ``auto`` (default: ``strategy`` for a program that declares parameters, ``all`` otherwise).
+    ``strict``: refuse a dimension that does not divide by its axes (by default its blocks are padded, as
+    GSPMD pads, and the plan says so in ``plan.padding``).
     """
     return derive_program(text, mesh, dims, hw, backward=backward, reuse=reuse, params=params, overlap=overlap,
-                          objective=objective, moves=moves)
+                          objective=objective, moves=moves, strict=strict)
 
 
-def check(text, mesh=None, dims=None, hw=None) -> Plan:
+def check(text, mesh=None, dims=None, hw=None, *, strict: bool = False) -> Plan:
     """Is this sharding (or program) valid? Raises :class:`~symcost.errors.ShardingError` saying which axis
-    and which tensor when it is not; otherwise returns its plan."""
-    return derive(text, mesh, dims, hw)
+    and which tensor when it is not; otherwise returns its plan. ``strict`` also refuses padded blocks."""
+    return derive(text, mesh, dims, hw, strict=strict)
 
 
 def clear_caches() -> None:

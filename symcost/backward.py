@@ -110,7 +110,7 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
             if moves is None:
                 _, moves = reshard(g, want, mesh, any_move)
             why = f"transpose of the {op.kind} on line {use.line}"
-            add(Step(m, mesh, why=why) for m in moves)
+            add(Step(m, mesh, why=why, sizes=trace.bound.sizes) for m in moves)
             grads[op.before.name] = want
             continue
         e = use.op
@@ -149,6 +149,6 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
             for op in best.steps:
                 if not isinstance(op, LocalEinsum) and op.before.name == dres.name:
                     have.setdefault(dres.name, [dres]).append(op.after)
-            add(explained_steps(best.steps, mesh, target))
+            add(explained_steps(best.steps, mesh, target, sizes=trace.bound.sizes))
             grads.setdefault(name, final_layout(best.steps))
     return steps, saved

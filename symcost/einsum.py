@@ -54,8 +54,8 @@ class LocalEinsum:
 
 def flops(e: LocalEinsum, env):
     """FLOPs per device: 2 x the product of every dimension over the axes that split it (book Part 3;
-    replicated work is not divided). A one-operand einsum sums (1 FLOP an element) or only moves data."""
-    size = env.prod(env.dim(d) / env.group_size(ax) for d, ax in zip(e.dims, e.axes))
+    replicated work is not divided; a padded block does the padded work). A one-operand einsum sums (1 FLOP an element) or only moves data."""
+    size = env.prod(env.local(d, ax) for d, ax in zip(e.dims, e.axes))
     if len(e.inputs) >= 2:
         return 2 * size
     return size if e.contracted else env.zero

@@ -51,7 +51,7 @@ def smax(*args) -> sp.Expr:
 class Env:
     """Sizes, link counts and hardware figures, as symbols (``symbolic``) or floats (``numeric``)."""
 
-    def __init__(self, mesh: Mesh, numeric: bool, sizes=None, constants=None):
+    def __init__(self, mesh: Mesh, numeric: bool, sizes=None, constants=None, padded=frozenset()):
         self.mesh = mesh
         self.is_numeric = numeric
         self.sizes = dict(sizes or {})
@@ -60,13 +60,14 @@ class Env:
         figures = {**RANKING_DEFAULTS, **self.constants} if numeric else {k: symbols.hw(k) for k in FIGURES}
         for k in FIGURES:
             setattr(self, k, figures[k])
+        self.padded = padded      # symbolic: the (dimension, axes) whose blocks are rounded up
         self.zero = 0.0 if numeric else sp.Integer(0)
         self.one = 1.0 if numeric else sp.Integer(1)
         self._local: dict = {}
 
     @classmethod
-    def symbolic(cls, mesh: Mesh) -> "Env":
-        return cls(mesh, False)
+    def symbolic(cls, mesh: Mesh, padded=frozenset()) -> "Env":
+        return cls(mesh, False, padded=padded)
 
     @classmethod
     def numeric(cls, mesh: Mesh, sizes=None, constants=None) -> "Env":
@@ -115,6 +116,20 @@ class Env:
             return self.one
         return self.prod(self.axis(a) for a in axes)
 
+    def local(self, dim: str, axes):
+        """The size of ``dim`` on one device when split over ``axes``: rounded up where the bound numbers do
+        not divide (a padded block)."""
+        n, k = self.dim(dim), self.group_size(axes)
+        if not axes:
+            return n
+        if self.is_numeric:
+            if (dim in self.sizes or dim.isdigit()) and n % k:
+                return float(-(-n // k))
+            return n / k
+        if (dim, tuple(axes)) in self.padded:
+            return sp.ceiling(n / k)
+        return n / k
+
     def dtype_bytes(self, dtype: str):
         return float(dtypes.nbytes(dtype)) if self.is_numeric else dtypes.nbytes_expr(dtype)
 
@@ -125,6 +140,6 @@ class Env:
         if v is None:
             v = self.dtype_bytes(layout.dtype)
             for d, axes in zip(layout.dims, layout.axes):
-                v = v * self.dim(d) / self.group_size(axes)
+                v = v * self.local(d, axes)
             self._local[key] = v
         return v

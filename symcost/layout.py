@@ -9,8 +9,9 @@
 
 ``A[I_XY, J]`` splits I over X then Y (block index x*|Y| + y, X major, like the JAX PartitionSpec
 ``P(('X', 'Y'), None)``); J is whole; A is replicated over every axis it does not name (Z here). A layout
-is valid when every mesh axis appears at most once across its dimensions and its unreduced set, every
-axis is in the mesh, and (with numbers bound) every dimension divides by the product of its axes.
+is valid when every mesh axis appears at most once across its dimensions and its unreduced set, and every
+axis is in the mesh. With numbers bound, a dimension that does not divide by the product of its axes is
+padded (each device holds the size rounded up, as GSPMD pads); ``check --strict`` refuses it.
 """
 from __future__ import annotations
 
@@ -91,9 +92,13 @@ def shard_count(axes, mesh: Mesh):
 
 
 def local_size(layout: Layout, dim: str, mesh: Mesh, sizes=None):
-    """Size of ``dim`` on one device: the dimension over the product of its axes."""
+    """Size of ``dim`` on one device: the dimension over the product of its axes, rounded up where the
+    numbers do not divide (the block is padded, as GSPMD pads)."""
     n = _dim_size(dim, sizes)
-    return n / shard_count(layout.axes_of(dim), mesh)
+    k = shard_count(layout.axes_of(dim), mesh)
+    if n.is_Integer and k.is_Integer and n % k:
+        return sp.ceiling(n / k)
+    return n / k
 
 
 def _dim_size(dim: str, sizes=None):
@@ -134,23 +139,68 @@ def global_bytes(layout: Layout, sizes=None):
     return int(v) if v.is_Integer else v
 
 
+@dataclass(frozen=True)
+class Padding:
+    """A dimension that does not divide by its axes: each device holds ``per_device`` (rounded up), so the
+    padded array has ``padded`` rows where the real one has ``size``."""
+
+    tensor: str
+    dim: str
+    size: int
+    axes: tuple[str, ...]
+    devices: int
+
+    @property
+    def per_device(self) -> int:
+        return -(-self.size // self.devices)
+
+    @property
+    def padded(self) -> int:
+        return self.per_device * self.devices
+
+    @property
+    def waste(self) -> float:
+        """The fraction of the padded array that is padding."""
+        return 1 - self.size / self.padded
+
+    def __str__(self) -> str:
+        return (f"{self.dim}={self.size} of {self.tensor} over {format_axes(self.axes)[1:]}={self.devices} devices is "
+                f"padded to {self.padded} ({self.per_device} a device; {self.waste:.1%} of it padding)")
+
+    def as_dict(self) -> dict:
+        return {"tensor": self.tensor, "dim": self.dim, "size": self.size, "axes": list(self.axes),
+                "devices": self.devices, "per_device": self.per_device, "padded": self.padded, "waste": self.waste}
+
+
+def padding(layout: Layout, mesh: Mesh, sizes) -> list[Padding]:
+    """The dimensions of ``layout`` that do not divide by their axes, with numbers bound."""
+    out = []
+    for d, axes in zip(layout.dims, layout.axes):
+        n = int(d) if d.isdigit() else (sizes or {}).get(d)
+        k = shard_count(axes, mesh)
+        if axes and n is not None and k.is_Integer and n % int(k):
+            out.append(Padding(layout.name, d, n, tuple(axes), int(k)))
+    return out
+
+
 # -------------------------------------------------------------------------------------- validity
 
 
 def layout_from_ref(ref: TensorRef, mesh: Mesh, text: str = "", sizes=None,
-                    default_dtype: str = DEFAULT_DTYPE) -> Layout:
+                    default_dtype: str = DEFAULT_DTYPE, strict: bool = False) -> Layout:
     """Build and validate a :class:`Layout` from the notation, errors pointing at the text."""
     layout = Layout(ref.name, tuple(d.name for d in ref.dims), tuple(d.axes for d in ref.dims),
                     frozenset(ref.unreduced), ref.dtype or default_dtype)
     spans = {d.name: d.span for d in ref.dims}
     check_layout(layout, mesh, sizes, text=text, spans=spans, span=ref.span, uspan=ref.unreduced_span,
-                 unreduced_order=ref.unreduced)
+                 unreduced_order=ref.unreduced, strict=strict)
     return layout
 
 
 def check_layout(layout: Layout, mesh: Mesh, sizes=None, *, text: str = "", spans=None,
-                 span: Span = NO_SPAN, uspan: Span = NO_SPAN, unreduced_order=()) -> None:
-    """Raise :class:`ShardingError` naming the axis and the tensor when ``layout`` is invalid."""
+                 span: Span = NO_SPAN, uspan: Span = NO_SPAN, unreduced_order=(), strict: bool = False) -> None:
+    """Raise :class:`ShardingError` naming the axis and the tensor when ``layout`` is invalid; with
+    ``strict``, a dimension that does not divide by its axes is invalid too (otherwise it is padded)."""
     spans = spans or {}
 
     def fail(msg, where: Span, hint=None):
@@ -186,7 +236,7 @@ def check_layout(layout: Layout, mesh: Mesh, sizes=None, *, text: str = "", span
             raise fail(f"mesh axis {a!r} both shards dimension {where_axis[a]} of {layout.name} and is "
                        f"unreduced", uspan or span,
                        hint="an axis that holds partial sums cannot also split a dimension")
-    if sizes:
+    if sizes and strict:
         for d, axes in zip(layout.dims, layout.axes):
             if not axes:
                 continue
@@ -194,4 +244,5 @@ def check_layout(layout: Layout, mesh: Mesh, sizes=None, *, text: str = "", span
             parts = shard_count(axes, mesh)
             if n is not None and parts.is_Integer and n % int(parts) != 0:
                 raise fail(f"dimension {d}={n} of {layout.name} does not divide by {format_axes(axes)[1:]}"
-                           f"={int(parts)} devices", spans.get(d, span))
+                           f"={int(parts)} devices", spans.get(d, span),
+                           hint="without --strict it is planned padded, each device holding the size rounded up")

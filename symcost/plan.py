@@ -22,6 +22,7 @@ import sympy as sp
 
 from . import caching, symbols
 from .env import Env
+from .layout import Padding, padding
 from .mesh import Mesh
 from .notation import format_axes
 from .pricing import Totals, policy, symbolic_cost, totals
@@ -138,6 +139,20 @@ class Plan:
         """Sum of V over the collectives."""
         return sum((s.bytes for s in self.collectives), ZERO)
 
+    @cached_property
+    def padding(self) -> tuple[Padding, ...]:
+        """Every block the plan pads: a bound dimension that does not divide by the axes that split it."""
+        seen, out = set(), []
+        sizes = dict(self.sizes)
+        layouts = [t for s in self.steps for t in (s.op.inputs + (s.op.output,) if s.is_einsum
+                                                   else (s.op.before, s.op.after))] + list(self.layouts)
+        for t in layouts:
+            for p in padding(t, self.mesh, sizes):
+                if (p.tensor, p.dim, p.axes) not in seen:
+                    seen.add((p.tensor, p.dim, p.axes))
+                    out.append(p)
+        return tuple(out)
+
     # --------------------------------------------------------------- numbers
     def bindings(self) -> dict:
         """Numbers for every bound symbol: dimensions, symbolic axes given by --dims, hardware."""
@@ -190,6 +205,7 @@ class Plan:
             "compute_dtype": self.compute_dtype,
             **({"memory_per_device": {k: str(v) for k, v in self.memory}} if self.memory else {}),
             "notes": list(self.notes),
+            "padding": [p.as_dict() for p in self.padding],
         }
 
     def to_json(self, indent: int | None = 2) -> str:

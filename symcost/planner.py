@@ -59,9 +59,11 @@ def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", mo
                        allowed_moves(bound, moves))
 
 
-def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None) -> Trace:
-    """Plan every statement of a bound program in order."""
-    walk = _Walk(bound, ranker_for(bound, overlap=overlap, objective=objective, moves=moves))
+def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None,
+                 strict: bool = False) -> Trace:
+    """Plan every statement of a bound program in order. ``strict``: a dimension that does not divide by
+    its axes is an error (otherwise its blocks are padded)."""
+    walk = _Walk(bound, ranker_for(bound, overlap=overlap, objective=objective, moves=moves), strict)
     for stmt in bound.program.statements:
         walk.statement(stmt)
     return walk.trace()
@@ -91,7 +93,7 @@ def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
     return f"{lead}: {m.rule.explain(m)}"
 
 
-def explained_steps(ops, mesh, target, phase: str = "forward") -> list[Step]:
+def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> list[Step]:
     """Steps of a route the rewriter chose, each with the reason it is there."""
     out = []
     for i, op in enumerate(ops):
@@ -100,7 +102,7 @@ def explained_steps(ops, mesh, target, phase: str = "forward") -> list[Step]:
         else:
             nxt = next((o for o in ops[i + 1:] if isinstance(o, LocalEinsum)), None)
             why = explain_move(op, nxt, target, mesh)
-        out.append(Step(op, mesh, phase, why))
+        out.append(Step(op, mesh, phase, why, sizes=sizes))
     return out
 
 
@@ -115,8 +117,8 @@ def final_layout(ops) -> Layout:
 class _Walk:
     """The state of planning one program, statement by statement (private: the planner returns a Trace)."""
 
-    def __init__(self, bound: BoundProgram, ranker: Ranker):
-        self.bound, self.ranker = bound, ranker
+    def __init__(self, bound: BoundProgram, ranker: Ranker, strict: bool = False):
+        self.bound, self.ranker, self.strict = bound, ranker, strict
         self.mesh, self.text = bound.mesh, bound.text
         self.known: dict[str, Layout] = {}
         self.initial: dict[str, Layout] = {}
@@ -156,7 +158,7 @@ class _Walk:
         self.einsum(stmt, line)
 
     def layout(self, ref: TensorRef) -> Layout:
-        return layout_from_ref(ref, self.mesh, self.text, self.bound.size_map)
+        return layout_from_ref(ref, self.mesh, self.text, self.bound.size_map, strict=self.strict)
 
     def use(self, ref: TensorRef, line: int) -> Layout:
         """The layout of an operand where it is consumed; a tensor defined earlier is resharded to the
@@ -180,7 +182,7 @@ class _Walk:
             return known
         _, moves = reshard(known, written, self.mesh, self.ranker)
         why = f"{ref.name} is used as {written.render(self.mesh)} on line {line}"
-        self.steps.extend(Step(m, self.mesh, why=why) for m in moves)
+        self.steps.extend(Step(m, self.mesh, why=why, sizes=self.bound.sizes) for m in moves)
         self.known[ref.name] = written
         return written
 
@@ -219,10 +221,11 @@ class _Walk:
         names = [self.fresh_name(f"T{i + 1}") for i in range(len(layouts) - 2)]
         cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, self.mesh, self.ranker,
                            out_dtype=target.dtype if target is not None else None, names=names)
-        chosen = explained_steps(cands[0].steps, self.mesh, target)
+        chosen = explained_steps(cands[0].steps, self.mesh, target, sizes=self.bound.sizes)
         self.steps.extend(chosen)
         for c in cands[1:]:
-            self.alternatives.append((tuple(explained_steps(c.steps, self.mesh, target)), tuple(chosen)))
+            self.alternatives.append((tuple(explained_steps(c.steps, self.mesh, target, sizes=self.bound.sizes)),
+                                      tuple(chosen)))
         self.known[name] = final_layout(cands[0].steps)
         self.initial.setdefault(name, self.known[name])
         self.uses.extend(Use(op, line) for op in cands[0].steps if isinstance(op, LocalEinsum))
@@ -233,7 +236,8 @@ class _Walk:
             extra = "".join(sorted(target.unreduced - src.unreduced))
             raise self.error(f"{out.name} asks for partial sums over {extra}, which {src.name} does not hold", out.span)
         _, moves = reshard(src, replace(target, name=src.name), self.mesh, self.ranker)
-        self.steps.extend(Step(m, self.mesh, why=f"reshard to {target.render(self.mesh)}") for m in moves)
+        why = f"reshard to {target.render(self.mesh)}"
+        self.steps.extend(Step(m, self.mesh, why=why, sizes=self.bound.sizes) for m in moves)
         self.known[out.name] = target
         self.initial.setdefault(out.name, target)
 
@@ -297,7 +301,7 @@ class _Walk:
                               f"{stmt.kind}_{ax}({src.render(self.mesh)}) cannot give {want.render(self.mesh)}")
                 raise self.error(reason, stmt.name_span, hint=hint)
         why = f"{kind.explain(moves[0])} (line {line})" if not kind.inserted else f"written on line {line}"
-        self.steps.extend(Step(m, self.mesh, why=why) for m in moves)
+        self.steps.extend(Step(m, self.mesh, why=why, sizes=self.bound.sizes) for m in moves)
         if stmt.output.name != src.name:
             self.produce(stmt.output.name, stmt)
         self.known[stmt.output.name] = out

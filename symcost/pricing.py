@@ -61,9 +61,32 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
 
 
 @caching.memoize(maxsize=8192)
-def symbolic_cost(op, mesh: Mesh) -> OpCost:
-    """The closed-form cost of ``op`` on ``mesh`` (kept: plans share their steps)."""
-    return op_cost(op, Env.symbolic(mesh))
+def symbolic_cost(op, mesh: Mesh, padded=frozenset()) -> OpCost:
+    """The closed-form cost of ``op`` on ``mesh`` (kept: plans share their steps); ``padded`` names the
+    (dimension, axes) whose blocks are rounded up (see :func:`padded_blocks`)."""
+    return op_cost(op, Env.symbolic(mesh, padded))
+
+
+def padded_blocks(op, mesh: Mesh, sizes) -> frozenset:
+    """The (dimension, axes) of ``op`` whose bound size does not divide by the axes' devices."""
+    sizes = dict(sizes)
+    if not sizes:
+        return frozenset()
+    if isinstance(op, LocalEinsum):
+        pairs = set(zip(op.dims, op.axes)) | {p for t in op.inputs + (op.output,) for p in zip(t.dims, t.axes)}
+    else:
+        pairs = {p for t in (op.before, op.after) for p in zip(t.dims, t.axes)}
+    out = set()
+    for d, axes in pairs:
+        n = int(d) if d.isdigit() else sizes.get(d)
+        if not axes or n is None or any(mesh.axis(a).size is None for a in axes):
+            continue
+        k = 1
+        for a in axes:
+            k *= mesh.axis(a).size
+        if n % k:
+            out.add((d, tuple(axes)))
+    return frozenset(out)
 
 
 class Totals(NamedTuple):

@@ -12,7 +12,9 @@ result must reproduce the unsharded computation::
 
 Block order is X-major: ``A[I_{XY}]`` puts block ``x * |Y| + y`` on the device with coordinates (x, y).
 Partial sums (``{U_X}``) are distributed as random summands over X, so a plan that forgets a reduction
-or reduces twice is caught. :func:`reference` computes what a statement means straight from the notation,
+or reduces twice is caught. A dimension that does not divide by its axes is padded with zeros at its end
+(to a multiple of the mesh's device count, so that every layout of it divides and every move stays exact)
+and cropped again when the blocks are collected. :func:`reference` computes what a statement means straight from the notation,
 independently of the planner.
 """
 from __future__ import annotations
@@ -26,14 +28,28 @@ from .layout import Layout
 from .mesh import Mesh
 from .notation import parse
 
-__all__ = ["SimulationError", "check_plan", "collect", "distribute", "reference", "Grid"]
+__all__ = ["SimulationError", "check_plan", "collect", "distribute", "pad", "padded_shape", "reference", "Grid"]
+
+
+def padded_shape(shape, layout: Layout, mesh: Mesh) -> tuple:
+    """``shape`` with every dimension a mesh axis may split rounded up to a multiple of the device count."""
+    n = Grid(mesh).count(mesh.names)
+    return tuple(s if d.isdigit() else -(-s // n) * n for s, d in zip(shape, layout.dims))
+
+
+def pad(array: np.ndarray, layout: Layout, mesh: Mesh) -> np.ndarray:
+    target = padded_shape(array.shape, layout, mesh)
+    if target == array.shape:
+        return array
+    return np.pad(array, [(0, t - s) for s, t in zip(array.shape, target)])
 
 
 def distribute(array: np.ndarray, layout: Layout, mesh: Mesh, rng=None) -> dict:
-    """The blocks every device holds; unreduced axes get random summands of the block."""
+    """The blocks every device holds (of the zero-padded array); unreduced axes get random summands."""
     rng = rng or np.random.default_rng(0)
     grid = Grid(mesh)
     unreduced = mesh.order(layout.unreduced)
+    array = pad(array, layout, mesh)
     out = {d: array[grid.block_slices(d, layout, array.shape)].copy() for d in grid.devices()}
     done = set()
     for d in grid.devices() if unreduced else ():
@@ -51,9 +67,10 @@ def distribute(array: np.ndarray, layout: Layout, mesh: Mesh, rng=None) -> dict:
 
 
 def collect(blocks: dict, layout: Layout, mesh: Mesh, shape) -> np.ndarray:
-    """Reassemble the full array: sum partial sums, check that replicas agree."""
+    """Reassemble the full array of ``shape``: sum partial sums, check that replicas agree, crop the padding."""
     grid = Grid(mesh)
     unreduced = mesh.order(layout.unreduced)
+    true_shape, shape = tuple(shape), padded_shape(shape, layout, mesh)
     full = np.full(shape, np.nan)
     for d, blk in blocks.items():
         if any(grid.coord(d, a) != 0 for a in unreduced):
@@ -69,7 +86,7 @@ def collect(blocks: dict, layout: Layout, mesh: Mesh, shape) -> np.ndarray:
         full[sl] = value
     if np.isnan(full).any():
         raise SimulationError(f"{layout.name}: some blocks of {layout} are held by no device")
-    return full
+    return full[tuple(slice(0, s) for s in true_shape)]
 
 
 def _shape(layout: Layout, sizes: dict) -> tuple:
@@ -119,7 +136,8 @@ def check_plan(plan, sizes: dict, rng=None, inputs: dict | None = None, rtol: fl
             ensure(op.before)
             name = op.before.name
             blocks[name] = op.rule.simulate(blocks[name], op, grid)
-            full[name] = op.rule.reference(full[name], op, grid)
+            moved = op.rule.reference(pad(full[name], op.before, mesh), op, grid)
+            full[name] = moved[tuple(slice(0, s) for s in full[name].shape)]
             layout[name] = op.after
         got = collect(blocks[name], layout[name], mesh, full[name].shape)
         if not np.allclose(got, full[name], rtol=rtol, atol=rtol * max(1.0, float(np.abs(full[name]).max()))):

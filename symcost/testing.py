@@ -8,7 +8,8 @@
     ...     ...
 
 Every case is valid by construction: each mesh axis shards at most one dimension of a tensor, every
-dimension divides by its axes, and a requested output layout is reachable.
+dimension divides by its axes (unless ``uneven`` asks for padded blocks), and a requested output layout is
+reachable.
 """
 from __future__ import annotations
 
@@ -60,8 +61,10 @@ def _layout(draw, dims, axes, allow_unreduced):
     return tuple(out), tuple(unreduced)
 
 
-def _sizes(draw, dims, mesh_sizes):
+def _sizes(draw, dims, mesh_sizes, uneven: bool = False):
     base = math.prod(mesh_sizes)
+    if uneven:   # any size from 1 up: most will not divide by the axes that split them (padded blocks)
+        return {d: draw(st.integers(1, 2 * base + 1)) for d in dims}
     return {d: base * draw(st.integers(1, 2)) for d in dims}
 
 
@@ -69,9 +72,10 @@ def _mesh_text(names, sizes):
     return ",".join(f"{n}={s}" for n, s in zip(names, sizes))
 
 
-def einsum_cases(max_axes: int = 3, oracle: bool = False):
+def einsum_cases(max_axes: int = 3, oracle: bool = False, uneven: bool = False):
     """(program text, mesh text, sizes) of a random binary einsum with random layouts; with ``oracle``, a
-    fourth item: the numpy subscripts of what it computes (``'ij,jk->ik'``), from the dimensions drawn."""
+    fourth item: the numpy subscripts of what it computes (``'ij,jk->ik'``), from the dimensions drawn;
+    with ``uneven``, sizes that need not divide by their axes (padded blocks)."""
     @st.composite
     def build(draw):
         names, msizes = draw(meshes(max_axes))
@@ -91,7 +95,7 @@ def einsum_cases(max_axes: int = 3, oracle: bool = False):
             text += " -> " + _fmt("C", out_dims, o_axes, o_u)
         elif out_dims != tuple(d for d in union if d not in (set(a_dims) & set(b_dims))):
             text += " -> " + _fmt("C", out_dims, [()] * len(out_dims))
-        case = (text, _mesh_text(names, msizes), _sizes(draw, union, msizes))
+        case = (text, _mesh_text(names, msizes), _sizes(draw, union, msizes, uneven))
         return case + (_subscripts([a_dims, b_dims], out_dims),) if oracle else case
     return build()
 
@@ -118,8 +122,9 @@ def chain_cases(max_axes: int = 2):
     return build()
 
 
-def reshard_cases(max_axes: int = 3):
-    """(text, mesh, sizes) of ``A[...] -> A[...]`` between two random layouts."""
+def reshard_cases(max_axes: int = 3, uneven: bool = False):
+    """(text, mesh, sizes) of ``A[...] -> A[...]`` between two random layouts (sizes that need not divide
+    with ``uneven``)."""
     @st.composite
     def build(draw):
         names, msizes = draw(meshes(max_axes))
@@ -129,5 +134,5 @@ def reshard_cases(max_axes: int = 3):
         free = [a for a in names if a not in keep]
         b_axes, _ = _layout(draw, dims, free, False)
         text = f"{_fmt('A', dims, a_axes, a_u)} -> {_fmt('A', dims, b_axes, keep)}"
-        return text, _mesh_text(names, msizes), _sizes(draw, dims, msizes)
+        return text, _mesh_text(names, msizes), _sizes(draw, dims, msizes, uneven)
     return build()

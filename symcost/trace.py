@@ -22,7 +22,7 @@ from .einsum import LocalEinsum
 from .layout import Layout
 from .mesh import Mesh
 from .notation import format_axes
-from .pricing import OpCost, symbolic_cost
+from .pricing import OpCost, padded_blocks, symbolic_cost
 from .rewrite import Ranker
 
 
@@ -35,10 +35,11 @@ class Step:
     phase: str = "forward"
     why: str = ""
     critical: bool = True   # on the critical path (the book marks weight gathers / reductions as off it)
+    sizes: tuple = field(default=(), compare=False, repr=False)   # the bound sizes (padded blocks round up)
 
     @cached_property
     def cost(self) -> OpCost:
-        return symbolic_cost(self.op, self.mesh)
+        return symbolic_cost(self.op, self.mesh, padded_blocks(self.op, self.mesh, self.sizes))
 
     @property
     def is_einsum(self) -> bool:

@@ -32,11 +32,35 @@ def test_invalid_layouts_say_which_axis_and_tensor(text, words, column):
     assert exit_code(e.value) == 1
 
 
-def test_indivisible_size_when_bound():
+def test_indivisible_size_when_bound_is_padded_and_refused_under_strict():
+    """A dimension that does not divide is planned padded, as GSPMD pads (each device holds the size
+    rounded up); check --strict refuses it."""
     with pytest.raises(ShardingError) as e:
-        symcost.check("A[I_X, J]", mesh="X=3", dims="I=128,J=2")
+        symcost.check("A[I_X, J]", mesh="X=3", dims="I=128,J=2", strict=True)
     assert "dimension I=128 of A does not divide by X=3 devices" in str(e.value)
-    symcost.check("A[I_X, J]", mesh="X=4", dims="I=128,J=2")  # fine
+    (pad,) = symcost.check("A[I_X, J]", mesh="X=3", dims="I=128,J=2").padding
+    assert (pad.tensor, pad.dim, pad.per_device, pad.padded) == ("A", "I", 43, 129)
+    assert pad.waste == pytest.approx(1 / 129)
+    assert symcost.check("A[I_X, J]", mesh="X=4", dims="I=128,J=2", strict=True).padding == ()
+    from symcost.layout import bytes_per_device
+    assert bytes_per_device(Layout.of("A", "IJ", [("X",), ()]), parse_mesh("X=3"), {"I": 128, "J": 2}) == 2 * 43 * 2
+
+
+def test_padded_blocks_cost_the_padded_work():
+    plan = symcost.derive("A[I_X, J] * B[J, K] -> C[I_X, K]", mesh="X=3", dims="I=10,J=4,K=4")
+    assert plan.evaluate(plan.flops) == 2 * 4 * 4 * 4          # ceil(10 / 3) = 4 rows a device
+    assert [p.tensor for p in plan.padding] == ["A", "C"]
+
+
+def test_the_books_fsdp_bound_on_a_full_v5p_pod():
+    """Part 6: FSDP over a whole v5p pod (8960 chips over three torus axes) is compute-bound above
+    C / (3 W_ici) = 850 tokens per chip, although D = 8192 pads over 8960 devices."""
+    plan = symcost.derive("In[B_X, D] *_D Win[D_X, F] *_F Wout[F, D_X] -> Out[B_X, D]", mesh="X=8960:3",
+                          dims="D=8192,F=28672", hw="tpu-v5p")
+    (c,) = [c for c in plan.solve("B") if c["condition"] == "t_math = t_comms"]
+    assert c["per_device"]["value"] == pytest.approx(850, rel=1e-3)
+    assert {(p.tensor, p.dim, p.padded) for p in plan.padding} == {("Win", "D", 8960), ("Wout", "D", 8960)}
+    assert plan.mesh.axis("X").ring                            # a whole pod keeps its wraparound
 
 
 def test_literal_dims_cannot_be_sharded():

@@ -157,3 +157,28 @@ def test_every_chain_plan_reproduces_numpy(case):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_every_reshard_reproduces_the_array(case):
     _run(case)
+
+
+@pytest.mark.slow
+@given(einsum_cases(oracle=True, uneven=True))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_padded_plans_reproduce_numpy(case):
+    """Sizes that do not divide by their axes: blocks are padded (zeros at the end) and plans stay exact."""
+    text, mesh, sizes, subscripts = case
+    plan = symcost.derive(text, mesh=mesh, dims=sizes)
+    out = check_plan(plan, sizes, np.random.default_rng(0))
+    assert np.allclose(out[plan.layouts[-1].name], np.einsum(subscripts, out["A"], out["B"]))
+
+
+@pytest.mark.slow
+@given(reshard_cases(uneven=True))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_padded_reshards_reproduce_the_array(case):
+    _run(case)
+
+
+def test_a_padded_gather_on_three_devices():
+    plan = symcost.derive("A[I_X, J] -> A[I, J]", mesh="X=3", dims="I=10,J=2")
+    x = np.arange(20.0).reshape(10, 2)
+    out = check_plan(plan, {"I": 10, "J": 2}, inputs={"A": x})
+    assert np.array_equal(out["A"], x) and plan.padding[0].padded == 12

@@ -12,6 +12,8 @@ from .options import common, derive_from, planning, write_output
 def register(sub):
     c = sub.add_parser("check", help="is this sharding / program valid? why not?")
     common(c)
+    c.add_argument("--strict", action="store_true",
+                   help="also refuse a dimension that does not divide by its axes (by default it is padded)")
     c.set_defaults(handler=cmd_check)
 
     d = sub.add_parser("derive", help="the plan: steps with collectives, per-step and total costs")
@@ -49,14 +51,16 @@ def register(sub):
 
 
 def cmd_check(args) -> int:
-    plan = derive_from(args)
+    plan = derive_from(args, strict=args.strict)
     layouts = [l.render(plan.mesh) for l in plan.layouts]
     needs = [s.signature() for s in plan.collectives]
     if args.json:
-        print(json.dumps({"valid": True, "expression": plan.expression, "layouts": layouts, "collectives": needs},
-                         indent=2))
+        print(json.dumps({"valid": True, "expression": plan.expression, "layouts": layouts, "collectives": needs,
+                          "padding": [p.as_dict() for p in plan.padding]}, indent=2))
         return 0
     print(f"valid: {plan.expression}")
+    for p in plan.padding:
+        print(f"  padding: {p}")
     for lay in layouts:
         print(f"  {lay}")
     if needs:
@@ -111,6 +115,8 @@ def cmd_solve(args) -> int:
     print(f"program: {args.program}" if os.path.exists(args.program) else f"expression: {plan.expression}")
     for note in plan.notes:
         print(f"note: {note}")
+    for pad in plan.padding:
+        print(f"padding: {pad}")
     for name, p, r in report:
         print(f"[{name}]" if len(report) > 1 else "")
         print(f"  t_math  = {p.t_math}")

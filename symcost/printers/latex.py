@@ -106,6 +106,10 @@ def _assumptions(plan) -> list[str]:
            r"\item Collectives: AllGather and ReduceScatter $V/W_{ici}$ per link on a bidirectional ring, "
            r"AllReduce $2V/W_{ici}$, AllToAll $V/(4W_{ici})$; latency $T_{min}$ per hop "
            r"(How to Scale Your Model, Part 3)."]
+    for p in plan.padding:
+        out.append(r"\item Padding: " + escape(str(p)))
+    for n in plan.notes:
+        out.append(r"\item Placement: " + escape(n))
     hw = plan.hardware
     if hw is not None:
         out += [r"\item Hardware " + escape(hw.name) + ": " + escape(hw.description), r"\begin{itemize}"]

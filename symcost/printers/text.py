@@ -31,7 +31,7 @@ def fmt_count(x: float) -> str:
 def render_plan(plan) -> str:
     lines = [f"expression: {plan.expression}",
              f"mesh: {plan.mesh}" + (f"   hardware: {plan.hardware.name}" if plan.hardware else "")]
-    lines += [f"note: {n}" for n in plan.notes] + [""]
+    lines += [f"note: {n}" for n in plan.notes] + [f"padding: {p}" for p in plan.padding] + [""]
     for i, s in enumerate(plan.steps, 1):
         lines.append(f"{i}. {s.signature()}")
         b = plan.evaluate(s.bytes)
