@@ -1,9 +1,9 @@
 """symcost: symbolic cost derivation for sharded tensor programs.
 
     >>> import symcost
-    >>> plan = symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh={"X": 4})
-    >>> [s.kind for s in plan.collectives]
-    ['AllToAll', 'AllGather']
+    >>> plan = symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh={"X": 4}, dims="I=256,J=8192,K=64")
+    >>> [s.kind for s in plan.collectives]                  # the book's Case 2 with a small K
+    ['AllReduce']
 
 The notation is the book *How to Scale Your Model*'s (Part 3). See the README for the command line.
 """

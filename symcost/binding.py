@@ -107,14 +107,36 @@ class BoundProgram:
 
     @property
     def ranking_sizes(self) -> dict[str, int]:
-        """Sizes to rank candidate plans at: the program's ``rank`` statements, then the bound sizes."""
+        """Sizes to rank candidate plans at, where given: the program's ``rank`` statements, then the bound
+        sizes (the planner adds its defaults for the rest)."""
         return {**self.program.ranking, **self.size_map}
+
+    def split_over(self) -> dict[str, int]:
+        """For each dimension the program writes split over mesh axes, the most devices it is split over
+        (axes of unknown size count as None)."""
+        out: dict[str, int | None] = {}
+        for st in self.program.statements:
+            for t in st.tensors:
+                for d in t.dims:
+                    if not d.axes or d.name.isdigit():
+                        continue
+                    sizes = [self.mesh.axis(a).size if a in self.mesh else None for a in d.axes]
+                    n = None if None in sizes else _product(sizes)
+                    out[d.name] = n if d.name not in out or out[d.name] is None else max(out[d.name], n or 0)
+        return out
 
     @property
     def is_strategy(self) -> bool:
         """A program that declares parameters is a training strategy."""
         from .notation import Declaration
         return any(isinstance(s, Declaration) for s in self.program.statements)
+
+
+def _product(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
 
 
 def bind(text, mesh=None, dims=None, hw=None) -> BoundProgram:

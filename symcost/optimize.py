@@ -56,23 +56,44 @@ def optimum(plan, vary, chips) -> dict:
     t = comms.xreplace({y: N / x})
     terms = pieces(t)
     cands = []
-    if len(terms) >= 2:  # the max is smallest where the increasing and decreasing terms meet
-        for i in range(len(terms)):
-            for j in range(i + 1, len(terms)):
-                cands += sp.solve(sp.Eq(terms[i], terms[j]), x)
-    else:
-        cands += sp.solve(sp.diff(t, x), x)
-    cands = [c for c in cands if c.is_positive is not False and not c.has(sp.I)]
+    try:
+        if len(terms) >= 2:  # the max is smallest where the increasing and decreasing terms meet
+            for i in range(len(terms)):
+                for j in range(i + 1, len(terms)):
+                    cands += sp.solve(sp.Eq(terms[i], terms[j]), x)
+        else:
+            cands += sp.solve(sp.diff(t, x), x)
+    except NotImplementedError:   # a transcendental balance: no closed form (the integer split still exists)
+        cands = []
+    cands = [c for c in cands if c.is_positive is not False and not c.has(sp.I) and _admissible(c, N, plan)]
     if not cands:
-        raise UsageError(f"T_comms does not trade {vary[0]} against {vary[1]}: no interior optimum")
+        raise UsageError(f"T_comms does not trade {vary[0]} against {vary[1]} in closed form: no interior optimum "
+                         f"between 1 and the chips")
     best = min(cands, key=lambda c: sp.count_ops(c))
     best = sp.powsimp(sp.simplify(best), force=True)
     return {vary[0]: best, vary[1]: sp.simplify(N / best), "t_comms": sp.simplify(t.xreplace({x: best})),
             "chips": N, "t_comms_of_x": t}
 
 
-def optimize_plan(plan, vary, chips) -> dict:
-    """Everything ``symcost optimize`` reports (its --json keys and more)."""
+def _admissible(root, chips, plan) -> bool:
+    """A root is a split when it lies between 1 and the chips: checked with the plan's numbers, the ranking
+    defaults standing in for what is unbound (a quadratic balance has a negative root too)."""
+    defaults = {s: RANKING_DEFAULTS.get(s.name, RANKING_DEFAULTS["dim"]) for s in (root - chips).free_symbols}
+    bind = {**defaults, **plan.bindings()}
+    try:
+        r, n = complex(root.xreplace(bind)), complex(sp.sympify(chips).xreplace(bind))
+    except TypeError:
+        return True
+    return abs(r.imag) < 1e-9 and 1 - 1e-9 <= r.real <= n.real + 1e-9
+
+
+def optimize_plan(plan, vary, chips, derive_at=None) -> dict:
+    """Everything ``symcost optimize`` reports (its --json keys and more).
+
+    The closed-form optimum comes from the plan's symbolic T_comms. The best integer split is found by
+    deriving the program at every divisor of the chips (``derive_at(sizes) -> Plan``; by default the
+    plan's own program, re-derived), so the numbers it reports are exactly what ``derive`` says at that
+    mesh: placement on the hardware, latency floors and all."""
     opt = optimum(plan, vary, chips)
     a, b = vary
     x = symbols.axis(a)
@@ -82,15 +103,37 @@ def optimize_plan(plan, vary, chips) -> dict:
     xv = opt[a].xreplace(bind)
     if not xv.free_symbols:
         out["numeric"] = {a: float(xv), b: float(opt[b].xreplace(bind))}
-        n = opt["chips"].xreplace(bind)
-        if n.is_Integer:
-            out["chosen"] = _best_split(opt["t_comms_of_x"], x, int(n), bind, a, b)
+    n = opt["chips"].xreplace(bind)
+    if n.is_Integer:
+        out["chosen"] = best_split(plan, a, b, int(n), derive_at or rederive(plan))
     # compute-bound at the optimum: T_math >= T_comms (book: B/N > alpha^2 / (M_X M_Y F))
     t_math = plan.t_math.xreplace({symbols.axis(b): opt["chips"] / x}).xreplace({x: opt[a]})
     cond = sp.Gt(sp.simplify(t_math), opt["t_comms"])
     out["compute_bound_when"] = _batch_condition(cond)
     out["t_math"] = sp.simplify(t_math)
     return out
+
+
+def rederive(plan):
+    """``sizes -> Plan``: the plan's program derived again with some mesh axes given sizes."""
+    from dataclasses import replace
+
+    from .mesh import Mesh
+    from .program import derive_program
+    backward = any(s.phase == "backward" for s in plan.steps)
+
+    def at(sizes: dict):
+        mesh = Mesh(tuple(replace(ax, size=sizes.get(ax.name, ax.size)) for ax in plan.mesh.axes))
+        return derive_program(plan.expression, mesh, dict(plan.sizes), plan.hardware, backward=backward,
+                              overlap=plan.overlap, objective=plan.objective)
+    return at
+
+
+def _number(plan, expr) -> float | None:
+    """``expr`` at the plan's numbers, the ranking defaults standing in for unbound hardware figures."""
+    val = sp.sympify(expr).xreplace(plan.bindings())
+    val = val.xreplace({symbols.hw(k): RANKING_DEFAULTS[k] for k in symbols.HARDWARE_SYMBOLS})
+    return None if val.free_symbols else float(val)
 
 
 def _batch_condition(cond):
@@ -101,25 +144,16 @@ def _batch_condition(cond):
     return solve_inequality(cond, syms["B"])
 
 
-def _best_split(t_of_x, x, n: int, bind, a, b):
-    """The integer split (X a divisor of N) with the lowest T_comms; ties to powers of two."""
-    t = t_of_x.xreplace({k: v for k, v in bind.items() if k != x})
-    # hardware figures scale every split alike; unbound ones take the ranking defaults
-    t = t.xreplace({symbols.hw(k): RANKING_DEFAULTS[k] for k in symbols.HARDWARE_SYMBOLS})
+def best_split(plan, a: str, b: str, n: int, derive_at) -> dict | None:
+    """The integer split (``a`` a divisor of ``n``) with the lowest T_comms, each derived; ties go to the
+    lower T_step, then to powers of two. ``t_comms`` and ``t_step`` are the derived plan's, in seconds."""
     best = None
-    for d in range(1, n + 1):
-        if n % d:
-            continue
-        val = t.xreplace({x: d})
-        if val.free_symbols:
+    for d in (d for d in range(1, n + 1) if n % d == 0):
+        p = derive_at({a: d, b: n // d})
+        tc, ts = _number(p, p.t_comms), _number(p, p.t_step)
+        if tc is None or ts is None or math.isnan(tc):
             return None
-        v = float(val)
-        if math.isnan(v):
-            return None
-        key = (v, 0 if d & (d - 1) == 0 else 1)
+        key = (round(tc, 15), round(ts, 15), 0 if d & (d - 1) == 0 else 1)
         if best is None or key < best[0]:
-            best = (key, d)
-    if best is None:
-        return None
-    d = best[1]
-    return {a: d, b: n // d, "t_comms": best[0][0]}
+            best = (key, {a: d, b: n // d, "t_comms": tc, "t_step": ts, "hardware_bound": p.hardware is not None})
+    return best[1] if best else None

@@ -19,6 +19,7 @@ from . import dtypes
 from .binding import BoundProgram
 from .collectives import RULES, Move, rule
 from .einsum import LocalEinsum
+from .env import RANKING_DEFAULTS
 from .errors import ShardingError, UsageError
 from .layout import Layout, layout_from_ref
 from .notation import Collective, Declaration, Einsum, Ranking, TensorRef, format_axes
@@ -51,11 +52,20 @@ def allowed_moves(bound: BoundProgram, moves) -> tuple | None:
     return kinds
 
 
+def ranking_sizes(bound: BoundProgram) -> dict[str, int]:
+    """The sizes candidate plans are compared at: bound sizes, then ``rank`` statements, then the ranking
+    default per device for a dimension the program splits (a batch split over a whole pod ranks as 8192
+    tokens a chip, not 8192 in all), then the ranking default."""
+    per = RANKING_DEFAULTS["dim"]
+    split = {d: per * (n or RANKING_DEFAULTS["axis"]) for d, n in bound.split_over().items()}
+    return {**split, **bound.ranking_sizes}
+
+
 def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None) -> Ranker:
     if objective not in OBJECTIVES:
         raise UsageError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     constants = bound.hardware.bindings("bf16") if bound.hardware is not None else None
-    return Ranker.make(bound.mesh, bound.ranking_sizes, constants, objective, policy(overlap),
+    return Ranker.make(bound.mesh, ranking_sizes(bound), constants, objective, policy(overlap),
                        allowed_moves(bound, moves))
 
 

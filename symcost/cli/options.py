@@ -69,8 +69,9 @@ def derive_from(args, **extra):
         kw["objective"] = args.objective
     if getattr(args, "backward", False):
         kw.update(backward=True, reuse=args.reuse, params=args.params)
+    mesh = extra.pop("mesh", args.mesh)
     kw.update(extra)
-    return derive(read_program(args.program), args.mesh, args.dims, args.hw, **kw)
+    return derive(read_program(args.program), mesh, args.dims, args.hw, **kw)
 
 
 def write_output(path: str, text: str) -> None:

@@ -6,6 +6,7 @@ import os
 
 import sympy as sp
 
+from ..printers.text import fmt_seconds
 from .options import common, derive_from, planning, write_output
 
 
@@ -145,10 +146,18 @@ def cmd_optimize(args) -> int:
     from ..optimize import optimize_plan
     plan = derive_from(args)
     vary = tuple(v.strip() for v in args.vary.split(",") if v.strip())
-    r = optimize_plan(plan, vary, args.chips)
+    def derive_at(sizes):
+        axes = ",".join(f"{a.name}={sizes.get(a.name, a.size)}" + (f":{a.links}" if a.links != 1 else "")
+                        + (f":{a.kind}" if a.kind_written else "") if sizes.get(a.name, a.size) is not None
+                        else str(a) for a in plan.mesh.axes)
+        return derive_from(args, mesh=axes)
+
+    r = optimize_plan(plan, vary, args.chips, derive_at)
+    chosen = r["chosen"]
     if args.json:
         print(json.dumps({"vary": r["vary"], "optimum": {k: str(v) for k, v in r["optimum"].items()},
-                          "numeric": r["numeric"], "chosen": ({k: r["chosen"][k] for k in vary} if r["chosen"] else None),
+                          "numeric": r["numeric"],
+                          "chosen": ({k: chosen[k] for k in (*vary, "t_comms", "t_step")} if chosen else None),
                           "t_comms": str(r["t_comms"]), "t_math": str(r["t_math"]),
                           "compute_bound_when": str(r["compute_bound_when"])}, indent=2))
         return 0
@@ -157,10 +166,11 @@ def cmd_optimize(args) -> int:
         print(f"{k}_opt = {v}{num}")
     print(f"t_comms at the optimum = {r['t_comms']}")
     print(f"t_math = {r['t_math']}")
-    if r["chosen"]:
-        c = r["chosen"]
-        print("best integer split: " + ", ".join(f"{k}={c[k]}" for k in vary)
-              + f" (t_comms = {c['t_comms']:.4g} s at the ranking figures where hardware is unbound)")
+    if chosen:
+        where = f"derived at that mesh on {plan.hardware.name}" if chosen["hardware_bound"] else \
+            "derived at that mesh, at the ranking figures (no --hw)"
+        print("best integer split: " + ", ".join(f"{k}={chosen[k]}" for k in vary)
+              + f" (t_comms = {fmt_seconds(chosen['t_comms'])}, t_step = {fmt_seconds(chosen['t_step'])}; {where})")
     print(f"compute-bound when: {r['compute_bound_when']}")
     return 0
 

@@ -6,7 +6,8 @@ busiest link:
 
 - ``ici`` with wraparound (a ring): V / (W_ici * links), W_ici the bidirectional bandwidth per link and
   ``links`` the torus dimensions the axes span (book Part 3, "AllGather ... V / W_ici"; Part 2: "a
-  collective over k torus axes gets k times the bandwidth"); hops |axis| / 2 per axis.
+  collective over k torus axes gets k times the bandwidth"); hops edge / 2 per torus dimension, where an
+  axis of n chips over k dimensions has edges of n^(1/k).
 - ``ici`` without wraparound (a line): the data crosses the line one way, (n-1)/n of V over the one-way
   bandwidth W_ici / 2 (book Part 3, the 560 us example on a v5e 4-chip axis); hops |axis| - 1.
 - ``nvlink`` (a switched domain): every GPU reaches every other in one hop; V (n-1)/n through each GPU's
@@ -27,6 +28,7 @@ class Group:
     n: object          # devices in the group
     sizes: tuple       # each axis's size
     links: object      # sum of the axes' link counts
+    spans: tuple = ()  # each axis's link count where it is a number (the torus dimensions it spans)
 
     @property
     def switched(self) -> bool:
@@ -37,7 +39,7 @@ def group(axes, env) -> Group:
     info = [env.axis_info(a) for a in axes]
     sizes = tuple(env.axis(a) for a in axes)
     return Group(info[0].kind, all(a.ring for a in info), env.prod(sizes), sizes,
-                 env.total(env.links(a) for a in axes))
+                 env.total(env.links(a) for a in axes), tuple(a.links if isinstance(a.links, int) else 1 for a in info))
 
 
 def bandwidth(g: Group, env):
@@ -52,12 +54,15 @@ def bandwidth(g: Group, env):
 
 
 def hops(g: Group, env):
-    """Hops of one pass around the group: |axis|/2 per ring axis, |axis|-1 per line axis, 1 in a switch."""
+    """Hops of one pass around the group: edge/2 per ring dimension, edge-1 per line dimension (an axis of n
+    chips over k torus dimensions has k edges of n^(1/k)), 1 in a switch."""
     if g.kind == "nvlink":
         return env.one
+    spans = g.spans or (1,) * len(g.sizes)
+    edges = [n if k == 1 else n ** (1 / k) if env.is_numeric else n ** (env.one / k) for n, k in zip(g.sizes, spans)]
     if g.kind == "dcn" or g.ring:
-        return env.total(g.sizes) / 2
-    return env.total(g.sizes) - len(g.sizes)
+        return env.total(k * e for k, e in zip(spans, edges)) / 2
+    return env.total(k * (e - 1) for k, e in zip(spans, edges))
 
 
 def one_way(g: Group, env):
