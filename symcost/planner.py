@@ -218,7 +218,13 @@ class _Walk:
         out_dims = self.result_dims(stmt, layouts)
         out = stmt.output
         name = stmt.result_name or self.fresh_name("Out")
-        reshard_only = len(layouts) == 1 and out is not None and layouts[0].dims == tuple(d.name for d in out.dims)
+        out_names = tuple(d.name for d in out.dims) if out is not None else ()
+        if len(layouts) == 1 and out is not None and out.name == layouts[0].name and out_names != layouts[0].dims \
+                and set(out_names) == set(layouts[0].dims):
+            raise self.error(f"{out.name} is asked for as [{', '.join(out_names)}] but is [{', '.join(layouts[0].dims)}]: "
+                             f"transposes are not supported", out.span,
+                             hint="keep the dimensions in their order, or name the result differently (B[J, I] = A[I, J])")
+        reshard_only = len(layouts) == 1 and out is not None and layouts[0].dims == out_names
         if not (len(stmt.operands) == 1 and name == stmt.operands[0].name):  # a reshard keeps its tensor
             self.produce(name, stmt)
         target = None
@@ -310,7 +316,16 @@ class _Walk:
                     reason = (f"{stmt.kind}_{ax}: {r}" if r else
                               f"{stmt.kind}_{ax}({src.render(self.mesh)}) cannot give {want.render(self.mesh)}")
                 raise self.error(reason, stmt.name_span, hint=hint)
+        if out.name != src.name:   # the collective names its result: the last move carries the rename
+            moves[-1] = replace(moves[-1], after=out)
         why = f"{kind.explain(moves[0])} (line {line})" if not kind.inserted else f"written on line {line}"
+        if len(moves) == 2:
+            major = ", ".join(a for a in stmt.axes if a in moves[0].after.sharding_axes)
+            self.steps.append(Step(moves[0], self.mesh, sizes=self.bound.sizes,
+                                   why=f"not written: {major} is the major axis of its dimension in "
+                                       f"{src.render(self.mesh)}, so the blocks are permuted first to make the "
+                                       f"{stmt.kind} on line {line} exact"))
+            moves = moves[1:]
         self.steps.extend(Step(m, self.mesh, why=why, sizes=self.bound.sizes) for m in moves)
         if stmt.output.name != src.name:
             self.produce(stmt.output.name, stmt)
@@ -319,7 +334,8 @@ class _Walk:
         self.uses.append(Use(replace(moves[-1], before=src, after=out), line, written=True))
 
     def written_moves(self, kind, axes: set, src: Layout, want: Layout) -> list[Move]:
-        """The move a written collective is, or a Permute then that move when it works on a major axis."""
+        """The move a written collective is, or a Permute then that move when it works on a major axis (the
+        Permute's reason says so: the program did not write it)."""
         for m in kind.edges(src, self.mesh):
             if set(m.axes) == axes and m.after == want:
                 return [m]

@@ -134,10 +134,10 @@ def check_plan(plan, sizes: dict, rng=None, inputs: dict | None = None, rtol: fl
             layout[name] = op.output
         else:
             ensure(op.before)
-            name = op.before.name
-            blocks[name] = op.rule.simulate(blocks[name], op, grid)
-            moved = op.rule.reference(pad(full[name], op.before, mesh), op, grid)
-            full[name] = moved[tuple(slice(0, s) for s in full[name].shape)]
+            src, name = op.before.name, op.after.name      # a written collective may name its result
+            blocks[name] = op.rule.simulate(blocks[src], op, grid)
+            moved = op.rule.reference(pad(full[src], op.before, mesh), op, grid)
+            full[name] = moved[tuple(slice(0, s) for s in full[src].shape)]
             layout[name] = op.after
         got = collect(blocks[name], layout[name], mesh, full[name].shape)
         if not np.allclose(got, full[name], rtol=rtol, atol=rtol * max(1.0, float(np.abs(full[name]).max()))):

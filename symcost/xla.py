@@ -24,9 +24,9 @@ def step_link_bytes(m: Move, env: Env) -> float:
     return m.rule.ring_bytes(m, env)
 
 
-def ring_link_bytes(plan, phase: str | None = None) -> int:
+def ring_link_bytes(plan, phase: str | None = None, sizes=None) -> int:
     """Bytes each device sends for the plan's collectives under the ring model (numbers bound)."""
-    env = Env.numeric(plan.mesh, dict(plan.sizes))
+    env = Env.numeric(plan.mesh, dict(plan.sizes) if sizes is None else sizes)
     total = sum(step_link_bytes(s.op, env) for s in plan.steps
                 if (phase is None or s.phase == phase) and not s.is_einsum)
     return int(round(total))

@@ -1,5 +1,11 @@
 """At least as good as XLA: symcost's plan never moves more bytes than the collectives XLA's SPMD
-partitioner inserted for the same sharded einsum (tests/data/xla, one ring cost model)."""
+partitioner inserted for the same sharded einsum (tests/data/xla, one ring cost model).
+
+XLA runs its collectives one after another, so the plans are ranked here with collectives summed
+(overlap=False). Under the book's overlap policy, where each mesh axis's links work in parallel, the model
+may rightly prefer more bytes spread over two axes: for contracting_two_axes (8 devices, latency-bound at
+these sizes) two gathers over Y overlapped with an AllReduce over X take 5.8 us against 6.0 us for one
+AllReduce over XY, while moving 4x the bytes. That is the model's answer, not a bytes-optimal one."""
 import json
 from pathlib import Path
 
@@ -26,7 +32,7 @@ def sizes_of(text):
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_never_more_bytes_than_xla(case):
-    plan = symcost.derive(case["symcost"], mesh=case["mesh"], dims=case["shapes"], objective="comms")
+    plan = symcost.derive(case["symcost"], mesh=case["mesh"], dims=case["shapes"], objective="comms", overlap=False)
     ours = ring_link_bytes(plan)
     theirs = xla_link_bytes(COLLECTIVES[case["name"]])
     assert theirs == SUMMARY[case["name"]]["total_canonical_link_bytes_per_device"]
@@ -37,7 +43,7 @@ def test_never_more_bytes_than_xla(case):
 def test_strictly_better_where_xla_gathers_a_whole_operand():
     better = {}
     for case in CASES:
-        plan = symcost.derive(case["symcost"], mesh=case["mesh"], dims=case["shapes"], objective="comms")
+        plan = symcost.derive(case["symcost"], mesh=case["mesh"], dims=case["shapes"], objective="comms", overlap=False)
         better[case["name"]] = xla_link_bytes(COLLECTIVES[case["name"]]) / max(1, ring_link_bytes(plan))
     assert better["case4_both_free_same_axis"] == pytest.approx(786432 / 442368)
     assert better["output_resharded"] == pytest.approx(4.0)

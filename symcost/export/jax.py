@@ -15,7 +15,7 @@ import re
 from ..einsum import LocalEinsum
 from ..errors import ExportError
 
-__all__ = ["export_plan", "ExportError"]
+__all__ = ["export_plan", "concrete_sizes", "ExportError"]
 
 
 def _spec(layout) -> str:
@@ -46,20 +46,31 @@ def _var(name: str) -> str:
     return "t_" + re.sub(r"\W", "_", name)
 
 
+def concrete_sizes(plan, what: str) -> dict:
+    """Every dimension's size: the bound ones, and for the rest a small size every layout divides (twice
+    the number of devices). JAX's shard_map needs dimensions its axes divide: padded blocks are refused."""
+    mesh = plan.mesh
+    if not mesh.bound:
+        raise ExportError(f"cannot {what}: give every mesh axis a size (--mesh X=4,...)")
+    if plan.padding:
+        raise ExportError(f"cannot {what} padded blocks ({plan.padding[0]}): bind sizes the axes divide")
+    default = 2
+    for a in mesh.axes:
+        default *= a.size
+    sizes = {}
+    for s in plan.steps:
+        for t in (s.op.inputs + (s.op.output,) if s.is_einsum else (s.op.before, s.op.after)):
+            sizes.update({d: default for d in t.dims if not d.isdigit()})
+    sizes.update({d: default for lay in plan.layouts for d in lay.dims if not d.isdigit()})
+    sizes.update(dict(plan.sizes))
+    return sizes
+
+
 def export_plan(plan) -> str:
     """A standalone Python program that runs ``plan`` with shard_map and checks it against jnp.einsum.
     Dimensions left unbound get a small size every layout divides (twice the number of devices)."""
     mesh = plan.mesh
-    if not mesh.bound:
-        raise ExportError("cannot export: give every mesh axis a size (--mesh X=4,...)")
-    default = 2
-    for a in mesh.axes:
-        default *= a.size
-    sizes = {d: default for lay in plan.layouts for d in lay.dims if not d.isdigit()}
-    for s in plan.steps:
-        for t in (s.op.inputs + (s.op.output,) if s.is_einsum else (s.op.before, s.op.after)):
-            sizes.update({d: default for d in t.dims if not d.isdigit() and d not in sizes})
-    sizes.update(dict(plan.sizes))
+    sizes = concrete_sizes(plan, "export")
     inputs, seen, body, ref = [], set(), [], []
     produced = set()
     for s in plan.steps:
@@ -80,7 +91,11 @@ def export_plan(plan) -> str:
             if op.before.name not in seen and op.before.name not in produced:
                 inputs.append(op.before)
                 seen.add(op.before.name)
-            body += op.rule.lower_jax(op, mesh, _var(op.before.name))
+            if op.after.name != op.before.name:    # a written collective that names its result
+                body.append(f"{_var(op.after.name)} = {_var(op.before.name)}")
+                ref.append(f"r[{op.after.name!r}] = r[{op.before.name!r}]")
+                produced.add(op.after.name)
+            body += op.rule.lower_jax(op, mesh, _var(op.after.name))
     for t in inputs:
         if t.unreduced:
             raise ExportError(f"cannot export: input {t.name} holds partial sums ({t})")
@@ -110,7 +125,8 @@ def export_plan(plan) -> str:
         "except ImportError:  # older JAX",
         "    from jax.experimental.shard_map import shard_map",
         "",
-        f"MESH = Mesh(np.array(jax.devices()[:{ndev}]).reshape({tuple(shape)}), {tuple(names)})",
+        "# the host's CPU devices (forced to the mesh's count above), also on a machine with accelerators",
+        f"MESH = Mesh(np.array(jax.devices('cpu')[:{ndev}]).reshape({tuple(shape)}), {tuple(names)})",
         "IN_SPECS = {" + ", ".join(f"{t.name!r}: {_spec(t)}" for t in inputs) + "}",
         "OUT_SPECS = {" + ", ".join(f"{o.name!r}: {_spec(o)}" for o in outs) + "}",
         "SHAPES = {" + ", ".join(f"{t.name!r}: {_shape(t, sizes)}" for t in inputs) + "}",

@@ -12,6 +12,7 @@ from ..einsum import LocalEinsum
 from ..env import Env
 from ..errors import ExportError
 from ..xla import ring_link_bytes, step_link_bytes
+from .jax import concrete_sizes
 
 
 
@@ -95,10 +96,10 @@ def xla_check(plan) -> dict:
     ndev = 1
     for a in mesh.axes:
         ndev *= a.size
-    if len(jax.devices()) < ndev:
+    if len(jax.devices("cpu")) < ndev:
         raise ExportError(f"xla-check needs {ndev} devices; run with "
                           f"XLA_FLAGS=--xla_force_host_platform_device_count={ndev}")
-    sizes = dict(plan.sizes)
+    sizes = concrete_sizes(plan, "check with XLA")
     first = {}
     for s in plan.steps:
         op = s.op
@@ -106,7 +107,7 @@ def xla_check(plan) -> dict:
             first.setdefault(t.name, t)
     ins = [first[t.name] for t in e.inputs]
     final = {l.name: l for l in plan.layouts}[e.output.name]
-    jmesh = Mesh(np.array(jax.devices()[:ndev]).reshape([a.size for a in mesh.axes]), mesh.names)
+    jmesh = Mesh(np.array(jax.devices("cpu")[:ndev]).reshape([a.size for a in mesh.axes]), mesh.names)
 
     def spec(t):
         return P(*[(ax if len(ax) > 1 else ax[0]) if ax else None for ax in t.axes])
@@ -138,5 +139,5 @@ def xla_check(plan) -> dict:
     ours = [{"signature": s.signature(), "link_bytes": int(round(step_link_bytes(s.op, env)))}
             for s in plan.collectives]
     return {"xla": {"collectives": found, "link_bytes": int(sum(c["link_bytes"] for c in found))},
-            "symcost": {"collectives": ours, "link_bytes": ring_link_bytes(plan)},
+            "symcost": {"collectives": ours, "link_bytes": ring_link_bytes(plan, sizes=sizes)},
             "jax": jax.__version__}

@@ -32,16 +32,21 @@ from ..mesh import Mesh
 from .ranking import Ranker
 from .routes import Entry, search
 
-INF = float("inf")
 ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums included"
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """A whole plan: moves and local einsums in order, with its numeric objective."""
+    """A whole plan: moves and local einsums in order, with its numeric objective and (to break ties, where
+    latency floors make plans equally fast) the throughput time of its moves."""
 
     steps: tuple
     cost: float
+    moved: float = 0.0
+
+    @property
+    def rank(self) -> tuple:
+        return (float(f"{self.cost:.9g}"), float(f"{self.moved:.9g}"), len(self.steps))
 
 
 def sigmas(dims, mesh_axes):
@@ -88,7 +93,7 @@ def _plan_chain(operands, contracts, final_name, out_dims, target, mesh, ranker,
     if not cands:
         raise ShardingError(f"no plan reaches {target}" if target not in (None, ANY) else "no plan found")
     seen, out = set(), []
-    for c in sorted(cands, key=lambda c: (c.cost, len(c.steps))):
+    for c in sorted(cands, key=lambda c: c.rank):
         k = _route_key(c.steps)
         if k not in seen:
             seen.add(k)
@@ -117,7 +122,7 @@ def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
         dist_left = search({lay: Entry(0.0, ()) for lay in first}, mesh, ranker)
     else:
         dist_left = search({first: Entry(0.0, ())}, mesh, ranker)
-    left_dims = operands[0].dims
+    left_dims, left_layout = operands[0].dims, operands[0]
     finals = []
     for k in range(1, n):
         right = operands[k]
@@ -126,8 +131,12 @@ def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
         name = final_name if last else (names[k - 1] if names else f"T{k}")
         dtype = out_dtype if (last and out_dtype) else dtypes.wider(operands[0].dtype, right.dtype)
         dist_right = search({right: Entry(0.0, ())}, mesh, ranker)
-        results = _einsum_results(next(iter(dist_left)), dist_left, right, dist_right, dims_out, name, dtype,
-                                  mesh, ranker)
+        if not dist_left:
+            raise ShardingError(_stuck(left_layout, right, ranker))
+        left_layout = next(iter(dist_left))
+        results = _einsum_results(left_layout, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker)
+        if not results:
+            raise ShardingError(_stuck(left_layout, right, ranker))
         if last:
             finals = results
         else:
@@ -143,41 +152,60 @@ def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
     return _finish(finals, target, mesh, ranker)
 
 
+def _stuck(left: Layout, right: Layout, ranker) -> str:
+    allowed = "none" if ranker.moves == () else ", ".join(ranker.moves) if ranker.moves else "every kind"
+    return (f"no local einsum multiplies {left} by {right} with the moves the planner may insert ({allowed}): "
+            f"write the collectives it needs, or allow more moves (--moves all)")
+
+
+#: how many result layouts get a search of their own for the alternatives (the best plan always comes from
+#: one search over every result at once)
+ALTERNATIVE_RESULTS = 12
+
+
 def _finish(finals, target, mesh, ranker, keep: int = 8):
-    """From each result layout, the cheapest way to the target; one candidate per distinct route.
-    Results are taken cheapest first and the search stops once a result cannot beat the ``keep``-th
-    best whole plan found so far in the search's additive cost (the way on costs nothing at best); the
-    plans kept are then ranked by the overlapped objective."""
-    cands = []
-    by_result: dict[Layout, list] = {}
+    """From the einsum's result layouts to the target. One search from all of them at once (each starting at
+    its own cost) finds the cheapest whole plan in the search's additive cost; the cheapest few results
+    each get a search of their own, for the alternatives and for the overlapped objective, which ranks
+    the candidates in the end."""
+    by_result: dict[Layout, Entry] = {}
     for lay, ent in finals:
-        by_result.setdefault(lay, []).append(ent)
-    order = sorted(by_result.items(), key=lambda kv: min(e.cost for e in kv[1]))
-    bound = INF
-    additive: list[float] = []
-    for lay, ents in order:
-        if min(e.cost for e in ents) > bound:
-            break
-        if target == ANY:
-            tail = Entry(0.0, ())
-        elif target is not None:
-            tgt = replace(target, name=lay.name)
-            if not tgt.unreduced <= lay.unreduced:
-                continue
-            tail = search({lay: Entry(0.0, ())}, mesh, ranker, target=tgt).get(tgt)
-        else:
-            found = search({lay: Entry(0.0, ())}, mesh, ranker, accept=lambda l: not l.unreduced)
-            done = [l for l in found if not l.unreduced]
-            tail = found[done[0]] if done else None
-        if tail is None:
-            continue
-        for ent in ents:
-            steps = ent.steps + tail.steps
-            cands.append(Candidate(steps, ranker.total(steps)))
-            additive.append(ent.cost + tail.cost)
-        if len(additive) >= keep:
-            bound = sorted(additive)[keep - 1]
+        if lay not in by_result or ent.cost < by_result[lay].cost:
+            by_result[lay] = ent
+    order = sorted(by_result.items(), key=lambda kv: kv[1].cost)
+    cands, seen = [], set()
+
+    def add(steps):
+        k = _route_key(steps)
+        if k not in seen:
+            seen.add(k)
+            cands.append(Candidate(steps, ranker.total(steps), ranker.moved(steps)))
+
+    if target == ANY:
+        for _, ent in order[:ALTERNATIVE_RESULTS + keep]:
+            add(ent.steps)
+        return cands
+    reached = _to_target(dict(order), target, mesh, ranker)
+    if reached is not None:
+        add(reached.steps)
+    for lay, ent in order[:ALTERNATIVE_RESULTS]:
+        tail = _to_target({lay: Entry(0.0, ())}, target, mesh, ranker)
+        if tail is not None:
+            add(ent.steps + tail.steps)
     return cands
+
+
+def _to_target(sources: dict, target, mesh, ranker) -> Entry | None:
+    """The cheapest way from any of ``sources`` to ``target`` (None: the cheapest fully reduced layout)."""
+    if target is not None:
+        sources = {lay: e for lay, e in sources.items() if replace(target, name=lay.name).unreduced <= lay.unreduced}
+        if not sources:
+            return None
+        tgt = replace(target, name=next(iter(sources)).name)
+        return search(sources, mesh, ranker, target=tgt).get(tgt)
+    found = search(sources, mesh, ranker, accept=lambda l: not l.unreduced)
+    done = [l for l in found if not l.unreduced]
+    return found[done[0]] if done else None
 
 
 def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker):

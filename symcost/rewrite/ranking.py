@@ -16,12 +16,14 @@ from functools import cached_property
 
 from .. import caching
 from ..collectives import Move, moves_from
+from ..einsum import LocalEinsum
 from ..env import Env
 from ..layout import Layout
 from ..mesh import Mesh
 from ..pricing import op_cost, totals
 
 OBJECTIVES = ("time", "comms")
+TIE_BREAK = 1e-6
 
 
 @dataclass(frozen=True)
@@ -57,21 +59,30 @@ class Ranker:
     def env(self) -> Env:
         return Env.numeric(self.mesh, dict(self.sizes), dict(self.constants))
 
-    def edges(self, lay: Layout) -> list:
+    def edges(self, lay: Layout) -> tuple:
         """The allowed moves out of ``lay`` with their search weights."""
-        return [(m, self.weight(m)) for m in _edges(self.mesh, self.moves, lay)]
+        return _weighted_edges(self, lay)
 
     def move(self, m: Move) -> float:
         """A move's time in seconds (latency floor included)."""
         return _move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
-                          m.distance)
+                          m.distance)[0]
 
     def weight(self, m: Move) -> float:
-        return self.move(m) * (1 + m.rule.premium)
+        """A move's weight in the search: its time, a kind's premium, and a millionth of its throughput term
+        so that, where latency floors make two routes equally fast, the one that moves fewer bytes wins."""
+        t, bw = _move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
+                           m.distance)
+        return t * (1 + m.rule.premium) + TIE_BREAK * bw
 
     def einsum(self, e) -> float:
         t = op_cost(e, self.env).seconds
         return t * 1e-9 if self.objective == "comms" else t
+
+    def moved(self, ops) -> float:
+        """The throughput time of the moves among ``ops`` (what a route costs without latency floors)."""
+        return sum(_move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
+                              m.distance)[1] for m in ops if not isinstance(m, LocalEinsum))
 
     def total(self, ops) -> float:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
@@ -87,8 +98,14 @@ def _edges(mesh: Mesh, allowed, lay: Layout) -> tuple:
     return tuple(moves_from(lay, mesh, allowed))
 
 
+@caching.memoize(maxsize=8192)
+def _weighted_edges(ranker: Ranker, lay: Layout) -> tuple:
+    return tuple((m, ranker.weight(m)) for m in _edges(ranker.mesh, ranker.moves, lay))
+
+
 @caching.memoize(maxsize=16384)
-def _move_time(ranker: Ranker, kind, axes, dims, before, after, dtype, distance) -> float:
+def _move_time(ranker: Ranker, kind, axes, dims, before, after, dtype, distance) -> tuple[float, float]:
     m = Move(kind, axes, Layout("", dims, before, frozenset(), dtype), Layout("", dims, after, frozenset(), dtype),
              distance)
-    return float(op_cost(m, ranker.env).t_comms)
+    c = op_cost(m, ranker.env)
+    return float(c.t_comms), float(c.throughput)
