@@ -34,10 +34,12 @@ def parse_dims(text) -> dict[str, int]:
         items = list(text.items())
     else:
         items = []
-        for part in str(text).split(","):
-            part = part.strip()
+        parts = [p.strip() for p in str(text).split(",")]
+        if parts[-1] == "":        # a trailing comma is harmless
+            parts.pop()
+        for part in parts:
             if not part:
-                continue
+                raise UsageError(f"--dims {text!r} has an empty item; write NAME=SIZE pairs separated by commas")
             if "=" not in part:
                 raise UsageError(f"cannot read dimension binding {part!r}; write NAME=SIZE, e.g. B=1024")
             k, v = part.split("=", 1)
@@ -153,6 +155,18 @@ def bind(text, mesh=None, dims=None, hw=None) -> BoundProgram:
 
 
 def _check_names(prog: Program, mesh: Mesh) -> None:
+    """A name means one thing: a dimension, a mesh axis, a link count or a hardware figure."""
+    dims = {d.name for st in prog.statements for t in st.tensors for d in t.dims if not d.name.isdigit()}
+    for a in mesh.axes:
+        if a.name in RESERVED:
+            raise UsageError(f"mesh axis {a.name} clashes with the hardware symbol {a.name}; rename the axis")
+        if isinstance(a.links, str):
+            if a.links in dims:
+                raise UsageError(f"mesh axis {a.name}'s link count {a.links} has the name of dimension {a.links} "
+                                 f"of the program; name the link count otherwise (e.g. {a.name}:M_{a.name})")
+            if a.links in mesh.names or a.links in RESERVED:
+                raise UsageError(f"mesh axis {a.name}'s link count {a.links} has the name of "
+                                 f"{'mesh axis' if a.links in mesh.names else 'the hardware symbol'} {a.links}")
     for st in prog.statements:
         for t in st.tensors:
             for d in t.dims:

@@ -212,8 +212,10 @@ def check_layout(layout: Layout, mesh: Mesh, sizes=None, *, text: str = "", span
         sp_ = spans.get(d, span)
         for a in axes:
             if a not in mesh:
-                raise fail(f"unknown mesh axis {a!r} in dimension {d} of {layout.name}", sp_,
-                           hint=f"the mesh has axes {', '.join(mesh.names) or '(none)'}")
+                run = "".join(axes)
+                hint = (f"multi-letter axis names need braces: write {d}_{{{run}}}" if run in mesh and len(run) > 1
+                        else f"the mesh has axes {', '.join(mesh.names) or '(none)'}")
+                raise fail(f"unknown mesh axis {a!r} in dimension {d} of {layout.name}", sp_, hint=hint)
             if a in where_axis:
                 other = where_axis[a]
                 if other == d:

@@ -51,6 +51,11 @@ def optimum(plan, vary, chips) -> dict:
         if plan.mesh.axis(a).size is not None:
             raise UsageError(f"mesh axis {a} has a fixed size; give it symbolically (--mesh {a}) to vary it")
     N = _chips(chips)
+    if isinstance(N, sp.Symbol):
+        taken = {s.name for e in (plan.t_math, plan.t_hbm, plan.t_comms_bw) for s in e.free_symbols}
+        if N.name in taken - set(vary):
+            raise UsageError(f"--chips {N.name} names the chips with a symbol the program already uses "
+                             f"({N.name} is one of its sizes); call the chips something else, e.g. --chips N_chips")
     x, y = (symbols.axis(a) for a in vary)
     comms = plan.t_comms_bw
     t = comms.xreplace({y: N / x})

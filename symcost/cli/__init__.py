@@ -10,6 +10,7 @@ on stderr with the caret snippet; never a traceback.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -28,8 +29,10 @@ def exit_code(error: SymcostError) -> int:
 
 
 def build_parser() -> Parser:
+    from .. import __version__
     p = Parser(prog="symcost", description="Symbolic cost derivation for sharded tensor programs "
                                            "(the notation of 'How to Scale Your Model').")
+    p.add_argument("--version", action="version", version=f"symcost {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for module in (plans, models, documents):
@@ -43,6 +46,9 @@ def main(argv=None) -> int:
         return args.handler(args)
     except SymcostError as e:
         sys.stderr.write(f"symcost: {e}\n")
+        if getattr(args, "json", False):   # --json asked for machine-readable output: the error is an object too
+            print(json.dumps({"error": {"kind": type(e).__name__, "message": e.message, "line": e.line,
+                                        "column": e.column, "hint": e.hint, "exit_code": exit_code(e)}}, indent=2))
         return exit_code(e)
     except BrokenPipeError:
         return 0

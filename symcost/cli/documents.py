@@ -65,13 +65,23 @@ def cmd_plot(args) -> int:
 
 def cmd_export_jax(args) -> int:
     from ..export.jax import export_plan
-    write_output(args.output, export_plan(derive_from(args)))
+    plan = derive_from(args)
+    write_output(args.output, export_plan(plan), quiet=args.json)
+    if args.json:
+        print(json.dumps({"expression": plan.expression, "output": args.output,
+                          "mesh": {a.name: a.size for a in plan.mesh.axes},
+                          "collectives": [s.signature() for s in plan.collectives]}, indent=2))
     return 0
 
 
 def cmd_xla_check(args) -> int:
+    from ..export.jax import concrete_sizes
     from ..export.xla_check import xla_check
     plan = derive_from(args, objective="comms")
+    sizes = concrete_sizes(plan, "check with XLA")
+    if set(sizes) - set(dict(plan.sizes)):   # plan at the sizes XLA compiles, not at the ranking defaults
+        args.dims = ",".join(f"{k}={v}" for k, v in sizes.items())
+        plan = derive_from(args, objective="comms")
     report = xla_check(plan)
     if args.json:
         print(json.dumps(report, indent=2))

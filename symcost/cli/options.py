@@ -49,16 +49,39 @@ def planning(p):
 
 
 def read_program(arg: str) -> str:
-    """A program given on the command line: a file's contents, or the notation itself."""
-    if "[" not in arg and os.path.exists(arg):
-        if os.path.isdir(arg):
-            raise UsageError(f"{arg} is a folder, not a program file")
+    """A program given on the command line: ``-`` (standard input), a file's contents, or the notation
+    itself. Text that cannot be notation (a path: it has a '.' or a '/' and no brackets) must be a file."""
+    if arg == "-":
+        return sys.stdin.read().removeprefix("\ufeff")
+    if "[" in arg:
+        return arg
+    if os.path.isdir(arg):
+        raise UsageError(f"{arg} is a folder, not a program file")
+    if os.path.exists(arg):
         try:
             with open(arg, encoding="utf-8") as f:
-                return f.read()
+                return f.read().removeprefix("\ufeff")
+        except UnicodeDecodeError:
+            raise UsageError(f"cannot read {arg}: it is not UTF-8 text (a program file holds notation)") from None
         except OSError as e:
             raise UsageError(f"cannot read {arg}: {e.strerror}") from None
+    if any(c in arg for c in "./\\"):
+        raise UsageError(f"no such file: {arg} (notation has brackets, e.g. A[I_X, J])")
     return arg
+
+
+def check_dims(args, plan, extra=()) -> None:
+    """Every name in --dims must be a size the program uses: a dimension, a mesh axis or a link count."""
+    from ..binding import parse_dims
+    given = parse_dims(args.dims)
+    known = {d for s in plan.steps for t in ((s.op.inputs + (s.op.output,)) if s.is_einsum
+                                             else (s.op.before, s.op.after)) for d in t.dims}
+    known |= {d for lay in plan.layouts for d in lay.dims}
+    known |= set(plan.mesh.names) | {a.links for a in plan.mesh.axes if isinstance(a.links, str)} | set(extra)
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise UsageError(f"--dims binds {unknown[0]}, which the program does not use; its sizes are "
+                         f"{', '.join(sorted(k for k in known if not k.isdigit()))}")
 
 
 def derive_from(args, **extra):
@@ -70,15 +93,19 @@ def derive_from(args, **extra):
     if getattr(args, "backward", False):
         kw.update(backward=True, reuse=args.reuse, params=args.params)
     mesh = extra.pop("mesh", args.mesh)
+    names = extra.pop("names", ())
     kw.update(extra)
-    return derive(read_program(args.program), mesh, args.dims, args.hw, **kw)
+    plan = derive(read_program(args.program), mesh, args.dims, args.hw, **kw)
+    check_dims(args, plan, names)
+    return plan
 
 
-def write_output(path: str, text: str) -> None:
+def write_output(path: str, text: str, quiet: bool = False) -> None:
     """Write a generated file; an unwritable path is a usage error, not a traceback."""
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror}") from None
-    print(f"wrote {path}")
+    if not quiet:
+        print(f"wrote {path}")

@@ -144,13 +144,14 @@ def cmd_solve(args) -> int:
 
 def cmd_optimize(args) -> int:
     from ..optimize import optimize_plan
-    plan = derive_from(args)
+    chips_symbol = () if str(args.chips).strip().isdigit() else (str(args.chips).strip(),)
+    plan = derive_from(args, names=chips_symbol)
     vary = tuple(v.strip() for v in args.vary.split(",") if v.strip())
     def derive_at(sizes):
         axes = ",".join(f"{a.name}={sizes.get(a.name, a.size)}" + (f":{a.links}" if a.links != 1 else "")
                         + (f":{a.kind}" if a.kind_written else "") if sizes.get(a.name, a.size) is not None
                         else str(a) for a in plan.mesh.axes)
-        return derive_from(args, mesh=axes)
+        return derive_from(args, mesh=axes, names=chips_symbol)
 
     r = optimize_plan(plan, vary, args.chips, derive_at)
     chosen = r["chosen"]
@@ -177,10 +178,14 @@ def cmd_optimize(args) -> int:
 
 def cmd_latex(args) -> int:
     plan = derive_from(args)
+    fmt = "markdown" if args.markdown else "latex"
     tex = plan.to_markdown() if args.markdown else plan.to_latex(fragment=args.fragment)
     if args.output:
-        write_output(args.output, tex)
-    else:
+        write_output(args.output, tex, quiet=args.json)
+    if args.json:
+        print(json.dumps({"expression": plan.expression, "format": fmt, "fragment": bool(args.fragment),
+                          "output": args.output, "text": tex}, indent=2))
+    elif not args.output:
         print(tex)
     return 0
 

@@ -245,7 +245,7 @@ def parse(text: str) -> Program:
     """
     if not isinstance(text, str):
         raise NotationError(f"expected notation text, got {type(text).__name__}")
-    return _parse(text)
+    return _parse(text.removeprefix("\ufeff"))     # a UTF-8 byte-order mark is not part of the program
 
 
 @caching.memoize(maxsize=512)
