@@ -153,6 +153,20 @@ class Plan:
                     out.append(p)
         return tuple(out)
 
+    @property
+    def memory_bytes(self) -> float | None:
+        """The training memory a device holds, in bytes, where every size is bound."""
+        total = dict(self.memory).get("total")
+        return None if total is None else self.evaluate(total)
+
+    @property
+    def fits(self) -> bool | None:
+        """Does the memory a device holds fit its HBM? None when unknown (no memory, no hardware, unbound)."""
+        held = self.memory_bytes
+        if held is None or self.hardware is None:
+            return None
+        return held <= self.hardware.hbm_bytes
+
     # --------------------------------------------------------------- numbers
     def bindings(self) -> dict:
         """Numbers for every bound symbol: dimensions, symbolic axes given by --dims, hardware."""
@@ -199,11 +213,13 @@ class Plan:
             "totals": {k: str(v) for k, v in self.totals.as_dict().items()},
             "numeric": self.numeric(),
             "alternatives": [a.as_dict() for a in self.alternatives],
+            "alternatives_cover": "forward" if any(s.phase == "backward" for s in self.steps) else "program",
             "overlap": self.policy != "none",
             "overlap_policy": self.policy,
             "objective": self.objective,
             "compute_dtype": self.compute_dtype,
-            **({"memory_per_device": {k: str(v) for k, v in self.memory}} if self.memory else {}),
+            **({"memory_per_device": {k: str(v) for k, v in self.memory}, "memory_bytes": self.memory_bytes,
+                "fits": self.fits, "hbm_bytes": getattr(self.hardware, "hbm_bytes", None)} if self.memory else {}),
             "notes": list(self.notes),
             "padding": [p.as_dict() for p in self.padding],
         }

@@ -31,7 +31,12 @@ def fmt_count(x: float) -> str:
 def render_plan(plan) -> str:
     lines = [f"expression: {plan.expression}",
              f"mesh: {plan.mesh}" + (f"   hardware: {plan.hardware.name}" if plan.hardware else "")]
-    lines += [f"note: {n}" for n in plan.notes] + [f"padding: {p}" for p in plan.padding] + [""]
+    lines += [f"note: {n}" for n in plan.notes] + [f"padding: {p}" for p in plan.padding]
+    if plan.fits is False:
+        lines.append(f"DOES NOT FIT: a device holds {fmt_bytes(plan.memory_bytes)} while training, "
+                     f"{plan.hardware.name} has {fmt_bytes(plan.hardware.hbm_bytes)} of HBM; the times below "
+                     f"describe a step that cannot run")
+    lines.append("")
     for i, s in enumerate(plan.steps, 1):
         lines.append(f"{i}. {s.signature()}")
         b = plan.evaluate(s.bytes)
@@ -61,16 +66,35 @@ def render_plan(plan) -> str:
         for k, v in plan.memory:
             n = plan.evaluate(v)
             lines.append(f"  {k:11s} = {v}" + ("" if n is None else f" = {fmt_bytes(n)}"))
+        if plan.fits is not None:
+            lines.append(f"  {'fits' if plan.fits else 'DOES NOT FIT'} in {fmt_bytes(plan.hardware.hbm_bytes)} of "
+                         f"HBM per {plan.hardware.name}")
     if plan.alternatives:
-        lines.append("")
-        lines.append(f"alternatives considered ({len(plan.alternatives)}; --json lists their costs):")
-        for a in plan.alternatives[:4]:
-            v = plan.evaluate(a.t_step)
-            lines.append(f"  - {a.summary}")
-            detail = f"      moves {a.comm_bytes} bytes (sum of V)"
-            if v is not None:
-                detail += f"; t_step = {fmt_seconds(v)}"
-            lines.append(detail)
-            if a.wins_when:
-                lines.append(f"      moves less data than the plan when {a.wins_when}")
+        lines += [""] + alternatives(plan)
     return "\n".join(lines)
+
+
+SHOWN = 4
+
+
+def alternatives(plan) -> list[str]:
+    """The plans the rewriter weighed, cheapest first. They are plans of the forward pass: with a backward
+    pass they are compared with the chosen forward pass, not with the whole step."""
+    alts = plan.alternatives
+    forward_only = any(s.phase == "backward" for s in plan.steps)
+    shown = alts[:SHOWN]
+    count = f"{len(alts)}" + (f"; the {len(shown)} cheapest shown" if len(shown) < len(alts) else "")
+    out = [f"alternatives considered ({count}; --json lists their costs):"]
+    if forward_only:
+        fwd = plan.phase("forward")
+        t = fwd.evaluate(fwd.t_step)
+        out[0] = (f"alternatives for the forward pass ({count}; --json lists their costs), against the chosen "
+                  f"forward pass" + (f" (t_step = {fmt_seconds(t)}):" if t is not None else ":"))
+    for a in shown:
+        v = plan.evaluate(a.t_step)
+        out.append(f"  - {a.summary}")
+        out.append(f"      moves {a.comm_bytes} bytes (sum of V)" + (f"; t_step = {fmt_seconds(v)}" if v is not None else ""))
+        if a.wins_when:
+            when = "always" if a.wins_when == "always" else f"when {a.wins_when}"
+            out.append(f"      its collectives take less time than the plan's {when}")
+    return out
