@@ -11,7 +11,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,plot]'
+	$(PY) -m pip install --quiet -e '.[test,plot,progress]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,7 +32,7 @@ lint: $(STAMP)
 
 # the optional JAX extra (export-jax, xla-check and their tests): about 600 MB
 jax: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,plot,jax]'
+	$(PY) -m pip install --quiet -e '.[test,plot,progress,jax]'
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

@@ -109,14 +109,40 @@ def optimize_plan(plan, vary, chips, derive_at=None) -> dict:
     if not xv.free_symbols:
         out["numeric"] = {a: float(xv), b: float(opt[b].xreplace(bind))}
     n = opt["chips"].xreplace(bind)
+    derive_at = derive_at or rederive(plan)
     if n.is_Integer:
-        out["chosen"] = best_split(plan, a, b, int(n), derive_at or rederive(plan))
+        out["chosen"] = best_split(plan, a, b, int(n), derive_at)
+    placed = _placed_again(plan, vary, chips, out["chosen"], derive_at)
+    if placed is not None:   # the closed form with the link kinds the hardware gives the best split
+        plan, opt = placed
+        out.update(optimum={a: opt[a], b: opt[b]}, t_comms=opt["t_comms"], numeric=None)
+        xv = opt[a].xreplace(bind)
+        if not xv.free_symbols:
+            out["numeric"] = {a: float(xv), b: float(opt[b].xreplace(bind))}
+    out["placement"] = {v: plan.mesh.axis(v).kind for v in vary}
+    out["placed_again"] = placed is not None
     # compute-bound at the optimum: T_math >= T_comms (book: B/N > alpha^2 / (M_X M_Y F))
     t_math = plan.t_math.xreplace({symbols.axis(b): opt["chips"] / x}).xreplace({x: opt[a]})
     cond = sp.Gt(sp.simplify(t_math), opt["t_comms"])
     out["compute_bound_when"] = _batch_condition(cond)
     out["t_math"] = sp.simplify(t_math)
     return out
+
+
+def _placed_again(plan, vary, chips, chosen, derive_at):
+    """When the hardware lays the best integer split's axes on other links than the symbolic mesh assumed
+    (an H100 axis of 32 crosses InfiniBand, not NVLink), the plan again with those link kinds written and
+    its optimum; None when nothing changes or the closed form does not survive."""
+    if not chosen or "kinds" not in chosen:
+        return None
+    kinds = chosen["kinds"]
+    if all(plan.mesh.axis(v).kind == kinds[v] for v in vary):
+        return None
+    try:
+        again = derive_at({}, kinds)
+        return again, optimum(again, vary, chips)
+    except UsageError:
+        return None
 
 
 def rederive(plan):
@@ -127,8 +153,10 @@ def rederive(plan):
     from .program import derive_program
     backward = any(s.phase == "backward" for s in plan.steps)
 
-    def at(sizes: dict):
-        mesh = Mesh(tuple(replace(ax, size=sizes.get(ax.name, ax.size)) for ax in plan.mesh.axes))
+    def at(sizes: dict, kinds: dict | None = None):
+        kinds = kinds or {}
+        mesh = Mesh(tuple(replace(ax, size=sizes.get(ax.name, ax.size), kind=kinds.get(ax.name, ax.kind),
+                                  kind_written=ax.kind_written or ax.name in kinds) for ax in plan.mesh.axes))
         return derive_program(plan.expression, mesh, dict(plan.sizes), plan.hardware, backward=backward,
                               overlap=plan.overlap, objective=plan.objective)
     return at
@@ -160,5 +188,6 @@ def best_split(plan, a: str, b: str, n: int, derive_at) -> dict | None:
             return None
         key = (round(tc, 15), round(ts, 15), 0 if d & (d - 1) == 0 else 1)
         if best is None or key < best[0]:
-            best = (key, {a: d, b: n // d, "t_comms": tc, "t_step": ts, "hardware_bound": p.hardware is not None})
+            best = (key, {a: d, b: n // d, "t_comms": tc, "t_step": ts, "hardware_bound": p.hardware is not None,
+                          "kinds": {v: p.mesh.axis(v).kind for v in (a, b)}})
     return best[1] if best else None

@@ -25,6 +25,7 @@ from .layout import Layout, layout_from_ref
 from .notation import Collective, Declaration, Einsum, Ranking, TensorRef, format_axes
 from .pricing import policy
 from .rewrite import OBJECTIVES, Ranker, plan_chain, product_dims, reshard
+from .rewrite.chains import LAYOUT_LIMIT
 from .trace import Step, Trace, Use
 
 #: the moves the engine inserts in a strategy (a program with ``param`` declarations): the book's
@@ -138,12 +139,13 @@ class _Walk:
         self.alternatives: list = []
         self.uses: list[Use] = []
         self.dtypes: set[str] = set()
+        self.notes: list[str] = []
 
     def trace(self) -> Trace:
         dtype = max(self.dtypes or {dtypes.DEFAULT}, key=dtypes.nbytes)
         return Trace(self.bound, self.ranker, tuple(self.steps), tuple(self.alternatives),
                      tuple(self.known.items()), tuple(self.initial.items()), tuple(self.params.items()),
-                     tuple(self.produced.items()), tuple(self.uses), dtype)
+                     tuple(self.produced.items()), tuple(self.uses), dtype, tuple(self.notes))
 
     def error(self, msg: str, span, hint: str | None = None) -> ShardingError:
         return ShardingError(msg, text=self.text, line=span.line or None, column=span.column or None,
@@ -238,6 +240,11 @@ class _Walk:
         cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, self.mesh, self.ranker,
                            out_dtype=target.dtype if target is not None else None, names=names)
         chosen = explained_steps(cands[0].steps, self.mesh, target, sizes=self.bound.sizes)
+        if cands[0].bounded:
+            self.notes.append(f"line {line}: the layout search was bounded ({len(self.mesh.axes)} mesh axes): each "
+                              f"search looked at {LAYOUT_LIMIT:,} moves from the cheapest layouts out, routes "
+                              f"through costlier layouts were not explored; write the collectives you want to "
+                              f"compare them")
         self.steps.extend(chosen)
         for c in cands[1:]:
             self.alternatives.append((tuple(explained_steps(c.steps, self.mesh, target, sizes=self.bound.sizes)),

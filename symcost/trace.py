@@ -121,6 +121,7 @@ class Trace:
     produced: tuple[tuple[str, int], ...]        # tensors computed by the program, and the line
     uses: tuple[Use, ...]
     compute_dtype: str
+    notes: tuple[str, ...] = ()                  # what the planner wants the reader to know (a bounded search)
 
     @property
     def mesh(self) -> Mesh:

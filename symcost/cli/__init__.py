@@ -5,7 +5,7 @@
     symcost hardware tpu-v5p
 
 Exit status: 0 success, 1 well-formed but invalid input (a sharding, a collective, a plan that cannot be
-simulated or exported), 2 a usage or notation error, 3 an internal error (a bug). Errors are one sentence
+simulated or exported, a configuration that does not fit in memory), 2 a usage or notation error, 3 an internal error (a bug). Errors are one sentence
 on stderr with the caret snippet; never a traceback.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import os
 import sys
 
+from .. import progress
 from ..errors import (ExportError, NotationError, ShardingError, SimulationError, SymcostError, UsageError)
 from . import documents, models, plans
 from .options import Parser
@@ -43,7 +44,8 @@ def build_parser() -> Parser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        with progress.showing(sys.stderr.isatty()):
+            return args.handler(args)
     except SymcostError as e:
         sys.stderr.write(f"symcost: {e}\n")
         if getattr(args, "json", False):   # --json asked for machine-readable output: the error is an object too

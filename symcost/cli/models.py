@@ -10,7 +10,8 @@ from .options import read_program
 
 def register(sub):
     m = sub.add_parser("model", help="transformer and inference cost models (Parts 4, 7, 8)")
-    m.add_argument("name", metavar="NAME|config.json", help="a preset (see --list) or a HuggingFace config.json")
+    m.add_argument("name", metavar="NAME|config.json", nargs="?",
+                   help="a preset (see --list) or a HuggingFace config.json")
     m.add_argument("--list", action="store_true", help="list the presets")
     m.add_argument("--dtype", default="bf16", help="weights and KV cache dtype (the book's 'int8 everything')")
     m.add_argument("--kv-dtype", help="KV cache dtype (default: --dtype)")
@@ -23,10 +24,10 @@ def register(sub):
     m.add_argument("--decode", action="store_true")
     m.add_argument("--prefill", action="store_true")
     m.add_argument("--frontier", action="store_true", help="latency / throughput by batch size")
-    m.add_argument("--batch", type=float, help="sequences (decode) or tokens per batch (train)")
+    m.add_argument("--batch", type=float, help="sequences (decode, prefill) or tokens per batch (train)")
     m.add_argument("--seq", type=int, default=8192, help="context length (default 8192)")
-    m.add_argument("--tokens", type=float, help="training tokens")
-    m.add_argument("--mfu", type=float, default=0.4)
+    m.add_argument("--tokens", type=float, help="training tokens (for the days of training)")
+    m.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation, in (0, 1] (default 0.4)")
     m.add_argument("--checkpoints-per-layer", type=int, default=1)
     m.add_argument("--json", action="store_true")
     m.set_defaults(handler=cmd_model)
@@ -43,12 +44,20 @@ def cmd_model(args) -> int:
     from ..models.config import load_model_config, model_presets
     from ..models.inference import Serving, critical_batch, train_estimate
     from ..models.transformer import flops_per_token, kv_bytes_per_token, param_counts
-    from ..printers.text import fmt_bytes, fmt_seconds
 
     if args.list:
+        if args.json:
+            print(json.dumps(list(model_presets())))
+            return 0
         for n in model_presets():
             print(n)
         return 0
+    if args.name is None:
+        raise UsageError("name a model: a preset (symcost model --list) or a HuggingFace config.json")
+    if not 0 < args.mfu <= 1:
+        raise UsageError(f"--mfu is a fraction of the peak FLOP/s, in (0, 1], not {args.mfu:g}")
+    if args.batch is not None and args.batch <= 0:
+        raise UsageError(f"--batch must be positive, not {args.batch:g}")
     cfg = load_model_config(args.name)
     dtype = dtypes.canonical(args.dtype)
     params = param_counts(cfg)
@@ -79,19 +88,35 @@ def cmd_model(args) -> int:
             raise UsageError("--decode needs --batch (sequences)")
         out["decode"] = serving.decode(int(args.batch), args.seq)
     if args.prefill:
-        out["prefill"] = serving.prefill(args.seq, args.mfu)
+        out["prefill"] = serving.prefill(args.seq, args.mfu, batch=int(args.batch or 1))
     if args.frontier:
         out["frontier"] = serving.frontier(args.seq)
     if args.train:
-        if not args.batch or not args.tokens:
-            raise UsageError("--train needs --batch (tokens per batch) and --tokens (training tokens)")
+        if not args.batch:
+            raise UsageError("--train needs --batch (tokens per batch)")
         out["train"] = train_estimate(cfg, hw, args.chips, args.batch, args.tokens, args.mfu, seq=args.seq,
-                                      checkpoints_per_layer=args.checkpoints_per_layer, param_dtype="bf16")
+                                      checkpoints_per_layer=args.checkpoints_per_layer, param_dtype=dtype)
         if args.strategy:
             out["train"]["strategy"] = _strategy_check(args, cfg, hw)
+    answers = [out[k] for k in ("decode", "prefill", "train") if k in out]
+    answers += [out["train"]["strategy"]] if "strategy" in out.get("train", {}) else []
+    if answers:
+        out["fits"] = all(a["fits"] for a in answers)
     if args.json:
         print(json.dumps(out, indent=2, default=float))
-        return 0
+        return 0 if out.get("fits", True) else 1
+    _print(args, cfg, hw, out, params, kv, fpt, dtype)
+    return 0 if out.get("fits", True) else 1
+
+
+def _no_fit(what: str, need: float, have: float) -> str:
+    from ..printers.text import fmt_bytes
+    return (f"    DOES NOT FIT: {what} take {fmt_bytes(need)}, the slice has {fmt_bytes(have)} of HBM "
+            f"(any time above is what it would take if it fit, not an answer)")
+
+
+def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
+    from ..printers.text import fmt_bytes, fmt_seconds
     print(f"{cfg.name}: L={cfg.L} D={cfg.D} F={cfg.F} N={cfg.N} K={cfg.K} H={cfg.H} V={cfg.V}"
           + (f" E={cfg.E} k={cfg.k}" if cfg.is_moe else ""))
     print(f"  parameters: {params['total']:.4g} total, {params['active']:.4g} active "
@@ -101,16 +126,24 @@ def cmd_model(args) -> int:
     print(f"  FLOPs per token at {args.seq} context: {fpt['inference']:.4g} forward, {fpt['train']:.4g} training")
     if "critical_batch" in out:
         print(f"  decode matmuls compute-bound above B = {out['critical_batch']:.0f} on {hw.name}")
+    have = args.chips * hw.hbm_bytes if hw else 0
     if "decode" in out:
         d = out["decode"]
         print(f"  decode on {args.chips} x {hw.name}, batch {int(args.batch)}, context {args.seq}:")
         print(f"    step {fmt_seconds(d['step_time'])} (T_hbm {fmt_seconds(d['t_hbm'])}, T_math "
               f"{fmt_seconds(d['t_math'])}, T_comms {fmt_seconds(d['t_comms'])})")
-        print(f"    {d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.0f} per chip; memory "
-              f"{fmt_bytes(d['memory_bytes'])} of {fmt_bytes(args.chips * hw.hbm_bytes)}; largest batch "
-              f"{d['max_batch']}")
+        if d["fits"]:
+            print(f"    {d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.0f} per chip; memory "
+                  f"{fmt_bytes(d['memory_bytes'])} of {fmt_bytes(have)}; largest batch {d['max_batch']}")
+        else:
+            print(_no_fit("the weights and KV caches", d["memory_bytes"], have)
+                  + (f"; the largest batch that fits is {d['max_batch']}" if d["max_batch"] else
+                     "; the weights alone do not fit: more chips or a smaller --dtype"))
     if "prefill" in out:
-        print(f"  prefill of {args.seq} tokens at {args.mfu:.0%} MFU: {fmt_seconds(out['prefill']['seconds'])}")
+        p = out["prefill"]
+        print(f"  prefill of {p['batch']} x {args.seq} tokens at {args.mfu:.0%} MFU: {fmt_seconds(p['seconds'])}")
+        if not p["fits"]:
+            print(_no_fit("the weights and KV caches", p["memory_bytes"], have))
     if "frontier" in out:
         print(f"  {'batch':>6} {'step':>10} {'tokens/s':>10} {'per chip':>9} {'memory':>9}")
         for r in out["frontier"]:
@@ -118,17 +151,26 @@ def cmd_model(args) -> int:
                   f"{r['tokens_per_s_per_chip']:>9.1f} {fmt_bytes(r['memory_bytes']):>9}")
     if "train" in out:
         t = out["train"]
-        print(f"  training {args.tokens:.3g} tokens: {t['flops_total']:.3g} FLOPs, "
-              f"{t['seconds'] / 86400:.1f} days on {args.chips} chips at {args.mfu:.0%} MFU")
+        if t["seconds"] is not None:
+            print(f"  training {args.tokens:.3g} tokens: {t['flops_total']:.3g} FLOPs, "
+                  f"{t['seconds'] / 86400:.1f} days on {args.chips} chips at {args.mfu:.0%} MFU")
+        else:
+            print(f"  training on {args.chips} x {hw.name} (--tokens for the days it takes):")
         mb = t["memory_bytes"]
-        print(f"    memory: params {fmt_bytes(mb['params'])}, optimizer {fmt_bytes(mb['optimizer'])}, "
+        print(f"    memory: params {fmt_bytes(mb['params'])} in {dtype}, optimizer {fmt_bytes(mb['optimizer'])}, "
               f"activations {fmt_bytes(mb['activations'])}; at least {t['min_chips']} chips")
+        if not t["fits"]:
+            print(_no_fit("the parameters, optimizer state and activations", mb["total"], have))
         if "strategy" in t:
             s = t["strategy"]
             mesh = ",".join(f"{k}={v}" for k, v in s["mesh"].items())
-            print(f"    strategy {args.strategy} on {mesh}: per layer T_math {fmt_seconds(s['t_math'])}, T_comms "
-                  f"{fmt_seconds(s['t_comms'])} -> {'compute' if s['compute_bound'] else 'communication'}-bound")
-    return 0
+            print(f"    strategy {args.strategy} on {mesh} (derived with its backward pass, per layer): T_math "
+                  f"{fmt_seconds(s['t_math'])}, T_comms {fmt_seconds(s['t_comms'])}, step {fmt_seconds(s['t_step'])}"
+                  f" -> {'compute' if s['compute_bound'] else 'communication'}-bound")
+            if s["memory_bytes"] is not None:
+                print(f"    its memory per chip (one layer's parameters, gradients, optimizer): "
+                      f"{fmt_bytes(s['memory_bytes'])}" + ("" if s["fits"] else f" -- DOES NOT FIT in "
+                                                               f"{fmt_bytes(hw.hbm_bytes)}"))
 
 
 def _strategy_check(args, cfg, hw):
@@ -150,10 +192,16 @@ def _strategy_check(args, cfg, hw):
         split = {k: r["chosen"][k] for k in free}
     elif free:
         raise UsageError("give the strategy's mesh axes sizes (--mesh X=...,Y=...,Z=...)")
-    subs = {symbols.axis(k): v for k, v in split.items()}
-    t_math = plan.evaluate(plan.t_math.xreplace(subs))
-    t_comms = plan.evaluate(plan.t_comms_bw.xreplace(subs))
-    if t_math is None or t_comms is None:
-        raise UsageError("the strategy's costs keep unbound symbols; bind them with --mesh")
-    return {"mesh": split or {a.name: a.size for a in plan.mesh.axes}, "t_math": t_math, "t_comms": t_comms,
-            "compute_bound": t_math >= t_comms}
+    if split:   # derived at that mesh, as derive --backward would: placement, latency floors and all
+        mesh = ",".join(f"{a.name}={split.get(a.name, a.size)}" + (f":{a.links}" if a.links != 1 else "")
+                        + (f":{a.kind}" if a.kind_written else "") for a in plan.mesh.axes)
+        plan = derive(text, mesh=mesh, dims=dims, hw=hw, backward=True)
+    t_math, t_comms, t_step = (plan.evaluate(e) for e in (plan.t_math, plan.t_comms, plan.t_step))
+    if None in (t_math, t_comms, t_step):
+        free = sorted({str(s) for e in (plan.t_math, plan.t_comms, plan.t_step)
+                       for s in e.xreplace(plan.bindings()).free_symbols})
+        raise UsageError(f"the strategy's costs keep unbound symbols ({', '.join(free)}); "
+                         f"bind them with --mesh (axis sizes) or in the program (rank statements)")
+    return {"mesh": {a.name: a.size for a in plan.mesh.axes}, "t_math": t_math, "t_comms": t_comms,
+            "t_step": t_step, "compute_bound": t_math >= t_comms, "memory_bytes": plan.memory_bytes,
+            "fits": plan.fits is not False}

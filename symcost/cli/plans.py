@@ -147,11 +147,15 @@ def cmd_optimize(args) -> int:
     chips_symbol = () if str(args.chips).strip().isdigit() else (str(args.chips).strip(),)
     plan = derive_from(args, names=chips_symbol)
     vary = tuple(v.strip() for v in args.vary.split(",") if v.strip())
-    def derive_at(sizes):
-        axes = ",".join(f"{a.name}={sizes.get(a.name, a.size)}" + (f":{a.links}" if a.links != 1 else "")
-                        + (f":{a.kind}" if a.kind_written else "") if sizes.get(a.name, a.size) is not None
-                        else str(a) for a in plan.mesh.axes)
-        return derive_from(args, mesh=axes, names=chips_symbol)
+    def derive_at(sizes, kinds=None):
+        kinds = kinds or {}
+
+        def written(a):
+            size = sizes.get(a.name, a.size)
+            kind = kinds.get(a.name, a.kind if a.kind_written else None)
+            return (a.name + (f"={size}" if size is not None else "") + (f":{a.links}" if a.links != 1 else "")
+                    + (f":{kind}" if kind else ""))
+        return derive_from(args, mesh=",".join(written(a) for a in plan.mesh.axes), names=chips_symbol)
 
     r = optimize_plan(plan, vary, args.chips, derive_at)
     chosen = r["chosen"]
@@ -159,13 +163,16 @@ def cmd_optimize(args) -> int:
         print(json.dumps({"vary": r["vary"], "optimum": {k: str(v) for k, v in r["optimum"].items()},
                           "numeric": r["numeric"],
                           "chosen": ({k: chosen[k] for k in (*vary, "t_comms", "t_step")} if chosen else None),
-                          "t_comms": str(r["t_comms"]), "t_math": str(r["t_math"]),
+                          "t_comms": str(r["t_comms"]), "t_math": str(r["t_math"]), "placement": r["placement"],
                           "compute_bound_when": str(r["compute_bound_when"])}, indent=2))
         return 0
     for k, v in r["optimum"].items():
         num = "" if r["numeric"] is None else f" = {r['numeric'][k]:.4g}"
         print(f"{k}_opt = {v}{num}")
     print(f"t_comms at the optimum = {r['t_comms']}")
+    if r["placed_again"]:
+        print("  (closed form with " + ", ".join(f"{k} on {v}" for k, v in r["placement"].items())
+              + f": the links {plan.hardware.name} gives the best integer split)")
     print(f"t_math = {r['t_math']}")
     if chosen:
         where = f"derived at that mesh on {plan.hardware.name}" if chosen["hardware_bound"] else \

@@ -180,11 +180,16 @@ class Serving:
         return out
 
     # ------------------------------------------------------------------ prefill and training
-    def prefill(self, seq: int, mfu: float, attention: bool = True, causal: bool = False) -> dict:
-        """Prefill of one ``seq``-token sequence at ``mfu`` of the slice's peak."""
-        flops = forward_flops(self.cfg, batch=1, seq=seq, attention=attention, causal=causal)
+    def prefill(self, seq: int, mfu: float, attention: bool = True, causal: bool = False, batch: int = 1) -> dict:
+        """Prefill of ``batch`` sequences of ``seq`` tokens at ``mfu`` of the slice's peak; it fits when the
+        weights and the KV caches it writes fit in the slice's HBM."""
+        if not 0 < mfu <= 1:
+            raise UsageError(f"the MFU is a fraction of the peak, in (0, 1], not {mfu:g}")
+        flops = forward_flops(self.cfg, batch=batch, seq=seq, attention=attention, causal=causal)
         C = self.hw.flops_for(self.compute_dtype or ("bf16" if dtypes.nbytes(self.dtype) <= 2 else self.dtype))
-        return {"flops": flops, "seconds": flops / (self.chips * C * mfu)}
+        memory = self.param_bytes + batch * seq * self.kv_bytes_per_token
+        return {"batch": batch, "flops": flops, "seconds": flops / (self.chips * C * mfu),
+                "memory_bytes": memory, "fits": memory <= self.hbm_total}
 
 
 def critical_batch(hw, weight_dtype: str = "bf16", compute_dtype: str | None = None) -> float:
@@ -202,18 +207,22 @@ def critical_batch(hw, weight_dtype: str = "bf16", compute_dtype: str | None = N
                              sp.Symbol("W_hbm", positive=True): hw.hbm_bandwidth}))
 
 
-def train_estimate(cfg: ModelConfig, hw, chips: int, batch_tokens: float, tokens: float, mfu: float,
+def train_estimate(cfg: ModelConfig, hw, chips: int, batch_tokens: float, tokens: float | None, mfu: float,
                    seq: int = 0, checkpoints_per_layer: int = 1, param_dtype: str = "bf16") -> dict:
-    """Training FLOPs, time, memory and the fewest chips whose HBM holds it (book Parts 4 and 5)."""
+    """Training FLOPs, time (None without ``tokens``), memory and the fewest chips whose HBM holds it (book
+    Parts 4 and 5); ``fits`` says whether ``chips`` are enough."""
+    if not 0 < mfu <= 1:
+        raise UsageError(f"the MFU is a fraction of the peak, in (0, 1], not {mfu:g}")
     fpt = flops_per_token(cfg, seq=seq)
-    total = fpt["train"] * tokens
+    total = fpt["train"] * tokens if tokens else None
     p = param_counts(cfg)["total"]
     params_b = p * dtypes.nbytes(_canon(param_dtype))
     opt_b = p * 8  # Adam's two fp32 moments
     act_b = checkpoint_bytes(cfg, batch_tokens, checkpoints_per_layer)
     mem = params_b + opt_b + act_b
-    return {"flops_total": total, "seconds": total / (chips * hw.C * mfu),
-            "min_chips": int(math.ceil(mem / hw.hbm_bytes)),
+    need = int(math.ceil(mem / hw.hbm_bytes))
+    return {"flops_total": total, "seconds": total / (chips * hw.C * mfu) if total else None,
+            "min_chips": need, "fits": chips >= need,
             "memory_bytes": {"params": params_b, "optimizer": opt_b, "activations": act_b, "total": mem}}
 
 

@@ -30,7 +30,7 @@ from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
 from .ranking import Ranker
-from .routes import Entry, search
+from .routes import Entry, direct_route, search
 
 ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums included"
 
@@ -43,6 +43,7 @@ class Candidate:
     steps: tuple
     cost: float
     moved: float = 0.0
+    bounded: bool = False   # some search behind it stopped at LAYOUT_LIMIT
 
     @property
     def rank(self) -> tuple:
@@ -108,7 +109,32 @@ def _route_key(steps):
                  else (s.kind, s.axes, s.after.dims, s.after.axes) for s in steps)
 
 
+#: the most moves one search looks at (layouts are settled cheapest first, so the routes to those it
+#: settles stay exact); past it, costlier layouts are not explored and the plan says so. Meshes of up to
+#: five axes stay under it.
+LAYOUT_LIMIT = 80_000
+
+
+class _Bounded:
+    """Searches for one plan, at most LAYOUT_LIMIT layouts each; remembers whether one stopped short."""
+
+    def __init__(self, mesh, ranker):
+        self.mesh, self.ranker, self.short = mesh, ranker, False
+
+    def __call__(self, sources, target=None, accept=None, limit=LAYOUT_LIMIT):
+        found = search(sources, self.mesh, self.ranker, target=target, accept=accept, limit=limit)
+        self.short = self.short or not found.complete
+        return found
+
+
 def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype=None, names=None):
+    cands, short = _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype,
+                                       names)
+    return [replace(c, bounded=True) for c in cands] if short else cands
+
+
+def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names):
+    search = _Bounded(mesh, ranker)
     n = len(operands)
     later_of = []
     for k in range(1, n):
@@ -119,9 +145,9 @@ def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
     first = operands[0]
     if isinstance(first, tuple):  # layouts of the first operand that are already at hand
         operands = [first[0]] + list(operands[1:])
-        dist_left = search({lay: Entry(0.0, ()) for lay in first}, mesh, ranker)
+        dist_left = search({lay: Entry(0.0, ()) for lay in first})
     else:
-        dist_left = search({first: Entry(0.0, ())}, mesh, ranker)
+        dist_left = search({first: Entry(0.0, ())})
     left_dims, left_layout = operands[0].dims, operands[0]
     finals = []
     for k in range(1, n):
@@ -130,7 +156,7 @@ def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
         dims_out = product_dims(left_dims, right.dims, contracts[k - 1], later_of[k - 1], out_dims if last else None)
         name = final_name if last else (names[k - 1] if names else f"T{k}")
         dtype = out_dtype if (last and out_dtype) else dtypes.wider(operands[0].dtype, right.dtype)
-        dist_right = search({right: Entry(0.0, ())}, mesh, ranker)
+        dist_right = search({right: Entry(0.0, ())})
         if not dist_left:
             raise ShardingError(_stuck(left_layout, right, ranker))
         left_layout = next(iter(dist_left))
@@ -144,12 +170,12 @@ def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
             for lay, ent in results:
                 if lay not in sources or ent.cost < sources[lay].cost:
                     sources[lay] = ent
-            dist_left = search(sources, mesh, ranker)
+            dist_left = search(sources)
             left_dims = dims_out
     if n == 1:  # a one-operand einsum: a sum over dimensions or a transpose
         finals = _einsum_results(operands[0], dist_left, None, None, out_dims, final_name,
                                  out_dtype or operands[0].dtype, mesh, ranker)
-    return _finish(finals, target, mesh, ranker)
+    return _finish(finals, target, search), search.short
 
 
 def _stuck(left: Layout, right: Layout, ranker) -> str:
@@ -163,11 +189,13 @@ def _stuck(left: Layout, right: Layout, ranker) -> str:
 ALTERNATIVE_RESULTS = 12
 
 
-def _finish(finals, target, mesh, ranker, keep: int = 8):
+def _finish(finals, target, search, keep: int = 8):
     """From the einsum's result layouts to the target. One search from all of them at once (each starting at
     its own cost) finds the cheapest whole plan in the search's additive cost; the cheapest few results
     each get a search of their own, for the alternatives and for the overlapped objective, which ranks
-    the candidates in the end."""
+    the candidates in the end. The search to the target is not bounded (a plan must come out); the
+    alternatives' searches are."""
+    ranker = search.ranker
     by_result: dict[Layout, Entry] = {}
     for lay, ent in finals:
         if lay not in by_result or ent.cost < by_result[lay].cost:
@@ -185,25 +213,32 @@ def _finish(finals, target, mesh, ranker, keep: int = 8):
         for _, ent in order[:ALTERNATIVE_RESULTS + keep]:
             add(ent.steps)
         return cands
-    reached = _to_target(dict(order), target, mesh, ranker)
+    reached = _to_target(dict(order), target, search)
+    if reached is None and search.short:   # the search stopped short of the target: go there directly
+        lay, ent = order[0]
+        goal = replace(target, name=lay.name) if target is not None else replace(lay, unreduced=frozenset())
+        tail = direct_route(lay, goal, ranker)
+        reached = Entry(ent.cost + tail.cost, ent.steps + tail.steps) if tail is not None else None
     if reached is not None:
         add(reached.steps)
+    short = search.short   # an alternative's search stopping short leaves the best plan exact
     for lay, ent in order[:ALTERNATIVE_RESULTS]:
-        tail = _to_target({lay: Entry(0.0, ())}, target, mesh, ranker)
+        tail = _to_target({lay: Entry(0.0, ())}, target, search)
         if tail is not None:
             add(ent.steps + tail.steps)
+    search.short = short
     return cands
 
 
-def _to_target(sources: dict, target, mesh, ranker) -> Entry | None:
+def _to_target(sources: dict, target, search, limit=LAYOUT_LIMIT) -> Entry | None:
     """The cheapest way from any of ``sources`` to ``target`` (None: the cheapest fully reduced layout)."""
     if target is not None:
         sources = {lay: e for lay, e in sources.items() if replace(target, name=lay.name).unreduced <= lay.unreduced}
         if not sources:
             return None
         tgt = replace(target, name=next(iter(sources)).name)
-        return search(sources, mesh, ranker, target=tgt).get(tgt)
-    found = search(sources, mesh, ranker, accept=lambda l: not l.unreduced)
+        return search(sources, target=tgt, limit=limit).get(tgt)
+    found = search(sources, accept=lambda l: not l.unreduced, limit=limit)
     done = [l for l in found if not l.unreduced]
     return found[done[0]] if done else None
 

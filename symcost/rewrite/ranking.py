@@ -63,6 +63,10 @@ class Ranker:
         """The allowed moves out of ``lay`` with their search weights."""
         return _weighted_edges(self, lay)
 
+    def moves_out(self, lay: Layout) -> tuple:
+        """The allowed moves out of ``lay`` (price the ones a search needs with :meth:`weight`)."""
+        return _edges(self.mesh, self.moves, lay)
+
     def move(self, m: Move) -> float:
         """A move's time in seconds (latency floor included)."""
         return _move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
@@ -71,9 +75,7 @@ class Ranker:
     def weight(self, m: Move) -> float:
         """A move's weight in the search: its time, a kind's premium, and a millionth of its throughput term
         so that, where latency floors make two routes equally fast, the one that moves fewer bytes wins."""
-        t, bw = _move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
-                           m.distance)
-        return t * (1 + m.rule.premium) + TIE_BREAK * bw
+        return _weight(self, m)
 
     def einsum(self, e) -> float:
         t = op_cost(e, self.env).seconds
@@ -101,6 +103,13 @@ def _edges(mesh: Mesh, allowed, lay: Layout) -> tuple:
 @caching.memoize(maxsize=8192)
 def _weighted_edges(ranker: Ranker, lay: Layout) -> tuple:
     return tuple((m, ranker.weight(m)) for m in _edges(ranker.mesh, ranker.moves, lay))
+
+
+@caching.memoize(maxsize=65536)
+def _weight(ranker: Ranker, m: Move) -> float:
+    t, bw = _move_time(ranker, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
+                       m.distance)
+    return t * (1 + m.rule.premium) + TIE_BREAK * bw
 
 
 @caching.memoize(maxsize=16384)

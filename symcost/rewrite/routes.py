@@ -14,6 +14,7 @@ import heapq
 import itertools
 from dataclasses import dataclass, replace
 
+from .. import progress
 from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
@@ -26,16 +27,27 @@ class Entry:
     steps: tuple
 
 
-def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = None, accept=None) -> dict:
+class Found(dict):
+    """{layout: Entry} of the layouts a search settled; ``complete`` is False when it stopped at its limit
+    with layouts left unexplored."""
+
+    complete = True
+
+
+def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = None, accept=None,
+           limit: int | None = None) -> Found:
     """Cheapest move sequences from ``sources`` ({layout: Entry}) to every reachable layout (Dijkstra).
 
-    Stops early once ``target`` (or the first layout ``accept`` approves) is settled.
+    Stops early once ``target`` (or the first layout ``accept`` approves) is settled, or once it has looked
+    at ``limit`` moves (the layouts settled by then are the cheapest ones, and exact; ``complete`` says
+    whether anything was left).
     """
-    best: dict[Layout, Entry] = {}
+    best = Found()
     heap = []
     counter = itertools.count()
     for lay, ent in sources.items():
         heapq.heappush(heap, (ent.cost, next(counter), lay, ent.steps))
+    looked = 0
     while heap:
         cost, _, lay, steps = heapq.heappop(heap)
         if lay in best:
@@ -43,10 +55,43 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
         best[lay] = Entry(cost, steps)
         if (target is not None and lay == target) or (accept is not None and accept(lay)):
             break
-        for m, c in ranker.edges(lay):
-            if m.after not in best:
-                heapq.heappush(heap, (cost + c, next(counter), m.after, steps + (m,)))
+        out = ranker.moves_out(lay)
+        looked += len(out)
+        if len(best) % 256 == 0:
+            progress.advance(256, "searching layouts")
+        if limit is not None and looked > limit:
+            best.complete = False
+            break
+        for m in out:
+            if m.after not in best:   # priced only when it may still matter
+                heapq.heappush(heap, (cost + ranker.weight(m), next(counter), m.after, steps + (m,)))
     return best
+
+
+def _distance(lay: Layout, target: Layout) -> int:
+    """How far ``lay`` is from ``target``: partial sums it must still reduce, and for each dimension the
+    axes after the prefix the two share (to gather on one side, to slice on the other)."""
+    d = len(lay.unreduced ^ target.unreduced)
+    for have, want in zip(lay.axes, target.axes):
+        common = next((i for i, (a, b) in enumerate(zip(have, want)) if a != b), min(len(have), len(want)))
+        d += len(have) - common + len(want) - common
+    return d
+
+
+def direct_route(layout: Layout, target: Layout, ranker: Ranker) -> Entry | None:
+    """A route from ``layout`` to ``target`` without a search: at each step the cheapest allowed move that
+    brings it closer (reduce, gather the axes out of place, slice the target's in). Not the cheapest route in
+    general; what a bounded search falls back on. None when no move brings it closer."""
+    cost, steps, lay = 0.0, [], layout
+    while lay != target:
+        here = _distance(lay, target)
+        closer = [m for m in ranker.moves_out(lay) if _distance(m.after, target) < here]
+        if not closer:
+            return None
+        m = min(closer, key=ranker.weight)
+        cost, lay = cost + ranker.weight(m), m.after
+        steps.append(m)
+    return Entry(cost, tuple(steps))
 
 
 def reshard(layout: Layout, target: Layout, mesh: Mesh, ranker: Ranker) -> tuple[float, tuple]:

@@ -1,0 +1,50 @@
+"""Progress on long work: a bar on the terminal (tqdm, the ``progress`` extra) while a search runs.
+
+Off by default, so that library calls stay silent; the command line turns it on when its standard error is
+a terminal. Work reports what it has done with :func:`advance`; nothing is shown for work that ends within
+``DELAY`` seconds.
+
+    >>> with showing(False):
+    ...     advance(10, "searching layouts")   # off: does nothing
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+DELAY = 2.0          # seconds before a bar appears
+_state = {"on": False, "bar": None, "what": None}
+
+
+@contextlib.contextmanager
+def showing(on: bool = True):
+    """Show progress bars inside this block (when tqdm is installed)."""
+    before = _state["on"]
+    _state["on"] = on
+    try:
+        yield
+    finally:
+        _state["on"] = before
+        _close()
+
+
+def advance(n: int, what: str) -> None:
+    """``n`` more units of ``what`` done (e.g. moves a search looked at)."""
+    if not _state["on"]:
+        return
+    if _state["what"] != what:
+        _close()
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            _state["on"] = False
+            return
+        _state["bar"] = tqdm(desc=what, unit=" layouts", delay=DELAY, file=sys.stderr, leave=False)
+        _state["what"] = what
+    _state["bar"].update(n)
+
+
+def _close() -> None:
+    if _state["bar"] is not None:
+        _state["bar"].close()
+    _state["bar"], _state["what"] = None, None
