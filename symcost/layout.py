@@ -219,7 +219,10 @@ def check_layout(layout: Layout, mesh: Mesh, sizes=None, *, text: str = "", span
             if a in where_axis:
                 other = where_axis[a]
                 if other == d:
-                    raise fail(f"mesh axis {a!r} appears twice in dimension {d} of {layout.name}", sp_)
+                    run = "".join(axes)
+                    raise fail(f"mesh axis {a!r} appears twice in dimension {d} of {layout.name}", sp_,
+                               hint=f"a mesh axis is one letter, or a name in braces: {d}_{{{run}}}" if
+                               len(run) > 2 else None)
                 raise fail(f"mesh axis {a!r} shards two dimensions of {layout.name} ({other} and {d})",
                            sp_, hint="a mesh axis may shard at most one dimension of a tensor; "
                                      "gather one of them first")

@@ -170,6 +170,10 @@ def cmd_optimize(args) -> int:
         num = "" if r["numeric"] is None else f" = {r['numeric'][k]:.4g}"
         print(f"{k}_opt = {v}{num}")
     print(f"t_comms at the optimum = {r['t_comms']}")
+    if plan.hardware is not None and not chosen:
+        print("  (closed form with " + ", ".join(f"{k} on {v}" for k, v in r["placement"].items())
+              + f"; bind every size with --dims to derive the best integer split at its placement on "
+              f"{plan.hardware.name})")
     if r["placed_again"]:
         print("  (closed form with " + ", ".join(f"{k} on {v}" for k, v in r["placement"].items())
               + f": the links {plan.hardware.name} gives the best integer split)")

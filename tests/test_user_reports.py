@@ -1,0 +1,276 @@
+"""What a new user hit on real-hardware questions: wrong answers, crashes and confusing output. Each test
+is one reported problem; the crash table holds every command that once ended in an internal error."""
+import json
+from pathlib import Path
+
+import pytest
+
+from symcost.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FSDP_TP = str(ROOT / "derivations" / "fsdp_tp.sc")
+FSDP = str(ROOT / "derivations" / "fsdp.sc")
+DP = str(ROOT / "derivations" / "dp.sc")
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ------------------------------------------------------------------------- crashes: exit 0, 1 or 2, one sentence
+
+CRASHES = [
+    ["optimize", FSDP_TP, "--chips", "256", "--vary", "X,Y", "--hw", "h100"],
+    ["optimize", FSDP_TP, "--chips", "256", "--vary", "X,Y", "--hw", "h100", "--dims", "B=1048576,F=32768,D=8192"],
+    ["derive", FSDP_TP, "--mesh", "X,Y", "--moves", "none"],
+    ["xla-check", "A[I, J_X] * B[J, K] -> C[I, K]", "--mesh", "X=4"],
+    ["model", "llama3-70b", "--prefill", "--mfu", "0", "--hw", "h100"],
+    ["model", "llama3-70b", "--prefill", "--mfu", "1.5", "--hw", "h100"],
+    ["model", "llama3-70b", "--train", "--strategy", FSDP_TP, "--hw", "h100", "--chips", "256", "--batch", "1048576"],
+    ["model", "llama3-8b", "--decode", "--batch", "8", "--chips", "3", "--hw", "h100"],
+    ["derive", "A[I_{data,model}, J]", "--mesh", "data=2,model=2"],
+    ["latex", "A[I_{data}, J_{model}] * B[J_{model}, K] -> C[I_{data}, K]", "--mesh", "data=2,model=2"],
+    ["derive", "A[I_X, J] -> A[J, I]", "--mesh", "X=4"],
+    ["derive", "A[I_data, J]"],
+    ["derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--moves", "bogus"],
+    ["derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--dims", "Q=4"],
+    ["derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--dims", "I=4,,J=8"],
+    ["check", "derivations/no_such_file.sc"],
+    ["model"],
+    ["model", "--list"],
+    ["solve", "A[I, J_X] * B[J, K] -> C[I, K]", "--for", "I", "--mesh", "X=4", "--dims", "J=8192,K=64",
+     "--hw", "tpu-v5e"],
+]
+
+
+@pytest.mark.parametrize("argv", CRASHES, ids=[" ".join(a[:2]) + f" #{i}" for i, a in enumerate(CRASHES)])
+def test_no_internal_error(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code in (0, 1, 2), err
+    assert "Traceback" not in err and "internal error" not in err
+    if code:
+        first = err.strip().splitlines()[0]
+        assert first.startswith("symcost: ") and first.rstrip().endswith((".", ")", "]", ":")) or len(first) > 20
+
+
+def test_binary_and_bom_files(capsys, tmp_path):
+    binary = tmp_path / "bin.sc"
+    binary.write_bytes(b"\xff\xfe\x00\x01binary")
+    code, _, err = run(capsys, "check", binary)
+    assert code == 2 and "not UTF-8 text" in err
+    bom = tmp_path / "bom.sc"
+    bom.write_bytes("\ufeffA[I_X, J] * B[J, K] -> C[I_X, K]\n".encode("utf-8"))
+    code, out, _ = run(capsys, "check", bom, "--mesh", "X=4")
+    assert code == 0 and out.startswith("valid: A[I_X, J]")
+
+
+def test_program_from_stdin(capsys, monkeypatch):
+    import io
+    monkeypatch.setattr("sys.stdin", io.StringIO("A[I_X, J] * B[J, K] -> C[I_X, K]\n"))
+    code, out, _ = run(capsys, "check", "-", "--mesh", "X=4")
+    assert code == 0 and "valid" in out
+
+
+def test_mistyped_path_is_not_parsed_as_notation(capsys):
+    code, _, err = run(capsys, "check", "derivations/no_such_file.sc")
+    assert code == 2 and "no such file: derivations/no_such_file.sc" in err
+    assert "unexpected character" not in err
+
+
+def test_version(capsys):
+    from symcost import __version__
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"symcost {__version__}"
+
+
+def test_errors_under_json_are_json(capsys):
+    code, out, _ = run(capsys, "check", "A[I_X, J_X]", "--json")
+    err = json.loads(out)["error"]
+    assert code == 1 and err["kind"] == "ShardingError" and err["exit_code"] == 1
+    assert err["line"] == 1 and err["column"] == 8 and "two dimensions of A (I and J)" in err["message"]
+
+
+def test_dims_must_name_the_programs_sizes(capsys):
+    code, _, err = run(capsys, "derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--dims", "Q=4")
+    assert code == 2 and "--dims binds Q, which the program does not use" in err
+    code, _, err = run(capsys, "derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--dims", "I=4,,J=8")
+    assert code == 2 and "empty item" in err
+
+
+def test_moves_modes_listed(capsys):
+    code, _, err = run(capsys, "derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--moves", "bogus")
+    assert code == 2 and "use auto, all, strategy, none" in err
+
+
+def test_multi_letter_axis_hint(capsys):
+    code, _, err = run(capsys, "derive", "A[I_data, J]")
+    assert code == 1 and "I_{data}" in err
+
+
+# ------------------------------------------------------------------------- symbols that clash
+
+def test_link_count_named_like_a_dimension(capsys):
+    code, _, err = run(capsys, "derive", "A[B, J_X] * W[J, K] -> C[B, K]", "--mesh", "X:B")
+    assert code == 2 and "link count B has the name of dimension B" in err
+
+
+def test_chips_symbol_named_like_a_dimension(capsys):
+    code, _, err = run(capsys, "optimize", FSDP_TP, "--chips", "B", "--vary", "X,Y")
+    assert code == 2 and "B" in err and "chips" in err
+
+
+# ------------------------------------------------------------------------- solving in the symbol's domain
+
+def test_negative_root_is_never_balanced(capsys):
+    code, out, _ = run(capsys, "solve", "A[I, J_X] * B[J, K] -> C[I, K]", "--for", "I", "--mesh", "X=4",
+                       "--dims", "J=8192,K=64", "--hw", "tpu-v5e")
+    assert code == 0
+    assert "never balanced for positive I (its root, -83.32, is not positive)" in out
+    assert "with the numbers: never" in out
+    code, out, _ = run(capsys, "solve", "A[I, J_X] * B[J, K] -> C[I, K]", "--for", "I", "--mesh", "X=4",
+                       "--dims", "J=8192,K=64", "--hw", "tpu-v5e", "--json")
+    assert code == 0 and "-83" not in json.dumps(json.loads(out).get("critical", {}))
+
+
+# ------------------------------------------------------------------------- fits
+
+def test_decode_that_does_not_fit_is_not_an_answer(capsys):
+    code, out, _ = run(capsys, "model", "llama3-70b", "--decode", "--hw", "tpu-v5e", "--chips", "8", "--batch", "32")
+    assert code == 1 and "DOES NOT FIT" in out and "tokens/s" not in out
+    code, out, _ = run(capsys, "model", "llama3-70b", "--decode", "--hw", "tpu-v5e", "--chips", "8", "--batch", "32",
+                       "--json")
+    d = json.loads(out)
+    assert code == 1 and d["fits"] is False and d["decode"]["fits"] is False
+    # 70.55e9 parameters in bf16 plus 32 caches of 8192 tokens at 327,680 bytes a token
+    assert d["decode"]["memory_bytes"] == pytest.approx(2 * d["params"]["total"] + 32 * 8192 * 327_680)
+
+
+def test_prefill_takes_the_batch_and_fits(capsys):
+    code, out, _ = run(capsys, "model", "llama3-8b", "--prefill", "--batch", "4", "--hw", "h100", "--json")
+    one = json.loads(out)["prefill"]
+    code1, out1, _ = run(capsys, "model", "llama3-8b", "--prefill", "--hw", "h100", "--json")
+    single = json.loads(out1)["prefill"]
+    assert code == code1 == 0 and one["batch"] == 4
+    assert one["flops"] == pytest.approx(4 * single["flops"]) and one["fits"]
+
+
+def test_training_memory_in_the_weights_dtype(capsys):
+    _, out, _ = run(capsys, "model", "llama3-8b", "--train", "--hw", "h100", "--chips", "64", "--batch", "1048576",
+                    "--dtype", "fp8", "--json")
+    t = json.loads(out)
+    assert t["train"]["memory_bytes"]["params"] == pytest.approx(t["params"]["total"] * 1)
+
+
+def test_mfu_is_a_fraction(capsys):
+    for bad in ("0", "1.5", "-0.1"):
+        code, _, err = run(capsys, "model", "llama3-70b", "--prefill", "--mfu", bad, "--hw", "h100")
+        assert code == 2 and "in (0, 1]" in err
+
+
+def test_backward_plan_that_does_not_fit(capsys):
+    code, out, _ = run(capsys, "derive", FSDP, "--backward", "--mesh", "X=8", "--hw", "h100",
+                       "--dims", "B=1048576,D=65536,F=262144")
+    assert "DOES NOT FIT" in out
+
+
+def test_strategy_check_agrees_with_derive(capsys):
+    """model --train --strategy prices the strategy exactly as derive --backward does at the mesh it
+    chooses (one pricing path)."""
+    from symcost.api import derive
+    code, out, _ = run(capsys, "model", "llama3-70b", "--train", "--strategy", FSDP_TP, "--hw", "h100",
+                       "--chips", "256", "--batch", "1048576", "--json")
+    s = json.loads(out)["train"]["strategy"]
+    mesh = ",".join(f"{k}={v}" for k, v in s["mesh"].items())
+    plan = derive(open(FSDP_TP).read(), mesh=mesh, dims={"B": 1048576, "D": 8192, "F": 28672}, hw="h100",
+                  backward=True)
+    assert s["t_comms"] == pytest.approx(plan.evaluate(plan.t_comms))
+    assert s["t_step"] == pytest.approx(plan.evaluate(plan.t_step))
+
+
+# ------------------------------------------------------------------------- optimize
+
+def test_optimize_agrees_with_derive_and_places_the_split(capsys):
+    from symcost.api import derive
+    code, out, _ = run(capsys, "optimize", FSDP_TP, "--chips", "256", "--vary", "X,Y", "--hw", "h100",
+                       "--dims", "B=1048576,F=32768,D=8192", "--json")
+    r = json.loads(out)
+    chosen = r["chosen"]
+    assert code == 0 and chosen["X"] * chosen["Y"] == 256
+    plan = derive(open(FSDP_TP).read(), mesh=f"X={chosen['X']},Y={chosen['Y']}", hw="h100",
+                  dims="B=1048576,F=32768,D=8192")
+    assert chosen["t_comms"] == pytest.approx(plan.evaluate(plan.t_comms))
+    # 256 H100s: the inner axis stays in the 8-GPU NVLink domain, the outer crosses InfiniBand
+    assert r["placement"] == {"X": "dcn", "Y": "nvlink"}
+    assert r["numeric"]["X"] > 1 and r["numeric"]["Y"] > 1
+
+
+# ------------------------------------------------------------------------- notation honesty
+
+def test_major_axis_gather_is_not_silently_a_permute(capsys):
+    code, out, _ = run(capsys, "derive", "AllGather_X(A[I_XY, J]) -> A[I_Y, J]", "--mesh", "X=2,Y=2")
+    assert code == 0 and "Permute_XY" in out and "not written" in out
+
+
+def test_transposes_refused(capsys):
+    code, _, err = run(capsys, "derive", "A[I_X, J] -> A[J, I]", "--mesh", "X=4")
+    assert code == 1 and "transposes are not supported" in err
+
+
+def test_alternatives_count_and_wording(capsys):
+    code, out, _ = run(capsys, "derive", "A[I_X, J_Y] * B[J_Y, K] -> C[I_X, K]", "--mesh", "X=2,Y=4")
+    head = next(l for l in out.splitlines() if l.startswith("alternatives considered"))
+    considered = int(head.split("(")[1].split(";")[0])
+    shown = int(head.split("the ")[1].split(" cheapest")[0]) if "cheapest shown" in head else considered
+    listed = sum(1 for l in out.splitlines() if l.startswith("  - "))
+    assert listed == shown <= considered
+    assert "when always" not in out and "moves less data" not in out
+
+
+def test_latex_multi_letter_axes_and_plain_bandwidth(capsys):
+    code, out, _ = run(capsys, "latex", "A[I_{data}, J_{model}] * B[J_{model}, K] -> C[I_{data}, K]",
+                       "--mesh", "data=2,model=2")
+    assert code == 0 and "I_{\\mathrm{data}}" in out and "I_{dat}" not in out and "dat}, model" not in out
+    assert out.count("{") == out.count("}")
+    assert "\\bm" not in out and "\\boldsymbol" not in out
+
+
+def test_latex_and_export_json(capsys, tmp_path):
+    code, out, _ = run(capsys, "latex", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--mesh", "X=4", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["format"] == "latex" and "\\begin" in d["text"]
+    target = tmp_path / "layer.py"
+    code, out, _ = run(capsys, "export-jax", "A[I, J_X] * B[J_X, K] -> C[I, K]", "--mesh", "X=4",
+                       "--dims", "I=64,J=128,K=32", "-o", target, "--json")
+    d = json.loads(out)
+    assert code == 0 and d["collectives"] == ["AllReduce_X(C[I, K]{U_X}) -> C[I, K]"]
+    text = target.read_text()
+    assert "jax.devices('cpu')" in text or 'jax.devices("cpu")' in text
+
+
+def test_bounded_search_says_so():
+    import symcost
+    plan = symcost.derive("A[I_XY, J_ZV] * B[J_ZV, K_WU] -> C[I_XYZ, K_WU]", mesh="X=2,Y=2,Z=2,V=2,W=2,U=2")
+    assert any("the layout search was bounded (6 mesh axes)" in n for n in plan.notes)
+    assert [s.kind for s in plan.collectives] == ["ReduceScatter", "AllGather"]
+
+
+# ------------------------------------------------------------------------- physical meshes
+
+@pytest.mark.parametrize("mesh,hw,says", [
+    ("X=4:nvlink", "tpu-v5e", "tpu-v5e has no NVLink"),
+    ("X=32,Y=32", "tpu-v5e", "a slice holds at most 256"),
+    ("X=8:wrap", "h100", ":wrap means nothing there"),
+    ("X=16:nvlink", "h100", "h100's holds 8"),
+])
+def test_impossible_meshes_are_errors(capsys, mesh, hw, says):
+    code, _, err = run(capsys, "derive", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--mesh", mesh, "--hw", hw)
+    assert code == 2 and says in err and len(err.strip().splitlines()) == 1
+
+
+def test_axes_laid_on_the_fast_domain_first(capsys):
+    code, out, _ = run(capsys, "derive", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--mesh", "X=32,Y=8", "--hw", "h100")
+    assert code == 0 and "mesh: X=32:dcn,Y=8:nvlink" in out
+    assert "note: Y=8 runs inside the 8-GPU NVLink domain; X=32 crosses nodes over InfiniBand" in out
