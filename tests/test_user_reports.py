@@ -274,3 +274,23 @@ def test_axes_laid_on_the_fast_domain_first(capsys):
     code, out, _ = run(capsys, "derive", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--mesh", "X=32,Y=8", "--hw", "h100")
     assert code == 0 and "mesh: X=32:dcn,Y=8:nvlink" in out
     assert "note: Y=8 runs inside the 8-GPU NVLink domain; X=32 crosses nodes over InfiniBand" in out
+
+
+def test_part5_figure_crossings():
+    """The Part 5 figure as plotted: pure FSDP on a full 16x16x16 v5p pod turns compute-bound at 850 tokens
+    per chip (the book's number: the pod's axis keeps its three links). Mixed FSDP+TP crosses at 3.27e5
+    tokens; the book reads "near 4e5" off 4096 * 2550^2 / (2 * 8192 * 4), which takes 4 links in all and
+    the continuous optimum split. symcost derives each integer split on the pod's torus, where X=128,
+    Y=32 span two torus dimensions each (2 links apiece), and takes the best at each batch."""
+    import numpy as np
+    from symcost.export.plot import strategy_curves
+    from symcost.hardware import hardware
+
+    def crossing(name, lo, hi):
+        text = (ROOT / "derivations" / f"{name}.sc").read_text()
+        xs, t_c, t_m = map(np.array, strategy_curves([(name, text)], "B", hardware("tpu-v5p"), 4096, points=400,
+                                                     lo=lo, hi=hi)[name])
+        return xs[np.argmax(t_m >= t_c)]
+
+    assert crossing("fsdp", 3.3e6, 3.7e6) / 4096 == pytest.approx(850, rel=2e-3)
+    assert crossing("fsdp_tp", 2e5, 5e5) == pytest.approx(3.27e5, rel=5e-3)

@@ -50,15 +50,17 @@ def strategy_programs(target: str) -> list[tuple[str, str]]:
 def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: float = 1e4, hi: float = 1e8,
                     dims=None, skipped: dict | None = None):
     """For each program (a path, or a (name, text) pair): T_comms and T_math (forward + backward, per
-    layer, per chip) against ``vs``. Programs over two axes take the split that balances their traffic
-    (X_opt) at each point. Programs that cannot be drawn go into ``skipped`` with the reason."""
+    layer, per chip) against ``vs``, each derived on ``chips`` chips of ``hw`` as ``derive`` places them
+    (a full pod keeps its torus links). Programs over two axes take, at each point, the best integer
+    split of the chips (as ``optimize`` chooses it). Programs that cannot be drawn go into ``skipped``."""
     from ..binding import parse_dims
-    from ..optimize import optimum
+    from ..errors import SymcostError
     from ..program import derive_program
     from .. import symbols
     skipped = {} if skipped is None else skipped
     xs = [lo * (hi / lo) ** (i / (points - 1)) for i in range(points)]
     given = {k: v for k, v in parse_dims(dims).items() if k != vs}
+    sym_vs = symbols.dim(vs)
     curves = {}
     for item in programs:
         name, text = item if isinstance(item, tuple) else \
@@ -68,35 +70,32 @@ def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: flo
         if len(axes) > 2 or any(a.kind != "ici" for a in probe.mesh.axes):
             skipped[name] = "it runs over more than two axes, or over DCN"
             continue
-        plan = derive_program(text, mesh=",".join(axes), hw=hw, backward=True, moves="strategy")
-        comms, math_ = plan.t_comms_bw, plan.t_math
-        bind = {**{symbols.dim(k): v for k, v in {**probe_ranking(text), **given}.items() if k != vs},
-                **plan.bindings()}
-        sym_vs = symbols.dim(vs)
-        free = (comms.free_symbols | math_.free_symbols) - set(bind) - {sym_vs} - {symbols.axis(a) for a in axes}
-        if free:
-            skipped[name] = "unbound sizes " + ", ".join(sorted(str(f) for f in free)) + " (--dims or a rank statement)"
+        sizes = {k: v for k, v in {**probe_ranking(text), **given}.items() if k != vs}
+        splits = [{axes[0]: chips}] if len(axes) == 1 else \
+            [{axes[0]: d, axes[1]: chips // d} for d in range(1, chips + 1) if chips % d == 0]
+        per_split, why = [], None
+        for split in splits:
+            try:
+                plan = derive_program(text, mesh=",".join(f"{a}={n}" for a, n in split.items()), hw=hw,
+                                      dims=sizes, backward=True, moves="strategy")
+            except SymcostError as e:   # a split the hardware cannot hold
+                why = str(e)
+                continue
+            comms, math_ = (e.xreplace(plan.bindings()) for e in (plan.t_comms_bw, plan.t_math))
+            free = (comms.free_symbols | math_.free_symbols) - {sym_vs}
+            if free:
+                why = "unbound sizes " + ", ".join(sorted(str(f) for f in free)) + " (--dims or a rank statement)"
+                break
+            per_split.append((sp.lambdify(sym_vs, comms, "math"), sp.lambdify(sym_vs, math_, "math"),
+                              sym_vs in math_.free_symbols))
+        if not per_split or why and why.startswith("unbound"):
+            skipped[name] = why or "no split of the chips fits the hardware"
             continue
-        if sym_vs not in math_.free_symbols:
+        if not per_split[0][2]:
             skipped[name] = f"its compute does not depend on {vs}"
             continue
-        if len(axes) == 1:
-            fix = {symbols.axis(axes[0]): chips}
-            t_c = [float(comms.xreplace(bind).xreplace(fix).xreplace({sym_vs: x})) for x in xs]
-        else:
-            try:
-                opt = optimum(plan, tuple(axes), chips)
-            except UsageError:  # its two axes do not trade against each other
-                skipped[name] = f"its axes {axes[0]} and {axes[1]} do not trade traffic"
-                continue
-            x_expr = opt[axes[0]].xreplace(bind)
-            t_c = []
-            for x in xs:
-                xo = min(max(float(x_expr.xreplace({sym_vs: x})), 1.0), float(chips))
-                fix = {symbols.axis(axes[0]): xo, symbols.axis(axes[1]): chips / xo}
-                t_c.append(float(comms.xreplace(bind).xreplace(fix).xreplace({sym_vs: x})))
-        fix_m = {symbols.axis(a): 1 for a in axes}
-        t_m = [float((math_.xreplace(bind).xreplace(fix_m) / sp.Integer(chips)).xreplace({sym_vs: x})) for x in xs]
+        t_c = [min(float(c(x)) for c, _, _ in per_split) for x in xs]
+        t_m = [float(per_split[0][1](x)) for x in xs]
         curves[name] = (xs, t_c, t_m)
     if curves:  # one compute line: the programs that share the most common compute curve
         key = {n: tuple(round(v, 15) for v in c[2]) for n, c in curves.items()}
