@@ -62,6 +62,11 @@ class UsageError(SymcostError):
     """A bad command-line or API argument (unknown hardware, malformed --mesh or --dims, ...)."""
 
 
+class DoesNotFit(SymcostError):
+    """A configuration whose weights, caches or activations do not fit in the devices' memory, asked for
+    an answer that only a running configuration has (a plot of its throughput, say)."""
+
+
 class SimulationError(SymcostError):
     """A plan that does not compute what it claims (found by the multi-device simulator)."""
 

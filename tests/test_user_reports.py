@@ -294,3 +294,10 @@ def test_part5_figure_crossings():
 
     assert crossing("fsdp", 3.3e6, 3.7e6) / 4096 == pytest.approx(850, rel=2e-3)
     assert crossing("fsdp_tp", 2e5, 5e5) == pytest.approx(3.27e5, rel=5e-3)
+
+
+def test_plot_of_a_model_that_does_not_fit(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "frontier.png"
+    code, _, err = run(capsys, "plot", "llama3-405b", "--hw", "tpu-v5e", "--chips", "8", "-o", out)
+    assert code == 1 and "does not fit on 8 x tpu-v5e at any batch" in err and not out.exists()

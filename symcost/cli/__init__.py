@@ -15,12 +15,12 @@ import os
 import sys
 
 from .. import progress
-from ..errors import (ExportError, NotationError, ShardingError, SimulationError, SymcostError, UsageError)
+from ..errors import (DoesNotFit, ExportError, NotationError, ShardingError, SimulationError, SymcostError, UsageError)
 from . import documents, models, plans
 from .options import Parser
 
 #: which exit status each error gives (the first class that matches, in order)
-EXIT_CODES = ((ShardingError, 1), (SimulationError, 1), (ExportError, 1), (NotationError, 2), (UsageError, 2),
+EXIT_CODES = ((ShardingError, 1), (DoesNotFit, 1), (SimulationError, 1), (ExportError, 1), (NotationError, 2), (UsageError, 2),
               (SymcostError, 2))
 INTERNAL = 3
 

@@ -172,6 +172,12 @@ def plot_frontier(serving, seq: int, out: str):
     """Latency against throughput per chip, one point per batch size (book Part 8's Pareto plot)."""
     plt = _plt()
     rows = [r for r in serving.frontier(seq) if r["fits"]]
+    if not rows:
+        from ..errors import DoesNotFit
+        from ..printers.text import fmt_bytes
+        raise DoesNotFit(f"{serving.cfg.name} does not fit on {serving.chips} x {serving.hw.name} at any batch: "
+                         f"its weights alone take {fmt_bytes(serving.param_bytes)} of "
+                         f"{fmt_bytes(serving.hbm_total)}; use more chips (--chips) or a smaller --dtype")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot([r["tokens_per_s_per_chip"] for r in rows], [r["step_time"] * 1e3 for r in rows], "o-",
             label=f"{serving.cfg.name}, {serving.dtype}, {serving.chips} x {serving.hw.name}")
