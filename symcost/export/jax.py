@@ -11,11 +11,13 @@ The exported file does not import symcost. Each move is lowered by its own rule
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ..einsum import LocalEinsum
 from ..errors import ExportError
 
-__all__ = ["export_plan", "concrete_sizes", "ExportError"]
+__all__ = ["export_plan", "concrete_sizes", "lower", "Lowering", "Lowered", "einsum_line", "JNP_DTYPES",
+           "ExportError"]
 
 
 def _spec(layout) -> str:
@@ -66,42 +68,101 @@ def concrete_sizes(plan, what: str) -> dict:
     return sizes
 
 
+#: jnp names of symcost's dtypes (``native`` lowering keeps each tensor in its own dtype)
+JNP_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn", "int8": "int8",
+              "int4": "int4"}
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """One step of a plan as JAX: the layouts it reads, the layout it leaves, and the ``shard_map`` body
+    lines that perform it on the local blocks."""
+
+    op: object
+    inputs: tuple
+    output: object
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """A plan as one ``shard_map`` body: its inputs (first layouts), outputs (final layouts), the steps
+    in order and the sizes every dimension takes (see :func:`concrete_sizes`)."""
+
+    inputs: tuple
+    outputs: tuple
+    steps: tuple[Lowered, ...]
+    sizes: dict
+
+    @property
+    def body(self) -> list[str]:
+        return [line for s in self.steps for line in s.lines]
+
+
+def einsum_line(op: LocalEinsum, var=_var, native: bool = False) -> str:
+    """The local einsum as one line: in fp32 (what ``export-jax`` checks against ``jnp.einsum``), or with
+    ``native`` in the operands' dtypes, accumulating in fp32 and writing the result's dtype."""
+    sub = op.subscripts()
+    args = ", ".join(var(t.name) for t in op.inputs)
+    if not native:
+        return f"{var(op.output.name)} = jnp.einsum({sub!r}, {args}, preferred_element_type=jnp.float32)"
+    acc = "int32" if all(t.dtype in ("int8", "int4") for t in op.inputs) else "float32"
+    return (f"{var(op.output.name)} = jnp.einsum({sub!r}, {args}, preferred_element_type=jnp.{acc})"
+            f".astype(jnp.{JNP_DTYPES[op.output.dtype]})")
+
+
+def lower(plan, var=_var, native: bool = False, what: str = "export") -> Lowering:
+    """Every step of ``plan`` as ``shard_map`` body lines: einsums as ``jnp.einsum``, each move through
+    its rule's :meth:`~symcost.collectives.MoveRule.lower_jax`. ``var`` names a tensor's variable;
+    ``what`` says what the lowering is for in its errors."""
+    mesh = plan.mesh
+    sizes = concrete_sizes(plan, what)
+    inputs, seen, steps, produced = [], set(), [], []
+    for s in plan.steps:
+        op = s.op
+        reads = op.inputs if isinstance(op, LocalEinsum) else (op.before,)
+        for t in reads:
+            if t.name not in seen and t.name not in produced:
+                inputs.append(t)
+                seen.add(t.name)
+        if isinstance(op, LocalEinsum):
+            steps.append(Lowered(op, reads, op.output, (einsum_line(op, var, native),)))
+            out = op.output.name
+        else:
+            lines = []
+            if op.after.name != op.before.name:    # a written collective that names its result
+                lines.append(f"{var(op.after.name)} = {var(op.before.name)}")
+            lines += op.rule.lower_jax(op, mesh, var(op.after.name))
+            steps.append(Lowered(op, reads, op.after, tuple(lines)))
+            out = op.after.name if op.after.name != op.before.name else None
+        if out is not None and out not in produced:
+            produced.append(out)
+    finals = {l.name: l for l in plan.layouts}
+    outputs = produced or [t.name for t in inputs]
+    return Lowering(tuple(inputs), tuple(finals[n] for n in outputs if n in finals), tuple(steps), sizes)
+
+
+def _reference(step: Lowered) -> str | None:
+    """The unsharded computation of a step for the exported check (moves other than renames change
+    nothing)."""
+    if isinstance(step.op, LocalEinsum):
+        return (f"r[{step.output.name!r}] = jnp.einsum({step.op.subscripts()!r}, "
+                + ", ".join(f"r[{t.name!r}]" for t in step.inputs) + ")")
+    if step.output.name != step.inputs[0].name:
+        return f"r[{step.output.name!r}] = r[{step.inputs[0].name!r}]"
+    return None
+
+
 def export_plan(plan) -> str:
     """A standalone Python program that runs ``plan`` with shard_map and checks it against jnp.einsum.
     Dimensions left unbound get a small size every layout divides (twice the number of devices)."""
     mesh = plan.mesh
-    sizes = concrete_sizes(plan, "export")
-    inputs, seen, body, ref = [], set(), [], []
-    produced = set()
-    for s in plan.steps:
-        op = s.op
-        if isinstance(op, LocalEinsum):
-            for t in op.inputs:
-                if t.name not in seen and t.name not in produced:
-                    inputs.append(t)
-                    seen.add(t.name)
-            sub = op.subscripts()
-            args = ", ".join(_var(t.name) for t in op.inputs)
-            body.append(f"{_var(op.output.name)} = jnp.einsum({sub!r}, {args}, "
-                        f"preferred_element_type=jnp.float32)")
-            ref.append(f"r[{op.output.name!r}] = jnp.einsum({sub!r}, "
-                       + ", ".join(f"r[{t.name!r}]" for t in op.inputs) + ")")
-            produced.add(op.output.name)
-        else:
-            if op.before.name not in seen and op.before.name not in produced:
-                inputs.append(op.before)
-                seen.add(op.before.name)
-            if op.after.name != op.before.name:    # a written collective that names its result
-                body.append(f"{_var(op.after.name)} = {_var(op.before.name)}")
-                ref.append(f"r[{op.after.name!r}] = r[{op.before.name!r}]")
-                produced.add(op.after.name)
-            body += op.rule.lower_jax(op, mesh, _var(op.after.name))
+    low = lower(plan)
+    inputs, outs, sizes, body = low.inputs, low.outputs, low.sizes, low.body
+    ref = [r for r in map(_reference, low.steps) if r is not None]
     for t in inputs:
         if t.unreduced:
             raise ExportError(f"cannot export: input {t.name} holds partial sums ({t})")
-    finals = {l.name: l for l in plan.layouts}
-    outputs = [n for n in produced] or [t.name for t in inputs]
-    outs = [finals[n] for n in outputs if n in finals]
     for o in outs:
         if o.unreduced:
             raise ExportError(f"cannot export: the result {o} still holds partial sums")
