@@ -89,6 +89,12 @@ def _seconds(v, where: str) -> float:
     return float(v)
 
 
+def _residual(v, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise UsageError(f"{where} must be a non-negative fraction (the fit's largest relative error), not {v!r}")
+    return float(v)
+
+
 def parse_efficiency(data: dict, where: str) -> Efficiency:
     """An ``[efficiency]`` table, every bad field named (``where`` is the file)."""
     if not isinstance(data, dict):
@@ -123,5 +129,5 @@ def parse_efficiency(data: dict, where: str) -> Efficiency:
                 g = f"{f}.{name}"
                 colls.append((link, name, _fraction(sub.get("eta", 1.0), g + ".eta"),
                               _seconds(sub.get("latency", 0.0), g + ".latency"),
-                              _seconds(sub.get("residual", 0.0), g + ".residual")))
+                              _residual(sub.get("residual", 0.0), g + ".residual")))
     return Efficiency(hbm, vector, tuple(matmul), tuple(colls))

@@ -19,7 +19,7 @@ REQUIRED = ("name", "family", "description", "hbm_bytes", "hbm_bandwidth", "ici_
             "dcn_bandwidth", "pcie_bandwidth", "t_min", "topology", "pod", "host", "flops", "sources")
 NUMERIC = ("hbm_bytes", "hbm_bandwidth", "ici_bandwidth", "ici_one_way", "dcn_bandwidth", "pcie_bandwidth",
            "t_min")
-OPTIONAL = ("nvlink_domain", "vector_flops", "efficiency")
+OPTIONAL = ("nvlink_domain", "vector_flops", "efficiency", "calibration")
 FAMILIES = ("tpu", "gpu", "cpu")
 TOPOLOGIES = ("torus2d", "torus3d", "switched")
 
@@ -65,6 +65,10 @@ def parse(data: dict, where: str) -> Hardware:
             raise UsageError(f"{where} gives no source for {f!r} (add it under [sources])")
     if "vector_flops" in data and not _positive(data["vector_flops"]):
         raise UsageError(f"{where}: field 'vector_flops' must be a positive number, not {data['vector_flops']!r}")
+    cal = data.get("calibration", {})
+    if not isinstance(cal, dict) or any(isinstance(v, (dict, list)) for v in cal.values()):
+        raise UsageError(f"{where}: field 'calibration' must be a table of plain values (what was measured, where, "
+                         f"when)")
     domain = data.get("nvlink_domain")
     if domain is not None and not (isinstance(domain, int) and not isinstance(domain, bool) and domain > 0):
         raise UsageError(f"{where}: field 'nvlink_domain' must be a positive integer, not {domain!r}")
