@@ -30,7 +30,8 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
-# the optional JAX extra (export-jax, xla-check and their tests): about 600 MB
+# the optional JAX extra (export-jax, xla-check, calibrate, measure and their tests; tqdm for progress bars):
+# about 600 MB
 jax: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,plot,progress,jax]'
 

@@ -1,0 +1,156 @@
+"""Microbenchmarks on the devices JAX sees: matmul FLOP/s by size and dtype, HBM copy and read bandwidth,
+elementwise FLOP/s, and each collective's time by size over a mesh axis.
+
+Every benchmark compiles first (never timed) and times with :func:`~symcost.device.timing.time_call`.
+A collective is one of symcost's own moves (``AllGather_X(A[I_X]) -> A[I]`` ...), lowered through its
+rule's ``lower_jax`` as ``export-jax`` lowers it, and its bytes are the V its time formula uses, so the
+fitted bandwidth compares directly with the prediction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..collectives import Move
+from ..env import Env
+from ..errors import UsageError
+from ..layout import Layout
+from . import programs, runtime
+from .timing import Timing, time_call
+
+#: the collectives calibrated, with the symcost move each is measured as
+COLLECTIVES = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Permute")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measured point: its size (``n`` of an n x n x n matmul, or bytes), the work it does (FLOPs or
+    bytes), and its timing."""
+
+    size: int
+    work: float
+    timing: Timing
+
+    @property
+    def rate(self) -> float:
+        return self.work / self.timing.median
+
+    def as_dict(self, unit: str) -> dict:
+        return {"size": self.size, unit: self.work, "seconds": self.timing.median, "runs": self.timing.runs,
+                "spread": self.timing.spread, "rate": self.rate}
+
+
+def _time(fn, args, runs, donate=False) -> Timing:
+    if not donate:
+        return time_call(lambda: fn(*args), block=runtime.block, runs=runs)
+    state = list(args)
+
+    def call():
+        state[0] = fn(*state)
+        return state[0]
+    return time_call(call, block=runtime.block, runs=runs)
+
+
+def _every_device():
+    """A sharding that puts one slice of a leading axis on each device JAX sees."""
+    jx = runtime.jax()
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    n = len(jx.devices())
+    return n, NamedSharding(runtime.make_mesh([n], ("d",)), P("d"))
+
+
+def matmul(n: int, dtype: str, runs: int, key) -> Sample:
+    """An ``n x n @ n x n`` matmul in ``dtype`` (accumulating in fp32, or int32 for integers) on every device
+    at once, each on its own operands: the rate of one device while all of them work, as in a plan (host
+    devices share the machine's cores; chips do not)."""
+    jx = runtime.jax()
+    import jax.numpy as jnp
+    dt = runtime.jnp_dtype(dtype)
+    acc = jnp.int32 if jnp.issubdtype(dt, jnp.integer) else (jnp.float32 if dtype == "fp32" else jnp.bfloat16)
+    d, sh = _every_device()
+    k1, k2 = jx.random.split(key)
+    a = runtime.random_array(k1, (d, n, n), dtype, sh)
+    b = runtime.random_array(k2, (d, n, n), dtype, sh)
+    f = jx.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=acc), out_shardings=sh).lower(a, b).compile()
+    return Sample(n, 2.0 * n ** 3, _time(f, (a, b), runs))
+
+
+def hbm(nbytes: int, runs: int, key) -> tuple[Sample, Sample]:
+    """(copy, read) per device, every device at once: ``x * a + b`` written over its own (donated) buffer
+    moves 2 x nbytes; a sum reads nbytes. fp32 elements."""
+    jx = runtime.jax()
+    import jax.numpy as jnp
+    n = max(1024, nbytes // 4)
+    d, sh = _every_device()
+    x = runtime.random_array(key, (d, n), "fp32", sh)
+    read = jx.jit(lambda v: jnp.sum(v, axis=1), out_shardings=sh).lower(x).compile()
+    r = Sample(n * 4, n * 4.0, _time(read, (x,), runs))
+    copy = jx.jit(lambda v: v * 0.999 + 0.001, donate_argnums=0, out_shardings=sh).lower(x).compile()
+    c = Sample(n * 4, n * 8.0, _time(copy, (x,), runs, donate=True))
+    return c, r
+
+
+def elementwise(n: int, depth: int, dtype: str, runs: int, key) -> Sample:
+    """``depth`` dependent multiply-adds on each of ``n`` elements per device in one fused kernel: 2 x depth
+    FLOPs an element for one read and one write, so the vector units, not memory, bound it."""
+    jx = runtime.jax()
+    coeffs = [(1.0 - 1.0 / (i + 3), 1.0 / (i + 7)) for i in range(depth)]
+
+    def fma(v):
+        for a, b in coeffs:
+            v = v * a + b
+        return v
+    d, sh = _every_device()
+    x = runtime.random_array(key, (d, n), dtype, sh)
+    f = jx.jit(fma, donate_argnums=0, out_shardings=sh).lower(x).compile()
+    return Sample(n, 2.0 * depth * n, _time(f, (x,), runs, donate=True))
+
+
+# ------------------------------------------------------------------------------------------ collectives
+
+
+def collective_move(kind: str, axis: str) -> Move:
+    """The move a collective is measured as, over one mesh axis, on fp32 arrays."""
+    a = (axis,)
+    if kind == "AllGather":
+        return Move(kind, a, Layout.of("A", "I", [a], dtype="fp32"), Layout.of("A", "I", dtype="fp32"))
+    if kind == "ReduceScatter":
+        return Move(kind, a, Layout.of("A", "I", unreduced=a, dtype="fp32"), Layout.of("A", "I", [a], dtype="fp32"))
+    if kind == "AllReduce":
+        return Move(kind, a, Layout.of("A", "I", unreduced=a, dtype="fp32"), Layout.of("A", "I", dtype="fp32"))
+    if kind == "AllToAll":
+        return Move(kind, a, Layout.of("A", "IJ", [a, ()], dtype="fp32"), Layout.of("A", "IJ", [(), a], dtype="fp32"))
+    if kind == "Permute":   # a neighbour shift: XLA's collective-permute (symcost's Send, one hop)
+        lay = Layout.of("A", "I", [a], dtype="fp32")
+        return Move("Send", a, lay, lay, 1)
+    raise UsageError(f"unknown collective {kind!r}; calibrated: {', '.join(COLLECTIVES)}")
+
+
+def _lines(move: Move, mesh, var: str) -> list[str]:
+    if move.kind == "Send":
+        n = mesh.axis(move.axes[0]).size
+        pairs = [(i, (i + move.distance) % n) for i in range(n)]
+        return [f"{var} = jax.lax.ppermute({var}, {move.axes[0]!r}, perm={pairs})"]
+    return move.rule.lower_jax(move, mesh, var)
+
+
+def sizes_for(move: Move, mesh, target: float) -> dict:
+    """Dimension sizes that give ``move`` about ``target`` bytes of V (every dimension divisible)."""
+    n = mesh.axis(move.axes[0]).size
+    base = {"I": n, "J": n}
+    per = move.rule.volume(move, Env.numeric(mesh, base)) / n     # V per element of I
+    i = max(n, int(round(target / per / n)) * n)
+    return {"I": i, "J": n}
+
+
+def collective(kind: str, mesh, jmesh, axis: str, target: float, runs: int, hw, key) -> tuple[Sample, float, float]:
+    """Time ``kind`` over ``axis`` at about ``target`` bytes: the measured sample (work = V), symcost's
+    throughput term for it at ``hw``'s figures (seconds) and the hops of its latency floor."""
+    move = collective_move(kind, axis)
+    dims = sizes_for(move, mesh, target)
+    env = Env.numeric(mesh, dims, hw.bindings("bf16") if hw is not None else None)
+    v = float(move.rule.volume(move, env))
+    floor, throughput = move.rule.link_time(move, env)
+    names = programs.Names()
+    r = programs.build(jmesh, mesh, (move.before,), (move.after,), _lines(move, mesh, names("A")), names, dims, key,
+                       str(move))
+    return Sample(int(v), v, _time(r.fn, r.args, runs)), float(throughput), float(floor) / env.T_min

@@ -1,0 +1,199 @@
+"""``symcost calibrate``: the microbenchmarks a preset needs, run on the devices JAX sees.
+
+    cal = calibrate(quick=True)        # about 30 s; the full sweep takes a few minutes on an accelerator
+    cal.matmul["bf16"][-1].rate        # FLOP/s of the largest matmul
+    cal.collectives[0].fit             # latency + bytes / bandwidth, with its residual
+
+What is swept depends on the backend (a CPU gets smaller sizes than a GPU, so that the sweep ends in
+seconds) and on ``quick``. The result is a value; :mod:`symcost.device.preset` turns it into a preset file.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from ..mesh import parse_mesh
+from . import bench, runtime
+from .fit import LineFit, fit_line
+
+KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What a calibration measures: matmul sizes and dtypes, HBM and elementwise sizes, collective bytes,
+    and the timed runs of each point."""
+
+    matmul: tuple[int, ...]
+    dtypes: tuple[str, ...]
+    hbm: int
+    elementwise: int
+    depth: int
+    collective: tuple[int, ...]
+    runs: int
+
+
+def sweep_for(backend: str, quick: bool, dtypes=None) -> Sweep:
+    """The default sweep of a backend (``cpu``, ``gpu``, ``tpu``)."""
+    if backend == "cpu":
+        s = Sweep((64, 128, 256, 512, 1024), ("bf16", "fp32"), 128 * MB, 1 << 20, 32,
+                  (4 * KB, 16 * KB, 64 * KB, 256 * KB, MB, 4 * MB), 10)
+        if quick:
+            s = Sweep((64, 256, 512), ("bf16", "fp32"), 32 * MB, 1 << 18, 32, (4 * KB, 64 * KB, 512 * KB, 2 * MB), 5)
+    else:
+        acc = ("bf16", "fp16", "fp8", "int8") if backend == "gpu" else ("bf16", "int8", "fp8")
+        s = Sweep((256, 512, 1024, 2048, 4096, 8192, 16384), acc, 2 * GB, 1 << 26, 256,
+                  tuple(4 * KB * 4 ** i for i in range(10)), 20)
+        if quick:
+            s = Sweep((512, 2048, 8192), ("bf16",), 512 * MB, 1 << 24, 256, (4 * KB, 64 * KB, MB, 16 * MB, 128 * MB), 5)
+    if dtypes:
+        from .. import dtypes as dt
+        s = Sweep(s.matmul, tuple(dt.canonical(d) for d in dtypes), s.hbm, s.elementwise, s.depth, s.collective,
+                  s.runs)
+    return s
+
+
+@dataclass(frozen=True)
+class CollectiveFit:
+    """One collective over one mesh axis: its samples (work = V bytes), the fitted line, and symcost's
+    throughput term per byte of V at the figures it was compared with (``model_per_byte``)."""
+
+    kind: str
+    axis: str
+    devices: int
+    link: str
+    samples: tuple
+    fit: LineFit
+    model_per_byte: float
+    hops: float = 1.0         # the model's latency floor over T_min
+
+    @property
+    def eta(self) -> float:
+        """The model's throughput time over the measured one: the fraction of the model's bandwidth reached."""
+        return self.model_per_byte * self.fit.bandwidth
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "axis": self.axis, "devices": self.devices, "link": self.link,
+                "points": [s.as_dict("bytes") for s in self.samples], "latency": self.fit.latency,
+                "bandwidth": self.fit.bandwidth, "residual": self.fit.residual, "rms": self.fit.rms,
+                "eta": self.eta}
+
+
+@dataclass
+class Calibration:
+    """Everything one calibration measured, on what, and when."""
+
+    device: runtime.DeviceInfo
+    when: str
+    quick: bool
+    sweep: Sweep
+    mesh: str
+    base: object = None                 # the Hardware whose figures the measurements are compared with
+    matmul: dict = field(default_factory=dict)      # dtype -> [Sample] by size
+    copy: object = None
+    read: object = None
+    elementwise: object = None
+    collectives: list = field(default_factory=list)
+    skipped: dict = field(default_factory=dict)     # what could not be measured, and why
+
+    def as_dict(self) -> dict:
+        d = self.device
+        return {
+            "device": {"platform": d.platform, "kind": d.kind, "count": d.count, "memory": d.memory,
+                       "jax": d.jax_version},
+            "when": self.when, "quick": self.quick, "runs": self.sweep.runs, "mesh": self.mesh,
+            "base": getattr(self.base, "name", None),
+            "matmul": {dt: [s.as_dict("flops") for s in pts] for dt, pts in self.matmul.items()},
+            "hbm": {"copy": self.copy.as_dict("bytes") if self.copy else None,
+                    "read": self.read.as_dict("bytes") if self.read else None},
+            "elementwise": self.elementwise.as_dict("flops") if self.elementwise else None,
+            "collectives": [c.as_dict() for c in self.collectives],
+            "skipped": dict(self.skipped),
+        }
+
+
+class Progress:
+    """A tqdm bar on stderr when tqdm is installed and stderr is a terminal; otherwise nothing."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, unit="bench", leave=False, file=sys.stderr)
+            except ImportError:
+                self.bar = None
+
+    def step(self, label: str) -> None:
+        if self.bar is not None:
+            self.bar.set_description(label[:40])
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def calibration_mesh(text: str | None, count: int, base):
+    """The mesh collectives are measured over: ``--mesh`` (its axes must fit the devices), or every
+    device on one axis X; link kinds as the base preset settles them."""
+    mesh = parse_mesh(text or f"X={count}")
+    if not mesh.bound:
+        raise UsageError("give the calibration mesh's axes sizes (--mesh X=2,Y=4)")
+    n = 1
+    for a in mesh.axes:
+        n *= a.size
+    if n > count:
+        raise UsageError(f"--mesh {mesh} needs {n} devices; JAX sees {count}")
+    return mesh.on_hardware(base) if base is not None else mesh
+
+
+def calibrate(*, quick: bool = False, mesh: str | None = None, base=None, dtypes=None, runs: int | None = None,
+              progress: bool = True, sweep: Sweep | None = None) -> Calibration:
+    """Run the microbenchmarks (see the module docstring). ``base``: the Hardware the measurements are
+    compared with (None: the device's own best figures serve as its peaks)."""
+    jx = runtime.jax()
+    info = runtime.device_info()
+    sw = sweep or sweep_for(info.platform, quick, dtypes)
+    if runs:
+        sw = Sweep(sw.matmul, sw.dtypes, sw.hbm, sw.elementwise, sw.depth, sw.collective, runs)
+    smesh = calibration_mesh(mesh, info.count, base) if info.count > 1 or mesh else None
+    cal = Calibration(info, runtime.now(), quick, sw, str(smesh) if smesh else "", base)
+    key = jx.random.PRNGKey(0)
+    axes = [a for a in smesh.axes if a.size > 1] if smesh else []
+    total = len(sw.dtypes) * len(sw.matmul) + 2 + len(axes) * len(bench.COLLECTIVES) * len(sw.collective)
+    bar = Progress(total, progress)
+    try:
+        for dt in sw.dtypes:
+            for n in sw.matmul:
+                bar.step(f"matmul {dt} {n}")
+                try:
+                    cal.matmul.setdefault(dt, []).append(bench.matmul(n, dt, sw.runs, key))
+                except Exception as e:     # a dtype the backend cannot multiply: said, not fatal
+                    cal.skipped[f"matmul {dt}"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+                    cal.matmul.pop(dt, None)
+                    break
+        bar.step("HBM")
+        cal.copy, cal.read = bench.hbm(sw.hbm, sw.runs, key)
+        bar.step("elementwise")
+        cal.elementwise = bench.elementwise(sw.elementwise, sw.depth, "bf16", sw.runs, key)
+        if axes:
+            from .programs import jax_mesh
+            jmesh = jax_mesh(smesh)
+            for a in axes:
+                for kind in bench.COLLECTIVES:
+                    samples, model = [], []
+                    for target in sw.collective:
+                        bar.step(f"{kind} {a.name} {target}")
+                        s, t_model, hops = bench.collective(kind, smesh, jmesh, a.name, target, sw.runs, base, key)
+                        samples.append(s)
+                        model.append(t_model / s.work)
+                    fit = fit_line([s.work for s in samples], [s.timing.median for s in samples])
+                    cal.collectives.append(CollectiveFit(kind, a.name, a.size, a.kind, tuple(samples), fit,
+                                                         sum(model) / len(model), max(1.0, hops)))
+        elif info.count == 1:
+            cal.skipped["collectives"] = "one device: nothing to communicate with"
+    finally:
+        bar.close()
+    return cal

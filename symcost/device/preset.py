@@ -1,0 +1,243 @@
+"""A calibration as a preset file (the schema of the shipped presets, ``--hw FILE`` reads it back).
+
+Two cases. A device symcost has a preset for (an H100, a TPU v5e, ...) keeps its datasheet peaks, and
+the calibration writes what fraction of them a run reaches: ``[efficiency]`` (HBM, vector, matmul by size
+and dtype, each collective's bandwidth fraction and latency), with the figures it did not measure taken
+from the shipped preset and saying so. Any other device (a CPU, an unknown GPU) has no datasheet here: its
+best measured figures become its peaks, the efficiency table says how far below them smaller work falls,
+and what was not measured comes from the nearest shipped chip (or a nominal figure), saying so.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+from ..env import RANKING_DEFAULTS
+from ..errors import UsageError
+from ..hardware import Hardware, hardware, parse, presets
+from . import runtime
+
+#: device kinds as JAX names them -> the shipped preset
+KINDS = (("h100", "h100"), ("h200", "h200"), ("b200", "b200"), ("v5 lite", "tpu-v5e"), ("v5e", "tpu-v5e"),
+         ("v5p", "tpu-v5p"), ("v6", "tpu-v6e"), ("v4", "tpu-v4p"), ("v3", "tpu-v3"))
+NEAREST = {"gpu": "h100", "tpu": "tpu-v5e"}
+#: the figure a link kind's collectives are priced with (``Hardware`` field) and its binding
+LINK_FIGURE = {"ici": ("ici_bandwidth", "W_ici"), "nvlink": ("ici_one_way", "W_nvlink"), "dcn": ("dcn_bandwidth", "W_dcn")}
+MAX_ETA = 1.5
+
+
+def match_preset(info: runtime.DeviceInfo) -> str | None:
+    """The shipped preset of the device JAX sees, or None."""
+    kind = info.kind.lower()
+    if info.platform == "cpu":
+        return None
+    return next((name for needle, name in KINDS if needle in kind and name in presets()), None)
+
+
+def provisional(info: runtime.DeviceInfo) -> Hardware:
+    """A preset for a device without a datasheet here: figures from the nearest shipped chip (a CPU gets
+    nominal ones) until the calibration replaces them with its measurements."""
+    near = NEAREST.get(info.platform)
+    n = max(1, info.count)
+    if near:
+        h = hardware(near)
+        data = _as_data(h)
+        data.update(name=f"{info.platform}-calibrated", pod=[n], host=[n],
+                    description=f"{info.kind}: calibrated by symcost (no datasheet preset; unmeasured figures from {near})")
+        if data.get("nvlink_domain"):
+            data["nvlink_domain"] = n
+        for k in data["sources"]:
+            data["sources"][k] = f"not measured: from the shipped {near} preset (the nearest chip); " + data["sources"][k]
+        if info.memory:
+            data["hbm_bytes"] = info.memory
+            data["sources"]["hbm_bytes"] = "the device's memory as JAX reports it (bytes_limit)"
+        return parse(data, "calibration")
+    memory = info.memory or 1e9
+    nominal = "not measured: a nominal figure (host devices share one memory; no network between them is measured)"
+    data = {"name": "cpu-calibrated", "family": "cpu", "description": f"{info.kind}: {n} host devices, calibrated by symcost",
+            "hbm_bytes": memory, "hbm_bandwidth": 1e10, "ici_bandwidth": 1e10, "ici_one_way": 5e9,
+            "dcn_bandwidth": 1.25e9, "pcie_bandwidth": 3.2e10, "t_min": 1e-5, "topology": "switched", "pod": [n],
+            "host": [n], "flops": {"bf16": 1e11},
+            "sources": {"hbm_bytes": f"host memory (os.sysconf) over the {n} host devices JAX was given",
+                        "hbm_bandwidth": nominal, "ici_bandwidth": nominal, "ici_one_way": nominal,
+                        "dcn_bandwidth": "not measured: nominal 10 Gb/s Ethernet",
+                        "pcie_bandwidth": "not measured: nominal PCIe Gen4 x16", "t_min": nominal, "flops": nominal,
+                        "topology": "host devices: every device reaches every other through shared memory"}}
+    return parse(data, "calibration")
+
+
+def _as_data(h: Hardware) -> dict:
+    """A Hardware value as preset data (the efficiency table is written afresh)."""
+    data = {"name": h.name, "family": h.family, "description": h.description, "hbm_bytes": h.hbm_bytes,
+            "hbm_bandwidth": h.hbm_bandwidth, "ici_bandwidth": h.ici_bandwidth, "ici_one_way": h.ici_one_way,
+            "dcn_bandwidth": h.dcn_bandwidth, "pcie_bandwidth": h.pcie_bandwidth, "t_min": h.t_min,
+            "topology": h.topology, "pod": list(h.pod), "host": list(h.host), "flops": dict(h.flops),
+            "sources": {k: v for k, v in h.sources if k != "efficiency" and not k.startswith("efficiency.")}}
+    if h.nvlink_domain:
+        data["nvlink_domain"] = h.nvlink_domain
+    if h.vector_flops:
+        data["vector_flops"] = h.vector_flops
+    return data
+
+
+def _eta(x: float) -> float:
+    return float(min(MAX_ETA, max(1e-6, x)))
+
+
+def _round(x: float, digits: int = 4) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+def build_preset(cal, name: str, measured_peaks: bool) -> dict:
+    """Preset data for a calibration ``cal`` (see the module docstring); ``measured_peaks``: the device
+    has no datasheet here, so its best measured figures are its peaks."""
+    base = cal.base
+    data = _as_data(base)
+    src = data["sources"]
+    d = cal.device
+    how = f"measured by symcost calibrate on {d.describe()}, {cal.when}"
+
+    def runs(s):
+        return f"median of {s.timing.runs} runs"
+    data["name"] = name
+    if not measured_peaks:
+        data["description"] = f"{base.description}; calibrated on {d.kind}"
+        for k in list(src):
+            src[k] = f"not measured: datasheet figure of the shipped {base.name} preset; " + src[k]
+    eff: dict = {}
+    # ------------------------------------------------------------------ matmul
+    matmul = {}
+    for dt, pts in cal.matmul.items():
+        best = max(p.rate for p in pts)
+        try:
+            peak = base.flops_for(dt) if not measured_peaks else None
+        except UsageError:
+            peak = None
+        if peak is None:
+            peak = best
+            data["flops"][dt] = _round(best)
+            src[f"flops.{dt}"] = f"{how}: the best {dt} matmul ({max(pts, key=lambda p: p.rate).size}^3), {runs(pts[0])}"
+        matmul[dt] = {"flops": [p.work for p in pts], "eta": [_round(_eta(p.rate / peak), 3) for p in pts]}
+        src[f"efficiency.matmul.{dt}"] = (f"{how}: n x n x n {dt} matmuls, n = "
+                                          f"{', '.join(str(p.size) for p in pts)}; achieved / {peak:.4g} FLOP/s; "
+                                          f"{runs(pts[0])} each")
+    if "bf16" not in data["flops"]:
+        raise UsageError("the calibration measured no bf16 matmul, and the preset needs a bf16 figure")
+    if measured_peaks:
+        src["flops"] = f"{how}: the best matmul of each dtype (see efficiency.matmul for each size)"
+    if matmul:
+        eff["matmul"] = matmul
+    # ------------------------------------------------------------------ HBM and vector
+    copy, read = cal.copy, cal.read
+    if measured_peaks:
+        data["hbm_bandwidth"] = _round(max(copy.rate, read.rate))
+        src["hbm_bandwidth"] = (f"{how}: the best of copy ({copy.rate:.4g} B/s over {copy.size:.3g} bytes, read and "
+                                f"written) and read ({read.rate:.4g} B/s, a sum), {runs(copy)}")
+    eff["hbm"] = _round(_eta(copy.rate / data["hbm_bandwidth"]), 3)
+    src["efficiency.hbm"] = (f"{how}: copy {copy.rate:.4g} B/s (x * a + b over {copy.size:.3g} bytes, in place), read "
+                             f"{read.rate:.4g} B/s (a sum) over {data['hbm_bandwidth']:.4g} B/s; {runs(copy)}")
+    ew = cal.elementwise
+    if ew is not None:
+        if data.get("vector_flops") and not measured_peaks:
+            eff["vector"] = _round(_eta(ew.rate / data["vector_flops"]), 3)
+        else:
+            data["vector_flops"] = _round(ew.rate)
+            src["vector_flops"] = (f"{how}: {cal.sweep.depth} dependent bf16 multiply-adds on each of {ew.size} "
+                                   f"elements in one kernel, {runs(ew)}")
+        src["efficiency.vector"] = f"{how}: {ew.rate:.4g} elementwise bf16 FLOP/s, {runs(ew)}"
+    # ------------------------------------------------------------------ collectives
+    colls: dict = {}
+    by_link: dict = {}
+    for c in cal.collectives:     # per link kind, the fits over its largest axis
+        best = by_link.setdefault(c.link, c.devices)
+        by_link[c.link] = max(best, c.devices)
+    for link, n in by_link.items():
+        fits = [c for c in cal.collectives if c.link == link and c.devices == n]
+        fits = [c for c in fits if c.axis == fits[0].axis]
+        field, sym = LINK_FIGURE[link]
+        if measured_peaks:   # the model's bandwidth each fit implies; the best is the link's peak
+            implied = {c.kind: c.eta * base.bindings("bf16")[sym] for c in fits}
+            figure = max(implied.values())
+            etas = {k: v / figure for k, v in implied.items()}
+            data[field] = _round(figure)
+            if link == "ici":
+                data["ici_one_way"] = _round(figure / 2)
+                src["ici_one_way"] = f"{how}: half the measured link bandwidth"
+            elif link == "nvlink":
+                data["ici_bandwidth"] = data["ici_one_way"]
+                src["ici_bandwidth"] = f"{how}: as ici_one_way"
+            best = max(implied, key=implied.get)
+            src[field] = (f"{how}: the bandwidth symcost's {link} model needs to match the fastest collective "
+                          f"({best} over {fits[0].axis}, {n} devices)")
+            data["t_min"] = _round(statistics.median(c.fit.latency / c.hops for c in fits))
+            src["t_min"] = f"{how}: the median over the collectives of their fitted latency per hop of the {link} model"
+        else:
+            etas = {c.kind: c.eta for c in fits}
+        table = {"eta": _round(_eta(statistics.median(etas.values())), 3),
+                 "latency": _round(statistics.median(c.fit.latency for c in fits))}
+        for c in fits:
+            entry = {"eta": _round(_eta(etas[c.kind]), 3), "latency": _round(max(0.0, c.fit.latency)),
+                     "residual": _round(c.fit.residual, 3)}
+            names = ("Permute", "Send") if c.kind == "Permute" else (c.kind,)
+            for nm in names:
+                table[nm] = entry
+                src[f"efficiency.collectives.{link}.{nm}"] = (
+                    f"{how}: {c.kind} over {c.axis} ({n} devices) at {len(c.samples)} sizes, "
+                    f"{c.samples[0].work:.3g} to {c.samples[-1].work:.3g} bytes of V, {runs(c.samples[0])} each; "
+                    f"fit latency + V / bandwidth, largest relative residual {c.fit.residual:.1%}"
+                    + ("; a neighbour shift (collective-permute), which Permute and Send both are" if c.kind == "Permute" else ""))
+        colls[link] = table
+        src[f"efficiency.collectives.{link}"] = f"{how}: the median over its collectives"
+    if colls:
+        eff["collectives"] = colls
+    elif cal.skipped.get("collectives"):
+        src["efficiency.collectives"] = f"not measured ({cal.skipped['collectives']}): the model's figures stand"
+    data["efficiency"] = eff
+    src["efficiency"] = f"{how}; each table's own source says what was run"
+    data["calibration"] = {"device": d.kind, "platform": d.platform, "devices": d.count, "when": cal.when,
+                           "runs": cal.sweep.runs, "jax": d.jax_version, "mesh": cal.mesh, "quick": cal.quick,
+                           "base": "measured peaks" if measured_peaks else base.name}
+    parse(data, f"the calibrated preset {name}")     # the file must load back
+    return data
+
+
+# ---------------------------------------------------------------------------------------------- TOML
+
+
+def _value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise UsageError(f"cannot write {v} to a preset")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def _key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else json.dumps(k)
+
+
+def to_toml(data: dict, header: str = "") -> str:
+    """Preset data as TOML text: scalars first, then each table (nested tables as dotted headers)."""
+    lines = [f"# {h}" for h in header.splitlines()] if header else []
+
+    def table(d: dict, path: list[str]):
+        scalars = [(k, v) for k, v in d.items() if not isinstance(v, dict)]
+        if path and scalars:
+            lines.append("")
+            lines.append("[" + ".".join(_key(p) for p in path) + "]")
+        for k, v in scalars:
+            lines.append(f"{_key(k)} = {_value(v)}")
+        for k, v in d.items():
+            if isinstance(v, dict):
+                table(v, path + [k])
+    table(data, [])
+    return "\n".join(lines) + "\n"
