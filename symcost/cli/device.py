@@ -1,0 +1,247 @@
+"""``calibrate`` and ``measure``: symcost on the devices JAX sees (the ``jax`` extra)."""
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import UsageError
+from ..printers.text import fmt_bytes, fmt_seconds
+from .options import mesh_dims_hw, read_program, write_output
+
+
+def register(sub):
+    c = sub.add_parser("calibrate", help="microbenchmarks on the devices JAX sees -> a preset (--hw FILE)")
+    c.add_argument("--out", required=True, help="the preset file to write (.toml)")
+    c.add_argument("--quick", action="store_true", help="a short sweep (about 30 s)")
+    c.add_argument("--name", help="the preset's name (default: the file's name)")
+    c.add_argument("--base", help="the preset whose datasheet figures the measurements are fractions of (default: "
+                                  "the device's own, when symcost has one; 'none': the best measured figures)")
+    c.add_argument("--mesh", help="the mesh collectives are measured over, axis by axis (default: every device on X)")
+    c.add_argument("--dtypes", help="matmul dtypes to sweep, e.g. bf16,fp8 (default: the backend's)")
+    c.add_argument("--runs", type=int, help="timed runs per point (default 20, --quick 5; CPU 10)")
+    c.add_argument("--no-progress", action="store_true", help="no progress bar")
+    c.add_argument("--json", action="store_true", help="the measurements as JSON on stdout")
+    c.set_defaults(handler=cmd_calibrate)
+
+    m = sub.add_parser("measure", help="run a plan (or a model's layer stack) on the devices against its prediction")
+    m.add_argument("target", metavar="EXPR|FILE|MODEL", help="notation, a program file, or a model with --decode, "
+                                                             "--prefill or --train")
+    mesh_dims_hw(m)
+    m.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    m.add_argument("--runs", type=int, default=20, help="timed runs (default 20; the median is reported)")
+    m.add_argument("--no-steps", action="store_true", help="time the whole only, not each step alone")
+    m.add_argument("--no-overlap", action="store_true", help="predict with every step in turn")
+    m.add_argument("--moves", default="auto", help="moves the engine may insert (as for derive)")
+    for mode in ("decode", "prefill", "train"):
+        m.add_argument(f"--{mode}", action="store_true", help=f"(a model) a {mode} step of its layer stack")
+    m.add_argument("--batch", type=int, help="(a model) sequences")
+    m.add_argument("--seq", type=int, default=4096, help="(a model) context length (default 4096)")
+    m.add_argument("--chips", type=int, default=1, help="(a model) devices to run it on (default 1)")
+    m.add_argument("--dtype", default="bf16", help="(a model) weights and KV cache dtype")
+    m.add_argument("--kv-dtype", help="(a model) KV cache dtype (default: --dtype)")
+    m.add_argument("--layers", type=int, help="(a model) measure its first N layers (default: all)")
+    m.add_argument("--plot", metavar="FILE", help="a measured-vs-predicted chart over a sweep (with --vs)")
+    m.add_argument("--vs", help="the swept size: a dimension (B) or, for a model, batch or seq")
+    m.add_argument("--values", help="the values of the sweep, e.g. 256,512,1024 (default: halvings of the size)")
+    m.set_defaults(handler=cmd_measure)
+
+
+# ------------------------------------------------------------------------------------------- calibrate
+
+
+def _base(arg, info):
+    from ..device import preset
+    from ..hardware import hardware
+    if arg and arg.lower() == "none":
+        return preset.provisional(info), True
+    if arg:
+        return hardware(arg), False
+    name = preset.match_preset(info)
+    return (hardware(name), False) if name else (preset.provisional(info), True)
+
+
+def cmd_calibrate(args) -> int:
+    from ..device import calibrate, preset, runtime
+    if not args.out.endswith(".toml"):
+        raise UsageError(f"--out {args.out}: a preset file ends in .toml")
+    if args.runs is not None and args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    info = runtime.device_info()
+    base, measured = _base(args.base, info)
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()] if args.dtypes else None
+    cal = calibrate.calibrate(quick=args.quick, mesh=args.mesh, base=base, dtypes=dtypes, runs=args.runs,
+                              progress=not args.no_progress and not args.json)
+    name = args.name or os.path.splitext(os.path.basename(args.out))[0]
+    data = preset.build_preset(cal, name, measured)
+    header = (f"written by symcost calibrate{' --quick' if args.quick else ''} on {info.describe()}, {cal.when}\n"
+              f"every figure's source says whether it was measured, how, and from how many runs")
+    text = preset.to_toml(data, header)
+    if args.json:
+        _write(args.out, text)
+        print(json.dumps({**cal.as_dict(), "preset": args.out, "name": name,
+                          "peaks": "measured" if measured else f"datasheet ({base.name})"}, indent=2))
+        return 0
+    _print_calibration(cal, data, base, measured)
+    write_output(args.out, text)
+    print(f"  (every figure: measured by symcost calibrate on {info.describe()}, {cal.when}, median of "
+          f"{cal.sweep.runs} runs; unmeasured figures say where they come from)")
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror}") from None
+
+
+def _rate(x: float, unit: str) -> str:
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}"
+
+
+def _print_calibration(cal, data, base, measured) -> None:
+    from ..dtypes import canonical
+    d = cal.device
+    print(f"device: {d.describe()}" + (f"; compared with the {base.name} datasheet" if not measured else
+                                       "; no datasheet preset for it: its best figures are its peaks"))
+    for dt, pts in cal.matmul.items():
+        best = max(pts, key=lambda p: p.rate)
+        peak = data["flops"].get(canonical(dt)) or base.flops_for(dt)
+        eta = data["efficiency"]["matmul"][dt]["eta"]
+        print(f"matmul {dt}: {_rate(best.rate, 'FLOP/s')} at {best.size}^3 ({best.rate / peak:.0%} of "
+              f"{'the datasheet' if not measured else 'the peak'}); efficiency by size: "
+              + ", ".join(f"{p.size}^3 {e:.2f}" for p, e in zip(pts, eta)))
+    for what, why in cal.skipped.items():
+        print(f"{what}: not measured ({why})")
+    c, r = cal.copy, cal.read
+    print(f"HBM copy {_rate(c.rate, 'B/s')}, read {_rate(r.rate, 'B/s')} (copy {data['efficiency']['hbm']:.0%} of "
+          f"{_rate(data['hbm_bandwidth'], 'B/s')}), {fmt_bytes(c.size)} per device, every device at once")
+    if cal.elementwise is not None:
+        print(f"elementwise bf16: {_rate(cal.elementwise.rate, 'FLOP/s')}")
+    for link, n in sorted({(x.link, x.devices) for x in cal.collectives}):
+        fits = [x for x in cal.collectives if x.link == link and x.devices == n]
+        table = data.get("efficiency", {}).get("collectives", {}).get(link, {})
+        of = "of the fastest" if measured else f"of {base.name}'s model"
+        print(f"collectives over {fits[0].axis} ({n} devices, {link}): a fit of latency + V / bandwidth")
+        for x in fits:
+            f = x.fit
+            eta = table.get(x.kind, {}).get("eta")
+            print(f"  {x.kind:14s} latency {fmt_seconds(f.latency):>9s}   bandwidth {_rate(f.bandwidth, 'B/s'):>10s}"
+                  + (f"   x{eta:.2f} {of}" if eta is not None else "")
+                  + f"   residual {f.residual:.0%} over {len(f.points)} sizes ({fmt_bytes(f.points[0][0])} to "
+                  f"{fmt_bytes(f.points[-1][0])} of V)")
+
+
+# --------------------------------------------------------------------------------------------- measure
+
+
+def _hardware(args, info):
+    from ..device import preset
+    from ..hardware import hardware
+    if args.hw:
+        return hardware(args.hw)
+    name = preset.match_preset(info)
+    if name is None:
+        raise UsageError("measure compares with a prediction: give --hw FILE (symcost calibrate --out FILE writes "
+                         "one for this device) or a preset")
+    return hardware(name)
+
+
+def _is_model(args) -> bool:
+    return args.decode or args.prefill or args.train
+
+
+def cmd_measure(args) -> int:
+    from ..device import runtime
+    from ..device.measure import sweep, sweep_values
+    if args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if args.plot and not args.vs:
+        raise UsageError("--plot draws a sweep: name the swept size with --vs (e.g. --vs B)")
+    info = runtime.device_info()
+    hw = _hardware(args, info)
+    run_at, base_sizes, title = (_model_runner if _is_model(args) else _plan_runner)(args, hw)
+    result = run_at(None, not args.no_steps)
+    out = result.as_dict()
+    rows = None
+    if args.vs:
+        values = sweep_values(base_sizes, args.vs, [v for v in (args.values or "").split(",") if v.strip()])
+        rows = sweep(lambda v: run_at(v, False), values)
+        out["sweep"] = {"vs": args.vs, "points": rows}
+        if args.plot:
+            from ..device.chart import plot_sweep
+            plot_sweep(rows, args.vs, title, args.plot)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    _print_measurement(result, hw)
+    if rows:
+        print(f"sweep over {args.vs}:")
+        for r in rows:
+            print(f"  {args.vs}={r['value']:<8} predicted {fmt_seconds(r['predicted']):>9s}   measured "
+                  f"{fmt_seconds(r['measured']):>9s}   measured/predicted {r['ratio']:.2f}")
+        if args.plot:
+            print(f"wrote {args.plot}")
+    return 0
+
+
+def _plan_runner(args, hw):
+    from ..api import derive
+    from ..binding import parse_dims
+    from ..device.measure import measure_plan
+    text = read_program(args.target)
+    dims = parse_dims(args.dims)
+
+    def run_at(value, steps):
+        d = dict(dims) if value is None else {**dims, args.vs: value}
+        plan = derive(text, args.mesh, d, hw, overlap=not args.no_overlap, moves=args.moves)
+        return measure_plan(plan, runs=args.runs, steps=steps)
+    return run_at, dims, f"{text.strip()}  (mesh {args.mesh}, {hw.name})"
+
+
+def _model_runner(args, hw):
+    from ..device.stack import measure_model
+    from ..models.config import load_model_config
+    if sum(map(bool, (args.decode, args.prefill, args.train))) != 1:
+        raise UsageError("measure a model with one of --decode, --prefill or --train")
+    mode = "decode" if args.decode else "prefill" if args.prefill else "train"
+    if args.batch is None and mode == "decode":
+        raise UsageError("--decode needs --batch (sequences)")
+    cfg = load_model_config(args.target)
+    batch = args.batch or 1
+    if args.vs and args.vs not in ("batch", "seq"):
+        raise UsageError(f"--vs {args.vs}: a model's sweep is over batch or seq")
+
+    def run_at(value, steps):
+        b, s = batch, args.seq
+        if value is not None:
+            b, s = (value, s) if args.vs == "batch" else (b, value)
+        return measure_model(cfg, hw, mode=mode, batch=b, seq=s, chips=args.chips, dtype=args.dtype,
+                             kv_dtype=args.kv_dtype, layers=args.layers, runs=args.runs, steps=steps)
+    return run_at, {"batch": batch, "seq": args.seq}, f"{cfg.name} {mode} on {args.chips} device(s), {hw.name}"
+
+
+def _print_measurement(m, hw) -> None:
+    w = m.what
+    if w["kind"] == "program":
+        print(f"expression: {w['expression']}")
+        print(f"mesh: {w['mesh']}   hardware: {hw.name}   device: {m.device.describe()}")
+    else:
+        print(f"model: {w['model']} {w['mode']}, batch {w['batch']}, context {w['seq']}, {w['layers']} of "
+              f"{w['of_layers']} layers and the unembedding, random {w['dtype']} weights")
+        print(f"mesh: {w['mesh']}   hardware: {hw.name}   device: {m.device.describe()}")
+    t = m.timing
+    print(f"predicted {fmt_seconds(m.predicted)} (overlap: {m.policy}; every step in turn {fmt_seconds(m.serial)})   "
+          f"measured {fmt_seconds(t.median)} ({t.describe()}, jit, after warm-up)   "
+          f"measured/predicted {m.ratio:.2f}")
+    if m.steps:
+        print("step by step (each alone, on its own inputs):")
+        width = min(64, max(len(s.signature) for s in m.steps))
+        for i, s in enumerate(m.steps, 1):
+            ratio = f"x{s.ratio:.2f}" if s.ratio is not None else "(predicted free)"
+            print(f"  {i:2d}. {s.signature:{width}s}  predicted {fmt_seconds(s.predicted or 0):>9s}   measured "
+                  f"{fmt_seconds(s.timing.median):>9s}   {ratio}")
