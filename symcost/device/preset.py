@@ -89,6 +89,14 @@ def _round(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
+def _round_up(x: float, digits: int = 3) -> float:
+    """``x`` to ``digits`` significant digits, never below it (a residual written is a bound that holds)."""
+    if x <= 0:
+        return 0.0
+    scale = 10 ** (math.floor(math.log10(x)) - digits + 1)
+    return float(f"{math.ceil(x / scale - 1e-9) * scale:.{digits}g}")
+
+
 def build_preset(cal, name: str, measured_peaks: bool) -> dict:
     """Preset data for a calibration ``cal`` (see the module docstring); ``measured_peaks``: the device
     has no datasheet here, so its best measured figures are its peaks."""
@@ -178,7 +186,7 @@ def build_preset(cal, name: str, measured_peaks: bool) -> dict:
                  "latency": _round(statistics.median(c.fit.latency for c in fits))}
         for c in fits:
             entry = {"eta": _round(_eta(etas[c.kind]), 3), "latency": _round(max(0.0, c.fit.latency)),
-                     "residual": _round(c.fit.residual, 3)}
+                     "residual": _round_up(c.fit.residual)}
             names = ("Permute", "Send") if c.kind == "Permute" else (c.kind,)
             for nm in names:
                 table[nm] = entry

@@ -1,0 +1,313 @@
+"""symcost on the devices: the line fit, the timing harness, the preset a calibration writes, and both
+commands end to end on 8 forced CPU host devices (in a subprocess, so that JAX sees them)."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import symcost
+from symcost.cli import main
+from symcost.device import fit_line
+from symcost.device.calibrate import Calibration, CollectiveFit, Sweep
+from symcost.device.bench import Sample
+from symcost.device.preset import build_preset, provisional, to_toml
+from symcost.device.runtime import DeviceInfo
+from symcost.device.timing import Timing, spread, time_call
+from symcost.errors import UsageError
+from symcost.hardware import hardware, parse
+
+ROOT = Path(__file__).parent.parent
+SCHEMAS = ROOT / "symcost" / "schemas"
+HAS_JAX = importlib.util.find_spec("jax") is not None
+HAS_MPL = importlib.util.find_spec("matplotlib") is not None
+NEEDS_JAX = pytest.mark.skipif(not HAS_JAX, reason="calibrate and measure need the jax extra: pip install 'symcost[jax]'")
+EIGHT = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+
+
+# ------------------------------------------------------------------------------------------------ the fit
+
+
+def test_a_line_is_recovered_exactly():
+    sizes = [4e3, 6.4e4, 1e6, 1.6e7, 2.56e8]
+    f = fit_line(sizes, [12e-6 + b / 3.5e11 for b in sizes])
+    assert f.latency == pytest.approx(12e-6, rel=1e-9)
+    assert f.bandwidth == pytest.approx(3.5e11, rel=1e-9)
+    assert f.residual < 1e-9 and f.rms < 1e-9
+
+
+def test_a_fitted_line_reproduces_its_points_within_its_residual():
+    sizes = [4e3, 1.6e4, 6.4e4, 2.56e5, 1e6, 4e6]
+    noise = [1.07, 0.95, 1.02, 0.9, 1.12, 0.97]
+    f = fit_line(sizes, [(30e-6 + b / 2e9) * k for b, k in zip(sizes, noise)])
+    assert 0.05 < f.residual < 0.2               # the noise is at most 12 %
+    for b, t in f.points:
+        assert abs(f.seconds(b) - t) / t <= f.residual + 1e-12
+    assert max(abs(e) for e in f.errors()) == pytest.approx(f.residual)
+    assert f.latency == pytest.approx(30e-6, rel=0.3) and f.bandwidth == pytest.approx(2e9, rel=0.2)
+
+
+def test_a_line_fit_keeps_the_latency_non_negative_and_refuses_one_size():
+    f = fit_line([1e3, 1e6], [1e-9, 1e-3])       # through the origin: no negative latency
+    assert f.latency >= 0
+    with pytest.raises(UsageError):
+        fit_line([1e3, 1e3], [1e-6, 2e-6])
+    with pytest.raises(UsageError):
+        fit_line([1e3, 1e6], [1e-6, -1.0])
+
+
+# ---------------------------------------------------------------------------------------------- the timing
+
+
+def test_spread_is_the_interquartile_range_over_the_median():
+    assert spread([1, 2, 3, 4, 5]) == pytest.approx(2 / 3)
+    assert spread([7.0]) == 0.0
+
+
+def test_timing_blocks_on_each_run_and_batches_short_calls():
+    waited = []
+    t = time_call(lambda: len(waited), block=waited.append, runs=4, warmup=2, min_run=1e-3)
+    assert t.runs == 4 and len(t.samples) == 4
+    assert t.inner > 1                       # a call far shorter than a millisecond is batched
+    assert len(waited) == 2 + 4              # warm-up calls and one wait per timed run
+    assert t.median == sorted(t.samples)[1] or t.median == pytest.approx(sum(sorted(t.samples)[1:3]) / 2)
+
+
+# ----------------------------------------------------------------------------- the preset of a calibration
+
+
+def _timing(seconds, runs=20):
+    return Timing(seconds, runs, 0.02, 1, (seconds,) * runs)
+
+
+def _calibration(base, platform="gpu", kind="NVIDIA H100 80GB HBM3"):
+    info = DeviceInfo(platform, kind, 8, 80e9, "0.0")
+    cal = Calibration(info, "2025-01-01 00:00:00 UTC", False, Sweep((1024, 8192), ("bf16",), 1 << 30, 1 << 26, 256,
+                                                                      (4096, 1 << 20), 20), "X=8:nvlink", base)
+    cal.matmul["bf16"] = [Sample(1024, 2.0 * 1024 ** 3, _timing(2.0 * 1024 ** 3 / 4e14)),
+                          Sample(8192, 2.0 * 8192 ** 3, _timing(2.0 * 8192 ** 3 / 7.5e14))]
+    cal.copy = Sample(1 << 30, 2.0 * (1 << 30), _timing(2.0 * (1 << 30) / 2.9e12))
+    cal.read = Sample(1 << 30, 1.0 * (1 << 30), _timing((1 << 30) / 3.0e12))
+    cal.elementwise = Sample(1 << 26, 512.0 * (1 << 26), _timing(512.0 * (1 << 26) / 5e13))
+    for kind, bw, lat in (("AllGather", 3.1e11, 9e-6), ("AllReduce", 1.6e11, 14e-6)):
+        sizes = [4096.0, float(1 << 20), float(1 << 28)]
+        f = fit_line(sizes, [lat + b / bw for b in sizes])
+        samples = tuple(Sample(int(b), b, _timing(t)) for b, t in f.points)
+        per_byte = (7 / 8) / 4.5e11 * (2 if kind == "AllReduce" else 1)    # the switched model at h100's W_nvlink
+        cal.collectives.append(CollectiveFit(kind, "X", 8, "nvlink", samples, f, per_byte, 1.0))
+    return cal
+
+
+def test_a_calibration_of_a_known_chip_keeps_the_datasheet_and_writes_its_efficiency(tmp_path):
+    h100 = hardware("h100")
+    data = build_preset(_calibration(h100), "my-h100", measured_peaks=False)
+    path = tmp_path / "my-h100.toml"
+    path.write_text(to_toml(data, "a test"))
+    hw = hardware(str(path))
+    assert hw.C == h100.C and hw.hbm_bandwidth == h100.hbm_bandwidth    # the datasheet peaks stay
+    eff = hw.efficiency
+    assert eff.math(2.0 * 8192 ** 3) == pytest.approx(7.5e14 / 9.89e14, abs=1e-3)
+    assert eff.math(2.0 * 1024 ** 3) == pytest.approx(4e14 / 9.89e14, abs=1e-3)
+    assert eff.hbm == pytest.approx(2.9e12 / 3.35e12, abs=1e-3)
+    assert hw.vector_flops == pytest.approx(5e13, rel=1e-3)            # no datasheet figure: measured
+    eta, lat = eff.net("nvlink", "AllGather")
+    assert eta == pytest.approx(3.1e11 * (7 / 8) / 4.5e11, abs=1e-3) and lat == pytest.approx(9e-6, rel=1e-3)
+    assert eff.net("nvlink", "AllReduce")[0] == pytest.approx(1.6e11 * 2 * (7 / 8) / 4.5e11, abs=1e-3)
+    src = dict(hw.sources)
+    for key in ("efficiency.matmul.bf16", "efficiency.hbm", "efficiency.collectives.nvlink.AllGather", "vector_flops"):
+        assert "measured by symcost calibrate on 8 x NVIDIA H100 80GB HBM3" in src[key]
+        assert "2025-01-01" in src[key] and "median of 20 runs" in src[key]
+    assert src["hbm_bytes"].startswith("not measured: datasheet figure of the shipped h100 preset")
+    raw = tomllib.loads(path.read_text())
+    assert raw["calibration"]["runs"] == 20 and raw["calibration"]["base"] == "h100"
+
+
+def test_a_device_without_a_datasheet_takes_its_best_figures_as_peaks(tmp_path):
+    info = DeviceInfo("cpu", "Some CPU, 4 cores", 8, 2e9, "0.0")
+    base = provisional(info)
+    cal = _calibration(base, "cpu", "Some CPU, 4 cores")
+    cal.device = info
+    cal.collectives = [CollectiveFit(c.kind, c.axis, c.devices, "ici", c.samples, c.fit, c.model_per_byte, 7.0)
+                       for c in cal.collectives]
+    data = build_preset(cal, "cpu-test", measured_peaks=True)
+    hw = parse(tomllib.loads(to_toml(data)), "cpu-test.toml")
+    assert hw.family == "cpu" and hw.C == pytest.approx(7.5e14, rel=1e-3)
+    assert hw.efficiency.math(2.0 * 8192 ** 3) == 1.0
+    assert hw.hbm_bandwidth == pytest.approx(3.0e12, rel=1e-3)          # the better of copy and read
+    assert hw.efficiency.hbm == pytest.approx(2.9 / 3.0, abs=1e-3)
+    etas = {c: hw.efficiency.net("ici", c)[0] for c in ("AllGather", "AllReduce")}
+    assert max(etas.values()) == 1.0                                      # the fastest is the link's peak
+    assert hw.t_min == pytest.approx((9e-6 / 7 + 14e-6 / 7) / 2, rel=1e-3)
+
+
+def test_a_bad_calibration_table_or_residual_names_the_field():
+    data = build_preset(_calibration(hardware("h100")), "x", measured_peaks=False)
+    data["calibration"] = {"when": {"nested": 1}}
+    with pytest.raises(UsageError, match="field 'calibration'"):
+        parse(data, "x.toml")
+    data = build_preset(_calibration(hardware("h100")), "x", measured_peaks=False)
+    data["efficiency"]["collectives"]["nvlink"]["AllGather"]["residual"] = -1
+    with pytest.raises(UsageError, match="AllGather.residual"):
+        parse(data, "x.toml")
+
+
+def test_without_jax_the_commands_say_how_to_install_it(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "jax", None)
+    assert main(["calibrate", "--out", "x.toml"]) == 2
+    assert "pip install 'symcost[jax]'" in capsys.readouterr().err
+    assert main(["measure", "A[I_X] -> A[I]", "--mesh", "X=2", "--dims", "I=4", "--hw", "h100"]) == 2
+    assert "pip install 'symcost[jax]'" in capsys.readouterr().err
+
+
+def test_calibrate_wants_a_toml_file(capsys):
+    assert main(["calibrate", "--out", "x.txt"]) == 2
+    assert "ends in .toml" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- end to end on 8 host devices
+
+
+def _run(*argv, timeout=600):
+    r = subprocess.run([sys.executable, "-m", "symcost.cli", *argv], capture_output=True, text=True, env=EIGHT,
+                       timeout=timeout, cwd=ROOT)
+    return r
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """One quick calibration on 8 CPU host devices: its preset file and its --json."""
+    if not HAS_JAX:
+        pytest.skip("calibrate needs the jax extra: pip install 'symcost[jax]'")
+    out = tmp_path_factory.mktemp("cal") / "cpu8.toml"
+    r = _run("calibrate", "--quick", "--out", str(out), "--json", "--runs", "3")
+    assert r.returncode == 0, r.stderr
+    return out, json.loads(r.stdout)
+
+
+@pytest.mark.slow
+@NEEDS_JAX
+def test_calibrate_writes_a_preset_that_loads_back(calibrated):
+    import jsonschema
+    path, report = calibrated
+    jsonschema.validate(report, json.loads((SCHEMAS / "calibrate.json").read_text()))
+    assert report["device"] == {**report["device"], "platform": "cpu", "count": 8} and report["runs"] == 3
+    hw = symcost.hardware(str(path))
+    assert hw.family == "cpu" and hw.C > 0 and hw.hbm_bandwidth > 0 and hw.vector_flops > 0
+    pts = dict(hw.efficiency.matmul)["bf16"]
+    assert [f for f, _ in pts] == sorted(f for f, _ in pts) and all(0 < e <= 1 for _, e in pts)
+    assert max(e for _, e in pts) == 1.0                      # a CPU's best matmul is its peak
+    src = dict(hw.sources)
+    for kind in ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Permute"):
+        eta, latency = hw.efficiency.net("ici", kind)
+        assert 0 < eta <= 1 and latency > 0
+        assert "measured by symcost calibrate on 8 x " in src[f"efficiency.collectives.ici.{kind}"]
+        assert "median of 3 runs" in src[f"efficiency.collectives.ici.{kind}"]
+    assert {c["kind"] for c in report["collectives"]} == {"AllGather", "ReduceScatter", "AllReduce", "AllToAll",
+                                                          "Permute"}
+    raw = tomllib.loads(path.read_text())
+    assert raw["calibration"]["devices"] == 8 and raw["calibration"]["quick"] is True
+    plan = symcost.derive("A[I, J_X] * B[J_X, K] -> C[I, K]", mesh="X=8", dims="I=512,J=512,K=512", hw=str(path))
+    assert plan.numeric()["t_step"] > 0                       # --hw takes it
+
+
+@pytest.mark.slow
+@NEEDS_JAX
+def test_each_fitted_line_reproduces_its_measured_points_within_its_residual(calibrated):
+    path, report = calibrated
+    raw = tomllib.loads(path.read_text())
+    for c in report["collectives"]:
+        assert len(c["points"]) >= 3
+        assert c["points"][0]["bytes"] <= 8192 and c["points"][-1]["bytes"] >= 1 << 20   # latency- to bandwidth-bound
+        for p in c["points"]:
+            fitted = c["latency"] + p["bytes"] / c["bandwidth"]
+            assert abs(fitted - p["seconds"]) / p["seconds"] <= c["residual"] + 1e-9
+        written = raw["efficiency"]["collectives"]["ici"][c["kind"]]
+        assert c["residual"] <= written["residual"] <= c["residual"] * 1.01     # written as a bound that holds
+        assert written["latency"] == pytest.approx(c["latency"], rel=1e-3)
+
+
+@pytest.mark.slow
+@NEEDS_JAX
+def test_measure_reports_what_it_ran(calibrated, tmp_path):
+    import jsonschema
+    path, _ = calibrated
+    expr, mesh, dims = "In[B_X, D_Y] *_D W[D_Y, F] -> Out[B_X, F]", "X=2,Y=4", "B=256,D=512,F=256"
+    r = _run("measure", expr, "--mesh", mesh, "--dims", dims, "--hw", str(path), "--json", "--runs", "3")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    jsonschema.validate(out, json.loads((SCHEMAS / "measure.json").read_text()))
+    plan = symcost.derive(expr, mesh=mesh, dims=dims, hw=str(path))
+    assert [s["step"] for s in out["steps"]] == [s.signature() for s in plan.steps]
+    assert [s["kind"] for s in out["steps"]] == ["Einsum", "AllReduce"]
+    assert out["predicted"]["seconds"] == pytest.approx(plan.numeric()["t_step"], rel=1e-9)
+    for s, step in zip(out["steps"], plan.steps):
+        assert s["predicted"]["seconds"] == pytest.approx(plan.evaluate(step.seconds), rel=1e-9)
+        assert s["measured"]["runs"] == 3 and s["measured"]["seconds"] > 0
+    assert out["measured"]["runs"] == 3
+    assert out["ratio"] == pytest.approx(out["measured"]["seconds"] / out["predicted"]["seconds"])
+    assert out["what"] == {"kind": "program", "expression": expr, "mesh": "X=2:nowrap,Y=4:nowrap",
+                           "dims": {"B": 256, "D": 512, "F": 256}}
+    assert out["device"]["count"] == 8 and out["hardware"] == "cpu8"
+
+
+@pytest.mark.slow
+@NEEDS_JAX
+def test_measure_runs_a_models_layer_stack(calibrated, tmp_path):
+    import jsonschema
+    path, _ = calibrated
+    cfg = tmp_path / "tiny.json"
+    cfg.write_text(json.dumps({"name": "tiny", "L": 4, "D": 128, "F": 512, "N": 8, "K": 2, "H": 16, "V": 512,
+                               "source": "a test model"}))
+    r = _run("measure", str(cfg), "--decode", "--batch", "8", "--seq", "64", "--chips", "8", "--layers", "2",
+             "--hw", str(path), "--json", "--runs", "3")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    jsonschema.validate(out, json.loads((SCHEMAS / "measure.json").read_text()))
+    assert out["what"]["kind"] == "model" and out["what"]["layers"] == 2 and out["what"]["of_layers"] == 4
+    assert out["what"]["mesh"] == "Y=2,Z=4"
+    from symcost.models.config import load_model_config
+    from symcost.models.transformer import head_program, layer_program, sizes
+    from symcost.models.inference import default_mesh
+    from symcost.program import derive_program
+    c = load_model_config(str(cfg))
+    m, sh = default_mesh(c, 8)
+    dims = sizes(c, batch=8, seq=1, context=64)
+    layer = derive_program(layer_program(c, sh), mesh=m, dims=dims, hw=str(path), moves="all", overlap="step")
+    head = derive_program(head_program(c, sh), mesh=m, dims=dims, hw=str(path), moves="all", overlap="step")
+    assert [s["step"] for s in out["steps"]] == [s.signature() for s in layer.steps + head.steps]
+    want = 2 * layer.numeric()["t_step"] + head.numeric()["t_step"]
+    assert out["predicted"]["seconds"] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.slow
+@NEEDS_JAX
+@pytest.mark.skipif(not HAS_MPL, reason="plots need matplotlib: pip install 'symcost[plot]'")
+def test_measure_sweeps_and_plots(calibrated, tmp_path):
+    path, _ = calibrated
+    png = tmp_path / "sweep.png"
+    r = _run("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=1024,J=256,K=256",
+             "--hw", str(path), "--vs", "I", "--values", "256,1024", "--no-steps", "--runs", "3", "--plot", str(png))
+    assert r.returncode == 0, r.stderr
+    assert "sweep over I:" in r.stdout and "I=256" in r.stdout and f"wrote {png}" in r.stdout
+    import matplotlib.image as mpimg
+    img = mpimg.imread(png)
+    assert img.shape[0] > 200 and img.std() > 0.05
+
+
+@pytest.mark.slow
+@NEEDS_JAX
+def test_measure_says_what_it_needs(calibrated):
+    path, _ = calibrated
+    r = _run("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=64", "--hw", str(path))
+    assert r.returncode == 2 and "J, K have no size" in r.stderr and "Traceback" not in r.stderr
+    r = _run("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=64,J=8,K=8")
+    assert r.returncode == 2 and "give --hw FILE" in r.stderr
+    r = _run("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=16", "--dims", "I=64,J=8,K=8",
+             "--hw", str(path))
+    assert r.returncode == 2 and "needs 16 devices; JAX sees 8" in r.stderr
+    r = _run("measure", "llama3-8b", "--decode", "--prefill", "--batch", "1", "--hw", str(path))
+    assert r.returncode == 2 and "one of --decode, --prefill or --train" in r.stderr
