@@ -202,10 +202,10 @@ def test_calibrate_writes_a_preset_that_loads_back(calibrated):
     assert max(e for _, e in pts) == 1.0                      # a CPU's best matmul is its peak
     src = dict(hw.sources)
     for kind in ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Permute"):
-        eta, latency = hw.efficiency.net("ici", kind)
-        assert 0 < eta <= 1 and latency > 0
-        assert "measured by symcost calibrate on 8 x " in src[f"efficiency.collectives.ici.{kind}"]
-        assert "median of 3 runs" in src[f"efficiency.collectives.ici.{kind}"]
+        eta, latency = hw.efficiency.net("nvlink", kind)      # host devices: one switched domain
+        assert 0 < eta <= 1 and latency >= 0
+        assert "measured by symcost calibrate on 8 x " in src[f"efficiency.collectives.nvlink.{kind}"]
+        assert "median of 3 runs" in src[f"efficiency.collectives.nvlink.{kind}"]
     assert {c["kind"] for c in report["collectives"]} == {"AllGather", "ReduceScatter", "AllReduce", "AllToAll",
                                                           "Permute"}
     raw = tomllib.loads(path.read_text())
@@ -225,7 +225,7 @@ def test_each_fitted_line_reproduces_its_measured_points_within_its_residual(cal
         for p in c["points"]:
             fitted = c["latency"] + p["bytes"] / c["bandwidth"]
             assert abs(fitted - p["seconds"]) / p["seconds"] <= c["residual"] + 1e-9
-        written = raw["efficiency"]["collectives"]["ici"][c["kind"]]
+        written = raw["efficiency"]["collectives"]["nvlink"][c["kind"]]
         assert c["residual"] <= written["residual"] <= c["residual"] * 1.01     # written as a bound that holds
         assert written["latency"] == pytest.approx(c["latency"], rel=1e-3)
 
@@ -249,7 +249,7 @@ def test_measure_reports_what_it_ran(calibrated, tmp_path):
         assert s["measured"]["runs"] == 3 and s["measured"]["seconds"] > 0
     assert out["measured"]["runs"] == 3
     assert out["ratio"] == pytest.approx(out["measured"]["seconds"] / out["predicted"]["seconds"])
-    assert out["what"] == {"kind": "program", "expression": expr, "mesh": "X=2:nowrap,Y=4:nowrap",
+    assert out["what"] == {"kind": "program", "expression": expr, "mesh": "X=2:nvlink,Y=4:nvlink",
                            "dims": {"B": 256, "D": 512, "F": 256}}
     assert out["device"]["count"] == 8 and out["hardware"] == "cpu8"
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..errors import UsageError
 from ..mesh import parse_mesh
+from ..topology import place
 from . import bench, runtime
 from .fit import LineFit, fit_line
 
@@ -146,7 +147,7 @@ def calibration_mesh(text: str | None, count: int, base):
         n *= a.size
     if n > count:
         raise UsageError(f"--mesh {mesh} needs {n} devices; JAX sees {count}")
-    return mesh.on_hardware(base) if base is not None else mesh
+    return place(mesh, base).mesh if base is not None else mesh
 
 
 def calibrate(*, quick: bool = False, mesh: str | None = None, base=None, dtypes=None, runs: int | None = None,

@@ -58,12 +58,14 @@ def provisional(info: runtime.DeviceInfo) -> Hardware:
     data = {"name": "cpu-calibrated", "family": "cpu", "description": f"{info.kind}: {n} host devices, calibrated by symcost",
             "hbm_bytes": memory, "hbm_bandwidth": 1e10, "ici_bandwidth": 1e10, "ici_one_way": 5e9,
             "dcn_bandwidth": 1.25e9, "pcie_bandwidth": 3.2e10, "t_min": 1e-5, "topology": "switched", "pod": [n],
-            "host": [n], "flops": {"bf16": 1e11},
+            "host": [n], "nvlink_domain": n, "flops": {"bf16": 1e11},
             "sources": {"hbm_bytes": f"host memory (os.sysconf) over the {n} host devices JAX was given",
                         "hbm_bandwidth": nominal, "ici_bandwidth": nominal, "ici_one_way": nominal,
                         "dcn_bandwidth": "not measured: nominal 10 Gb/s Ethernet",
                         "pcie_bandwidth": "not measured: nominal PCIe Gen4 x16", "t_min": nominal, "flops": nominal,
-                        "topology": "host devices: every device reaches every other through shared memory"}}
+                        "topology": "host devices: every device reaches every other through shared memory",
+                        "nvlink_domain": "host devices: one switched domain of all of them (their axes are priced "
+                                         "as :nvlink axes)"}}
     return parse(data, "calibration")
 
 
