@@ -1,6 +1,7 @@
 """symcost on the devices: the line fit, the timing harness, the preset a calibration writes, and both
 commands end to end on 8 forced CPU host devices (in a subprocess, so that JAX sees them)."""
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -121,7 +122,7 @@ def test_a_calibration_of_a_known_chip_keeps_the_datasheet_and_writes_its_effici
     for key in ("efficiency.matmul.bf16", "efficiency.hbm", "efficiency.collectives.nvlink.AllGather", "vector_flops"):
         assert "measured by symcost calibrate on 8 x NVIDIA H100 80GB HBM3" in src[key]
         assert "2025-01-01" in src[key] and "median of 20 runs" in src[key]
-    assert src["hbm_bytes"].startswith("not measured: datasheet figure of the shipped h100 preset")
+    assert src["hbm_bytes"].startswith("not measured: from the h100 preset")
     raw = tomllib.loads(path.read_text())
     assert raw["calibration"]["runs"] == 20 and raw["calibration"]["base"] == "h100"
 
@@ -153,6 +154,39 @@ def test_a_bad_calibration_table_or_residual_names_the_field():
     data["efficiency"]["collectives"]["nvlink"]["AllGather"]["residual"] = -1
     with pytest.raises(UsageError, match="AllGather.residual"):
         parse(data, "x.toml")
+
+
+def test_a_calibration_keeps_the_base_presets_fractions_where_it_measured_nothing():
+    data = build_preset(_calibration(hardware("h100")), "x", measured_peaks=False)
+    data["efficiency"]["collectives"]["dcn"] = {"eta": 0.7, "latency": 2e-5}
+    data["sources"]["efficiency.collectives.dcn"] = "a test: InfiniBand as measured elsewhere"
+    base = parse(data, "base.toml")
+    again = parse(build_preset(_calibration(base), "y", measured_peaks=False), "y.toml")
+    assert again.efficiency.net("dcn", "AllGather") == (0.7, 2e-5)            # kept, not measured again
+    assert dict(again.sources)["efficiency.collectives.dcn"].endswith("InfiniBand as measured elsewhere")
+    assert again.efficiency.net("nvlink", "AllGather")[0] == pytest.approx(3.1e11 * (7 / 8) / 4.5e11, abs=1e-3)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tqdm") is None, reason="progress bars need tqdm (the progress extra)")
+def test_a_long_run_shows_a_progress_bar_on_a_terminal_only():
+    from symcost.device.calibrate import Progress
+    term = _Terminal()
+    bar = Progress(3, stream=term)
+    for label in ("matmul bf16 512", "HBM", "elementwise"):
+        bar.step(label)
+    bar.close()
+    shown = term.getvalue()
+    assert "/3 [" in shown and "matmul bf16 512" in shown and "HBM" in shown
+    pipe = io.StringIO()
+    quiet = Progress(3, stream=pipe)
+    quiet.step("HBM")
+    quiet.close()
+    assert pipe.getvalue() == "" and Progress(3, enabled=False, stream=term).bar is None
 
 
 def test_without_jax_the_commands_say_how_to_install_it(monkeypatch, capsys):
@@ -190,7 +224,7 @@ def calibrated(tmp_path_factory):
 
 @pytest.mark.slow
 @NEEDS_JAX
-def test_calibrate_writes_a_preset_that_loads_back(calibrated):
+def test_calibrate_writes_a_preset_that_loads_back(calibrated, capsys):
     import jsonschema
     path, report = calibrated
     jsonschema.validate(report, json.loads((SCHEMAS / "calibrate.json").read_text()))
@@ -211,7 +245,11 @@ def test_calibrate_writes_a_preset_that_loads_back(calibrated):
     raw = tomllib.loads(path.read_text())
     assert raw["calibration"]["devices"] == 8 and raw["calibration"]["quick"] is True
     plan = symcost.derive("A[I, J_X] * B[J_X, K] -> C[I, K]", mesh="X=8", dims="I=512,J=512,K=512", hw=str(path))
-    assert plan.numeric()["t_step"] > 0                       # --hw takes it
+    assert plan.numeric()["t_step"] > 0                       # the API takes it
+    assert main(["derive", "A[I, J_X] * B[J_X, K] -> C[I, K]", "--mesh", "X=8", "--dims", "I=512,J=512,K=512",
+                 "--hw", str(path), "--json"]) == 0           # and so does --hw FILE
+    derived = json.loads(capsys.readouterr().out)
+    assert derived["numeric"]["t_step"] == pytest.approx(plan.numeric()["t_step"], rel=1e-9)
 
 
 @pytest.mark.slow

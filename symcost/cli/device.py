@@ -229,7 +229,7 @@ def _print_measurement(m, hw) -> None:
     w = m.what
     if w["kind"] == "program":
         print(f"expression: {w['expression']}")
-        print(f"mesh: {w['mesh']}   hardware: {hw.name}   device: {m.device.describe()}")
+        print(f"mesh: {w['mesh'] or '(none: one device)'}   hardware: {hw.name}   device: {m.device.describe()}")
     else:
         print(f"model: {w['model']} {w['mode']}, batch {w['batch']}, context {w['seq']}, {w['layers']} of "
               f"{w['of_layers']} layers and the unembedding, random {w['dtype']} weights")

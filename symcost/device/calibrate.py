@@ -115,14 +115,15 @@ class Calibration:
 
 
 class Progress:
-    """A tqdm bar on stderr when tqdm is installed and stderr is a terminal; otherwise nothing."""
+    """A tqdm bar (the ``progress`` extra) on ``stream`` (stderr) when it is a terminal; otherwise nothing."""
 
-    def __init__(self, total: int, enabled: bool = True):
+    def __init__(self, total: int, enabled: bool = True, stream=None):
         self.bar = None
-        if enabled and sys.stderr.isatty():
+        stream = stream or sys.stderr
+        if enabled and stream.isatty():
             try:
                 from tqdm import tqdm
-                self.bar = tqdm(total=total, unit="bench", leave=False, file=sys.stderr)
+                self.bar = tqdm(total=total, unit="bench", leave=False, file=stream)
             except ImportError:
                 self.bar = None
 
@@ -161,7 +162,7 @@ def calibrate(*, quick: bool = False, mesh: str | None = None, base=None, dtypes
         sw = Sweep(sw.matmul, sw.dtypes, sw.hbm, sw.elementwise, sw.depth, sw.collective, runs)
     smesh = calibration_mesh(mesh, info.count, base) if info.count > 1 or mesh else None
     cal = Calibration(info, runtime.now(), quick, sw, str(smesh) if smesh else "", base)
-    key = jx.random.PRNGKey(0)
+    key = runtime.key(0)
     axes = [a for a in smesh.axes if a.size > 1] if smesh else []
     total = len(sw.dtypes) * len(sw.matmul) + 2 + len(axes) * len(bench.COLLECTIVES) * len(sw.collective)
     bar = Progress(total, progress)

@@ -106,10 +106,10 @@ def measure_plan(plan, *, runs: int = 20, steps: bool = True, seed: int = 0) -> 
     jx = runtime.jax()
     low, names = programs.lowered(plan)
     jmesh = programs.jax_mesh(plan.mesh)
-    key = jx.random.PRNGKey(seed)
+    key = runtime.key(seed)
     whole = programs.build(jmesh, plan.mesh, low.inputs, low.outputs, low.body, names, low.sizes, key, plan.expression)
     timing = time_runnable(whole, runs)
-    per = run_steps(plan, low, names, jmesh, jx.random.PRNGKey(seed + 1), runs) if steps else ()
+    per = run_steps(plan, low, names, jmesh, runtime.key(seed + 1), runs) if steps else ()
     pred = predicted(plan, plan.t_step)
     serial = sum(predicted(plan, s.seconds) for s in plan.steps)
     what = {"kind": "program", "expression": plan.expression, "mesh": str(plan.mesh), "dims": dict(plan.sizes)}

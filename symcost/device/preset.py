@@ -19,7 +19,7 @@ from ..hardware import Hardware, hardware, parse, presets
 from . import runtime
 
 #: device kinds as JAX names them -> the shipped preset
-KINDS = (("h100", "h100"), ("h200", "h200"), ("b200", "b200"), ("v5 lite", "tpu-v5e"), ("v5e", "tpu-v5e"),
+KINDS = (("a100", "a100"), ("h100", "h100"), ("h200", "h200"), ("b200", "b200"), ("v5 lite", "tpu-v5e"), ("v5e", "tpu-v5e"),
          ("v5p", "tpu-v5p"), ("v6", "tpu-v6e"), ("v4", "tpu-v4p"), ("v3", "tpu-v3"))
 NEAREST = {"gpu": "h100", "tpu": "tpu-v5e"}
 #: the figure a link kind's collectives are priced with (``Hardware`` field) and its binding
@@ -69,13 +69,29 @@ def provisional(info: runtime.DeviceInfo) -> Hardware:
     return parse(data, "calibration")
 
 
+def _efficiency_data(e) -> dict:
+    """An ``Efficiency`` value as its ``[efficiency]`` table (what a calibration did not measure is kept)."""
+    if e is None or e.ideal:
+        return {}
+    out: dict = {"hbm": e.hbm, "vector": e.vector}
+    if e.matmul:
+        out["matmul"] = {dt: {"flops": [f for f, _ in pts], "eta": [x for _, x in pts]} for dt, pts in e.matmul}
+    for link, name, eta, lat, res in e.collectives:
+        table = out.setdefault("collectives", {}).setdefault(link, {})
+        entry = table.setdefault(name, {}) if name else table
+        entry.update({"eta": eta, "latency": lat, **({"residual": res} if res else {})})
+    return out
+
+
 def _as_data(h: Hardware) -> dict:
-    """A Hardware value as preset data (the efficiency table is written afresh)."""
+    """A Hardware value as preset data (its efficiency table and their sources included)."""
     data = {"name": h.name, "family": h.family, "description": h.description, "hbm_bytes": h.hbm_bytes,
             "hbm_bandwidth": h.hbm_bandwidth, "ici_bandwidth": h.ici_bandwidth, "ici_one_way": h.ici_one_way,
             "dcn_bandwidth": h.dcn_bandwidth, "pcie_bandwidth": h.pcie_bandwidth, "t_min": h.t_min,
             "topology": h.topology, "pod": list(h.pod), "host": list(h.host), "flops": dict(h.flops),
-            "sources": {k: v for k, v in h.sources if k != "efficiency" and not k.startswith("efficiency.")}}
+            "sources": dict(h.sources)}
+    if not h.efficiency.ideal:
+        data["efficiency"] = _efficiency_data(h.efficiency)
     if h.nvlink_domain:
         data["nvlink_domain"] = h.nvlink_domain
     if h.vector_flops:
@@ -114,8 +130,12 @@ def build_preset(cal, name: str, measured_peaks: bool) -> dict:
     if not measured_peaks:
         data["description"] = f"{base.description}; calibrated on {d.kind}"
         for k in list(src):
-            src[k] = f"not measured: datasheet figure of the shipped {base.name} preset; " + src[k]
-    eff: dict = {}
+            src[k] = f"not measured: from the {base.name} preset; " + src[k]
+    eff: dict = data.pop("efficiency", {})     # the base's own fractions stand where nothing was measured
+    if measured_peaks:                          # ... unless its figures are replaced by measured peaks
+        eff = {}
+        for k in [k for k in src if k == "efficiency" or k.startswith("efficiency.")]:
+            del src[k]
     # ------------------------------------------------------------------ matmul
     matmul = {}
     for dt, pts in cal.matmul.items():
@@ -137,7 +157,7 @@ def build_preset(cal, name: str, measured_peaks: bool) -> dict:
     if measured_peaks:
         src["flops"] = f"{how}: the best matmul of each dtype (see efficiency.matmul for each size)"
     if matmul:
-        eff["matmul"] = matmul
+        eff.setdefault("matmul", {}).update(matmul)
     # ------------------------------------------------------------------ HBM and vector
     copy, read = cal.copy, cal.read
     if measured_peaks:
@@ -200,7 +220,7 @@ def build_preset(cal, name: str, measured_peaks: bool) -> dict:
         colls[link] = table
         src[f"efficiency.collectives.{link}"] = f"{how}: the median over its collectives"
     if colls:
-        eff["collectives"] = colls
+        eff.setdefault("collectives", {}).update(colls)
     elif cal.skipped.get("collectives"):
         src["efficiency.collectives"] = f"not measured ({cal.skipped['collectives']}): the model's figures stand"
     data["efficiency"] = eff

@@ -80,6 +80,13 @@ def device_info() -> DeviceInfo:
     return DeviceInfo(d.platform, kind, len(devs), memory, jx.__version__)
 
 
+def key(seed: int):
+    """A ``jax.random`` key (a typed key where JAX has them, the legacy uint32 pair otherwise)."""
+    jx = jax()
+    make = getattr(jx.random, "key", None) or jx.random.PRNGKey
+    return make(seed)
+
+
 def now() -> str:
     """The time of a measurement, as written into presets (UTC, to the second)."""
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -105,9 +112,11 @@ def make_mesh(shape, names):
         n *= s
     have = len(jx.devices())
     if n > have:
-        raise UsageError(f"the mesh needs {n} devices; JAX sees {have}"
-                         + (f" (on a CPU, run with {FORCE.replace('8', str(n))})" if jx.default_backend() == "cpu"
-                            else ""))
+        backend = jx.default_backend()
+        how = (f"on a CPU, run with {FORCE.replace('8', str(n))}" if backend == "cpu" else
+               f"measure runs on this machine's {have} {backend.upper()} device{'s' if have > 1 else ''}: give a mesh "
+               f"of at most {have} devices (the prediction of a larger mesh is 'symcost derive')")
+        raise UsageError(f"the mesh needs {n} devices; JAX sees {have} ({how})")
     return jx.sharding.Mesh(np.array(jx.devices()[:n]).reshape(tuple(shape)), tuple(names))
 
 

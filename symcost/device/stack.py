@@ -120,7 +120,7 @@ def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, d
         raise UsageError(f"the weights and caches of {want} layers need {need / 1e9:.1f} GB per device; the device has "
                          f"{info.memory / 1e9:.1f} GB: measure fewer with --layers (the prediction counts the same "
                          f"layers) or a smaller --batch / --seq")
-    key = jx.random.PRNGKey(seed)
+    key = runtime.key(seed)
     layer_args = []
     for i in order:
         key, sub = jx.random.split(key)
@@ -147,8 +147,8 @@ def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, d
     if steps:
         from .measure import run_steps
         first_layer = parts[order[0]]
-        per = run_steps(first_layer.plan, first_layer.low, first_layer.names, jmesh, jx.random.PRNGKey(seed + 1), runs)
-        per += run_steps(head_plan, head.low, head.names, jmesh, jx.random.PRNGKey(seed + 2), runs)
+        per = run_steps(first_layer.plan, first_layer.low, first_layer.names, jmesh, runtime.key(seed + 1), runs)
+        per += run_steps(head_plan, head.low, head.names, jmesh, runtime.key(seed + 2), runs)
     what = {"kind": "model", "model": cfg.name, "mode": mode, "batch": batch, "seq": seq, "layers": want,
             "of_layers": cfg.L, "mesh": mesh, "dtype": dtype, "kv_dtype": kv_dtype or dtype,
             "bytes_per_device": need}
