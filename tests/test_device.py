@@ -61,6 +61,52 @@ def test_a_line_fit_keeps_the_latency_non_negative_and_refuses_one_size():
         fit_line([1e3, 1e6], [1e-6, -1.0])
 
 
+# ------------------------------------------------------------------------------------ the lowering it runs
+
+
+def _tiny(tmp_path):
+    cfg = tmp_path / "tiny.json"
+    cfg.write_text(json.dumps({"name": "tiny", "L": 4, "D": 128, "F": 512, "N": 8, "K": 2, "H": 16, "V": 512,
+                               "source": "a test model"}))
+    return cfg
+
+
+def _train_layer(cfg):
+    from symcost.models.config import load_model_config
+    from symcost.models.inference import default_mesh
+    from symcost.models.transformer import layer_program, sizes
+    from symcost.program import derive_program
+    c = load_model_config(str(cfg))
+    mesh, sh = default_mesh(c, 8)
+    host = provisional(DeviceInfo("cpu", "a test CPU", 8, 2e9, "0.0"))     # its plan slices X, then reads it whole
+    return derive_program(layer_program(c, sh), mesh=mesh, dims=sizes(c, batch=8, seq=64, context=64), hw=host,
+                          moves="all", overlap="step", backward=True)
+
+
+def test_a_lowering_by_layout_reads_each_layout_as_it_was_and_leaves_no_step_dead(tmp_path):
+    import re
+    from symcost.device.programs import lowered
+    from symcost.export.jax import layout_key
+    plan = _train_layer(_tiny(tmp_path))
+    low, names = lowered(plan)
+    # the forward slices X[B, T, D] to X[B_Z, T, D] three times (once for each of Wq, Wk, Wv): each slice
+    # reads X whole, as it was (a tensor as one variable changed in place would be sliced three times over)
+    slices = [s for s in low.steps if getattr(s.op, "kind", "") == "Slice" and s.output.name == "X"]
+    whole = names(layout_key(slices[0].inputs[0]))
+    assert len(slices) == 3 and all(s.lines[0] == f"{names(layout_key(s.output))} = {whole}" for s in slices)
+    assert whole in {names(layout_key(t)) for t in low.inputs}
+    assert not any(line.startswith(f"{whole} = ") for line in low.body)     # never written over
+    # every value the program makes is read later or returned: the compiler can drop none of them
+    outs = {names(layout_key(t)) for t in low.outputs}
+    body = low.body
+    for i, line in enumerate(body):
+        target = line.split(" = ", 1)[0]
+        later = " ".join(b.split(" = ", 1)[1] for b in body[i + 1:])
+        assert target in outs or re.search(rf"\b{target}\b", later), line
+    # the backward's two contributions to dY are summed after their AllReduces, as a framework does
+    assert sum(1 for line in body if re.match(r"^(t\d+) = \1 \+ t\d+$", line)) >= 2
+
+
 # ---------------------------------------------------------------------------------------------- the timing
 
 
@@ -297,9 +343,7 @@ def test_measure_reports_what_it_ran(calibrated, tmp_path):
 def test_measure_runs_a_models_layer_stack(calibrated, tmp_path):
     import jsonschema
     path, _ = calibrated
-    cfg = tmp_path / "tiny.json"
-    cfg.write_text(json.dumps({"name": "tiny", "L": 4, "D": 128, "F": 512, "N": 8, "K": 2, "H": 16, "V": 512,
-                               "source": "a test model"}))
+    cfg = _tiny(tmp_path)
     r = _run("measure", str(cfg), "--decode", "--batch", "8", "--seq", "64", "--chips", "8", "--layers", "2",
              "--hw", str(path), "--json", "--runs", "3")
     assert r.returncode == 0, r.stderr
@@ -319,6 +363,20 @@ def test_measure_runs_a_models_layer_stack(calibrated, tmp_path):
     assert [s["step"] for s in out["steps"]] == [s.signature() for s in layer.steps + head.steps]
     want = 2 * layer.numeric()["t_step"] + head.numeric()["t_step"]
     assert out["predicted"]["seconds"] == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.slow
+@NEEDS_JAX
+def test_measure_runs_a_training_step_forward_and_backward(calibrated, tmp_path):
+    path, _ = calibrated
+    cfg = _tiny(tmp_path)
+    r = _run("measure", str(cfg), "--train", "--batch", "8", "--seq", "64", "--chips", "8", "--layers", "1",
+             "--hw", str(path), "--json", "--runs", "3")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["what"]["mode"] == "train" and out["measured"]["seconds"] > 0
+    assert {s["phase"] for s in out["steps"]} == {"forward", "backward"}
+    assert sum(s["phase"] == "backward" for s in out["steps"]) > sum(s["phase"] == "forward" for s in out["steps"])
 
 
 @pytest.mark.slow

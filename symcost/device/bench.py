@@ -125,14 +125,6 @@ def collective_move(kind: str, axis: str) -> Move:
     raise UsageError(f"unknown collective {kind!r}; calibrated: {', '.join(COLLECTIVES)}")
 
 
-def _lines(move: Move, mesh, var: str) -> list[str]:
-    if move.kind == "Send":
-        n = mesh.axis(move.axes[0]).size
-        pairs = [(i, (i + move.distance) % n) for i in range(n)]
-        return [f"{var} = jax.lax.ppermute({var}, {move.axes[0]!r}, perm={pairs})"]
-    return move.rule.lower_jax(move, mesh, var)
-
-
 def sizes_for(move: Move, mesh, target: float) -> dict:
     """Dimension sizes that give ``move`` about ``target`` bytes of V (every dimension divisible)."""
     n = mesh.axis(move.axes[0]).size
@@ -151,6 +143,6 @@ def collective(kind: str, mesh, jmesh, axis: str, target: float, runs: int, hw, 
     v = float(move.rule.volume(move, env))
     floor, throughput = move.rule.link_time(move, env)
     names = programs.Names()
-    r = programs.build(jmesh, mesh, (move.before,), (move.after,), _lines(move, mesh, names("A")), names, dims, key,
+    r = programs.build(jmesh, mesh, (move.before,), (move.after,), programs.move_lines(move, mesh, names), names, dims, key,
                        str(move))
     return Sample(int(v), v, _time(r.fn, r.args, runs)), float(throughput), float(floor) / env.T_min

@@ -107,8 +107,10 @@ def measure_plan(plan, *, runs: int = 20, steps: bool = True, seed: int = 0) -> 
     low, names = programs.lowered(plan)
     jmesh = programs.jax_mesh(plan.mesh)
     key = runtime.key(seed)
-    whole = programs.build(jmesh, plan.mesh, low.inputs, low.outputs, low.body, names, low.sizes, key, plan.expression)
-    timing = time_runnable(whole, runs)
+    with runtime.out_of_memory("bind smaller sizes with --dims"):
+        whole = programs.build(jmesh, plan.mesh, low.inputs, low.outputs, low.body, names, low.sizes, key,
+                               plan.expression)
+        timing = time_runnable(whole, runs)
     per = run_steps(plan, low, names, jmesh, runtime.key(seed + 1), runs) if steps else ()
     pred = predicted(plan, plan.t_step)
     serial = sum(predicted(plan, s.seconds) for s in plan.steps)

@@ -15,22 +15,33 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..export.jax import Lowering, lower
+from ..export.jax import Lowering, layout_key, lower
 from . import runtime
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Names:
-    """Tensor name -> a numbered variable, in order of first use."""
+    """A tensor (its name, or a layout's :func:`~symcost.export.jax.layout_key`) -> a numbered variable, in
+    order of first use."""
 
     def __init__(self):
-        self.table: dict[str, str] = {}
+        self.table: dict = {}
 
-    def __call__(self, name: str) -> str:
+    def __call__(self, name) -> str:
         if name not in self.table:
             self.table[name] = f"t{len(self.table)}"
         return self.table[name]
+
+
+def move_lines(move, mesh, names) -> list[str]:
+    """A move alone, from its layout's variable to its result's (see :func:`build`)."""
+    src, dst = names(layout_key(move.before)), names(layout_key(move.after))
+    if move.kind == "Send":     # a neighbour shift: XLA's collective-permute
+        n = mesh.axis(move.axes[0]).size
+        pairs = [(i, (i + move.distance) % n) for i in range(n)]
+        return [f"{dst} = jax.lax.ppermute({src}, {move.axes[0]!r}, perm={pairs})"]
+    return [f"{dst} = {src}"] + list(move.rule.lower_jax(move, mesh, dst))
 
 
 def compile_body(params, lines, results, axes):
@@ -83,7 +94,7 @@ def lowered(plan) -> tuple[Lowering, Names]:
     if not plan.mesh.bound:
         raise UsageError("give every mesh axis a size (--mesh X=4,...)")
     names = Names()
-    low = lower(plan, var=names, native=True)
+    low = lower(plan, var=names, native=True, what="run", by_layout=True)
     bound = dict(plan.sizes)
     missing = sorted({d for t in low.inputs for d in t.dims if not d.isdigit() and d not in bound})
     if missing:
@@ -101,7 +112,8 @@ def build(jmesh, mesh, inputs, outputs, lines, names, sizes, key, signature: str
     make its random inputs (ahead of time: compilation is not timed)."""
     jx = runtime.jax()
     from jax.sharding import NamedSharding
-    body = compile_body([names(t.name) for t in inputs], lines, [names(t.name) for t in outputs], mesh.names)
+    body = compile_body([names(layout_key(t)) for t in inputs], lines, [names(layout_key(t)) for t in outputs],
+                        mesh.names)
     f = runtime.sharded(body, jmesh, tuple(runtime.spec(t) for t in inputs), tuple(runtime.spec(t) for t in outputs))
     args = []
     for t, shape in zip(inputs, shapes(inputs, sizes)):

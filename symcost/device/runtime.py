@@ -87,6 +87,23 @@ def key(seed: int):
     return make(seed)
 
 
+class out_of_memory:
+    """Turns the device running out of memory (compiling or running) into a UsageError saying what to do."""
+
+    def __init__(self, advice: str):
+        self.advice = advice
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        text = str(err) if err is not None else ""
+        if err is not None and not isinstance(err, UsageError) and (
+                "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()):
+            raise UsageError(f"the device ran out of memory: {self.advice} ({text.splitlines()[0][:200]})") from None
+        return False
+
+
 def now() -> str:
     """The time of a measurement, as written into presets (UTC, to the second)."""
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -125,14 +142,21 @@ def _maker(shape: tuple, dtype: str, sharding):
     jx = jax()
     import jax.numpy as jnp
     dt = jnp_dtype(dtype)
-    n = 1
-    for s in shape:
-        n *= s
+
+    def index():
+        """Each element's flat index (mod 2**32), built from per-dimension iotas: each device makes only its
+        own block (a flat iota reshaped would be made whole first)."""
+        if not shape:
+            return jnp.uint32(0)
+        x = jx.lax.broadcasted_iota(jnp.uint32, shape, 0)
+        for d in range(1, len(shape)):
+            x = x * jnp.uint32(shape[d]) + jx.lax.broadcasted_iota(jnp.uint32, shape, d)
+        return x
 
     def make(seed):
         """A hash of each element's index and the seed (cheap to compile, unlike jax.random's threefry):
         uniform in [-1, 1) for floating dtypes, in [-8, 8) for integer ones."""
-        x = jx.lax.iota(jnp.uint32, n).reshape(shape) ^ seed
+        x = index() ^ seed
         x = (x ^ (x >> 16)) * jnp.uint32(0x7FEB352D)
         x = (x ^ (x >> 15)) * jnp.uint32(0x846CA68B)
         x = x ^ (x >> 16)

@@ -16,6 +16,7 @@ after another, each max(T_math, T_hbm); collectives beside them), times the laye
 from __future__ import annotations
 
 from ..errors import UsageError
+from ..export.jax import layout_key
 from ..layout import bytes_per_device
 from ..models.inference import default_mesh
 from ..models.transformer import head_program, layer_program, sizes
@@ -44,8 +45,8 @@ class _Part:
         self.chained = chained is not None
         self.returned = ([chained] if chained is not None else []) + [
             o for o in self.low.outputs if o.name not in read and o.name != chain_out]
-        body = programs.compile_body([self.names(t.name) for t in self.inputs], self.low.body,
-                                     [self.names(t.name) for t in self.returned], plan.mesh.names)
+        body = programs.compile_body([self.names(layout_key(t)) for t in self.inputs], self.low.body,
+                                     [self.names(layout_key(t)) for t in self.returned], plan.mesh.names)
         self.fn = runtime.sharded(body, jmesh, tuple(runtime.spec(t) for t in self.inputs),
                                   tuple(runtime.spec(t) for t in self.returned))
         self.shapes = programs.shapes(self.inputs, self.low.sizes)
@@ -138,8 +139,10 @@ def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, d
             kept += extra
         x, logits = head(x, head_args)
         return x, logits, kept
-    compiled = jx.jit(stack).lower(x0, layer_args, head_args).compile()
-    timing = time_runnable(programs.Runnable(compiled, (x0, layer_args, head_args), cfg.name), runs)
+    with runtime.out_of_memory("measure fewer layers with --layers (the prediction counts the same layers) or a "
+                               "smaller --batch / --seq"):
+        compiled = jx.jit(stack).lower(x0, layer_args, head_args).compile()
+        timing = time_runnable(programs.Runnable(compiled, (x0, layer_args, head_args), cfg.name), runs)
     pred = sum(predicted(parts[i].plan, parts[i].plan.t_step) for i in order) + predicted(head_plan, head_plan.t_step)
     serial = sum(predicted(parts[i].plan, s.seconds) for i in order for s in parts[i].plan.steps) + sum(
         predicted(head_plan, s.seconds) for s in head_plan.steps)

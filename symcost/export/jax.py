@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from ..einsum import LocalEinsum
 from ..errors import ExportError
 
-__all__ = ["export_plan", "concrete_sizes", "lower", "Lowering", "Lowered", "einsum_line", "JNP_DTYPES",
+__all__ = ["export_plan", "concrete_sizes", "lower", "Lowering", "Lowered", "einsum_line", "layout_key",
+           "JNP_DTYPES",
            "ExportError"]
 
 
@@ -82,6 +83,12 @@ class Lowered:
     inputs: tuple
     output: object
     lines: tuple[str, ...]
+    in_body: tuple[str, ...] | None = None    # the lines inside the whole program, where they differ
+
+
+def layout_key(layout) -> tuple:
+    """A tensor in one layout: what ``lower(..., by_layout=True)`` gives its own variable."""
+    return (layout.name, layout.dims, layout.axes, layout.unreduced)
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,7 @@ class Lowering:
 
     @property
     def body(self) -> list[str]:
-        return [line for s in self.steps for line in s.lines]
+        return [line for s in self.steps for line in (s.lines if s.in_body is None else s.in_body)]
 
 
 def einsum_line(op: LocalEinsum, var=_var, native: bool = False) -> str:
@@ -111,33 +118,54 @@ def einsum_line(op: LocalEinsum, var=_var, native: bool = False) -> str:
             f".astype(jnp.{JNP_DTYPES[op.output.dtype]})")
 
 
-def lower(plan, var=_var, native: bool = False, what: str = "export") -> Lowering:
+def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout: bool = False) -> Lowering:
     """Every step of ``plan`` as ``shard_map`` body lines: einsums as ``jnp.einsum``, each move through
     its rule's :meth:`~symcost.collectives.MoveRule.lower_jax`. ``var`` names a tensor's variable;
-    ``what`` says what the lowering is for in its errors."""
+    ``what`` says what the lowering is for in its errors.
+
+    By default a tensor is one variable that its moves change in place (the exported file). With
+    ``by_layout`` each layout of a tensor is its own variable (``var`` gets :func:`layout_key`), so a step
+    that reads an earlier layout reads it as it was; and a step that writes a value over one nothing has
+    read yet (the gradient contributions a backward pass sums) adds to it, so every step's work is live
+    in the program (a compiler drops what no one reads)."""
     mesh = plan.mesh
     sizes = concrete_sizes(plan, what)
+    key = layout_key if by_layout else (lambda t: t.name)
     inputs, seen, steps, produced = [], set(), [], []
-    for s in plan.steps:
+    unread: set = set()
+    last = {}                                   # each tensor's layout as the last step left it
+    for i, s in enumerate(plan.steps):
         op = s.op
         reads = op.inputs if isinstance(op, LocalEinsum) else (op.before,)
         for t in reads:
-            if t.name not in seen and t.name not in produced:
+            if t.name not in seen and t.name not in produced and (not by_layout or key(t) not in seen):
                 inputs.append(t)
-                seen.add(t.name)
+                seen.update((t.name, key(t)))
+            unread.discard(key(t))
+        out = op.output if isinstance(op, LocalEinsum) else op.after
+        v = var(key(out))
         if isinstance(op, LocalEinsum):
-            steps.append(Lowered(op, reads, op.output, (einsum_line(op, var, native),)))
-            out = op.output.name
+            line = einsum_line(op, lambda n: var(key(next(t for t in op.inputs + (op.output,) if t.name == n))),
+                               native) if by_layout else einsum_line(op, var, native)
+            lines = (line,)
+            again = (f"{v} = {v} + {line.split(' = ', 1)[1]}",) if by_layout and key(out) in unread else None
         else:
-            lines = []
-            if op.after.name != op.before.name:    # a written collective that names its result
-                lines.append(f"{var(op.after.name)} = {var(op.before.name)}")
-            lines += op.rule.lower_jax(op, mesh, var(op.after.name))
-            steps.append(Lowered(op, reads, op.after, tuple(lines)))
-            out = op.after.name if op.after.name != op.before.name else None
-        if out is not None and out not in produced:
-            produced.append(out)
+            src = var(key(op.before))
+            lines = ([f"{v} = {src}"] if v != src else []) + list(op.rule.lower_jax(op, mesh, v))
+            again = None
+            if by_layout and key(out) in unread:
+                tmp = var(("", i))
+                again = (f"{tmp} = {src}", *op.rule.lower_jax(op, mesh, tmp), f"{v} = {v} + {tmp}")
+        steps.append(Lowered(op, reads, out, tuple(lines), again))
+        last[out.name] = out
+        if by_layout:
+            unread.add(key(out))
+            seen.add(key(out))
+        if (isinstance(op, LocalEinsum) or op.after.name != op.before.name) and out.name not in produced:
+            produced.append(out.name)
     finals = {l.name: l for l in plan.layouts}
+    if by_layout:       # the backward's tensors too (the plan's final layouts are the forward's)
+        finals = {**{n: t for n, t in last.items() if n not in finals}, **finals}
     outputs = produced or [t.name for t in inputs]
     return Lowering(tuple(inputs), tuple(finals[n] for n in outputs if n in finals), tuple(steps), sizes)
 
