@@ -173,6 +173,25 @@ def test_a_calibration_of_a_known_chip_keeps_the_datasheet_and_writes_its_effici
     assert raw["calibration"]["runs"] == 20 and raw["calibration"]["base"] == "h100"
 
 
+def test_by_default_a_known_chip_takes_its_measured_figures_as_peaks():
+    h100 = hardware("h100")
+    cal = _calibration(h100)
+    hw = parse(build_preset(cal, "my-h100"), "my-h100.toml")
+    assert hw.C == pytest.approx(7.5e14, rel=1e-3)                         # what the engine prices with
+    assert hw.hbm_bandwidth == pytest.approx(3.0e12, rel=1e-3)
+    assert hw.flops_for("fp8") == pytest.approx(1.979e15 * 7.5e14 / 9.89e14, rel=1e-3)   # scaled, not swept
+    assert hw.hbm_bytes == h100.hbm_bytes and hw.dcn_bandwidth == h100.dcn_bandwidth
+    src = dict(hw.sources)
+    assert "76% of the h100 datasheet's 9.89e+14 FLOP/s" in src["flops.bf16"]
+    assert src["flops.fp8"].startswith("not measured: the h100 datasheet's fp8 figure times")
+    assert src["dcn_bandwidth"].startswith("not measured: from the h100 preset")
+    assert hw.efficiency.math(2.0 * 8192 ** 3) == 1.0
+    assert hw.efficiency.math(2.0 * 1024 ** 3) == pytest.approx(4.0 / 7.5, abs=1e-3)
+    with pytest.raises(UsageError, match="--peaks datasheet"):
+        from symcost.cli.device import _base
+        _base(None, "datasheet", DeviceInfo("cpu", "Some CPU", 8, 2e9, "0.0"))
+
+
 def test_a_device_without_a_datasheet_takes_its_best_figures_as_peaks(tmp_path):
     info = DeviceInfo("cpu", "Some CPU, 4 cores", 8, 2e9, "0.0")
     base = provisional(info)

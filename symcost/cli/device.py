@@ -14,8 +14,11 @@ def register(sub):
     c.add_argument("--out", required=True, help="the preset file to write (.toml)")
     c.add_argument("--quick", action="store_true", help="a short sweep (about 30 s)")
     c.add_argument("--name", help="the preset's name (default: the file's name)")
-    c.add_argument("--base", help="the preset whose datasheet figures the measurements are fractions of (default: "
-                                  "the device's own, when symcost has one; 'none': the best measured figures)")
+    c.add_argument("--base", help="the preset unmeasured figures come from (default: the device's own, when symcost "
+                                  "has one; else the nearest chip, or nominal figures for a CPU; 'none': the latter)")
+    c.add_argument("--peaks", choices=("measured", "datasheet"), default="measured",
+                   help="the preset's peaks: the best measured figures (default; the engine prices with them), or "
+                        "the base's datasheet with the measured fractions of it as its efficiency table")
     c.add_argument("--mesh", help="the mesh collectives are measured over, axis by axis (default: every device on X)")
     c.add_argument("--dtypes", help="matmul dtypes to sweep, e.g. bf16,fp8 (default: the backend's)")
     c.add_argument("--runs", type=int, help="timed runs per point (default 20, --quick 5; CPU 10)")
@@ -49,15 +52,15 @@ def register(sub):
 # ------------------------------------------------------------------------------------------- calibrate
 
 
-def _base(arg, info):
+def _base(arg, peaks, info):
     from ..device import preset
     from ..hardware import hardware
-    if arg and arg.lower() == "none":
-        return preset.provisional(info), True
-    if arg:
-        return hardware(arg), False
-    name = preset.match_preset(info)
-    return (hardware(name), False) if name else (preset.provisional(info), True)
+    name = None if arg and arg.lower() == "none" else arg or preset.match_preset(info)
+    base = hardware(name) if name else preset.provisional(info)
+    if peaks == "datasheet" and name is None:
+        raise UsageError(f"--peaks datasheet keeps a datasheet's peaks, and symcost has none for {info.kind}: name "
+                         f"one with --base (e.g. --base h100), or keep the measured peaks")
+    return base, peaks == "measured"
 
 
 def cmd_calibrate(args) -> int:
@@ -67,7 +70,7 @@ def cmd_calibrate(args) -> int:
     if args.runs is not None and args.runs < 1:
         raise UsageError("--runs must be at least 1")
     info = runtime.device_info()
-    base, measured = _base(args.base, info)
+    base, measured = _base(args.base, args.peaks, info)
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()] if args.dtypes else None
     cal = calibrate.calibrate(quick=args.quick, mesh=args.mesh, base=base, dtypes=dtypes, runs=args.runs,
                               progress=not args.no_progress and not args.json)
@@ -104,22 +107,26 @@ def _rate(x: float, unit: str) -> str:
 
 
 def _print_calibration(cal, data, base, measured) -> None:
-    from ..dtypes import canonical
+    from ..device.preset import datasheet_flops
     d = cal.device
-    print(f"device: {d.describe()}" + (f"; compared with the {base.name} datasheet" if not measured else
-                                       "; no datasheet preset for it: its best figures are its peaks"))
+    sheet = not base.name.endswith("-calibrated")
+    print(f"device: {d.describe()}; " + (f"peaks: the best measured figures (the rest from the {base.name} preset)"
+                                         if measured and sheet else f"compared with the {base.name} datasheet"
+                                         if sheet else "no datasheet preset for it: its best figures are its peaks"))
     for dt, pts in cal.matmul.items():
         best = max(pts, key=lambda p: p.rate)
-        peak = data["flops"].get(canonical(dt)) or base.flops_for(dt)
         eta = data["efficiency"]["matmul"][dt]["eta"]
-        print(f"matmul {dt}: {_rate(best.rate, 'FLOP/s')} at {best.size}^3 ({best.rate / peak:.0%} of "
-              f"{'the datasheet' if not measured else 'the peak'}); efficiency by size: "
-              + ", ".join(f"{p.size}^3 {e:.2f}" for p, e in zip(pts, eta)))
+        ds = datasheet_flops(base, dt)
+        print(f"matmul {dt}: {_rate(best.rate, 'FLOP/s')} at {best.size}^3"
+              + (f" ({best.rate / ds:.0%} of the datasheet's {_rate(ds, 'FLOP/s')})" if ds else "")
+              + "; efficiency by size: " + ", ".join(f"{p.size}^3 {e:.2f}" for p, e in zip(pts, eta)))
     for what, why in cal.skipped.items():
         print(f"{what}: not measured ({why})")
     c, r = cal.copy, cal.read
-    print(f"HBM copy {_rate(c.rate, 'B/s')}, read {_rate(r.rate, 'B/s')} (copy {data['efficiency']['hbm']:.0%} of "
-          f"{_rate(data['hbm_bandwidth'], 'B/s')}), {fmt_bytes(c.size)} per device, every device at once")
+    print(f"HBM copy {_rate(c.rate, 'B/s')}, read {_rate(r.rate, 'B/s')}"
+          + (f" (the better {max(c.rate, r.rate) / base.hbm_bandwidth:.0%} of the datasheet's "
+             f"{_rate(base.hbm_bandwidth, 'B/s')})" if sheet else "")
+          + f", {fmt_bytes(c.size)} per device, every device at once")
     if cal.elementwise is not None:
         print(f"elementwise bf16: {_rate(cal.elementwise.rate, 'FLOP/s')}")
     for link, n in sorted({(x.link, x.devices) for x in cal.collectives}):

@@ -1,11 +1,14 @@
 """A calibration as a preset file (the schema of the shipped presets, ``--hw FILE`` reads it back).
 
-Two cases. A device symcost has a preset for (an H100, a TPU v5e, ...) keeps its datasheet peaks, and
-the calibration writes what fraction of them a run reaches: ``[efficiency]`` (HBM, vector, matmul by size
-and dtype, each collective's bandwidth fraction and latency), with the figures it did not measure taken
-from the shipped preset and saying so. Any other device (a CPU, an unknown GPU) has no datasheet here: its
-best measured figures become its peaks, the efficiency table says how far below them smaller work falls,
-and what was not measured comes from the nearest shipped chip (or a nominal figure), saying so.
+By default the best measured figures become the preset's peaks (the FLOP/s of the best matmul of each
+dtype, the HBM bandwidth of the better of copy and read, the link bandwidth the fastest collective
+implies, T_min from the fitted latencies), and ``[efficiency]`` says how far below them smaller work falls
+(matmul by size and dtype, copy against read, each collective's bandwidth fraction, latency and fit
+residual): the engine prices with the peaks, so its predictions use what was measured. What was not
+measured comes from the device's shipped preset (an H100, a TPU v5e, ...), from the nearest shipped chip
+for an unknown accelerator, or from nominal figures for a CPU, each source saying so; a dtype not swept
+is scaled by the fraction of the datasheet the swept one reached. ``measured_peaks=False`` (``--peaks
+datasheet``) keeps a known chip's datasheet peaks and writes the fractions of them a run reaches.
 """
 from __future__ import annotations
 
@@ -115,9 +118,24 @@ def _round_up(x: float, digits: int = 3) -> float:
     return float(f"{math.ceil(x / scale - 1e-9) * scale:.{digits}g}")
 
 
-def build_preset(cal, name: str, measured_peaks: bool) -> dict:
-    """Preset data for a calibration ``cal`` (see the module docstring); ``measured_peaks``: the device
-    has no datasheet here, so its best measured figures are its peaks."""
+OWN = ("not measured", "host", "the device's")     # sources a provisional preset already words as such
+
+
+def datasheet_flops(base, dt: str) -> float | None:
+    """The base preset's datasheet FLOP/s for ``dt`` (None for a provisional preset or a dtype it lacks)."""
+    if base.name.endswith("-calibrated"):
+        return None
+    try:
+        return base.flops_for(dt)
+    except UsageError:
+        return None
+
+
+def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
+    """Preset data for a calibration ``cal`` (see the module docstring). ``measured_peaks`` (the default):
+    the best measured figures are the preset's peaks, with the efficiency table relative to them, so the
+    engine's predictions use what was measured; otherwise the base's datasheet peaks stay and the table
+    holds the fractions of them a run reaches."""
     base = cal.base
     data = _as_data(base)
     src = data["sources"]
@@ -127,9 +145,10 @@ def build_preset(cal, name: str, measured_peaks: bool) -> dict:
     def runs(s):
         return f"median of {s.timing.runs} runs"
     data["name"] = name
-    if not measured_peaks:
+    if not base.name.endswith("-calibrated"):
         data["description"] = f"{base.description}; calibrated on {d.kind}"
-        for k in list(src):
+    for k in list(src):
+        if not src[k].startswith(OWN):
             src[k] = f"not measured: from the {base.name} preset; " + src[k]
     eff: dict = data.pop("efficiency", {})     # the base's own fractions stand where nothing was measured
     if measured_peaks:                          # ... unless its figures are replaced by measured peaks
@@ -152,10 +171,21 @@ def build_preset(cal, name: str, measured_peaks: bool) -> dict:
         src[f"efficiency.matmul.{dt}"] = (f"{how}: n x n x n {dt} matmuls, n = "
                                           f"{', '.join(str(p.size) for p in pts)}; achieved / {peak:.4g} FLOP/s; "
                                           f"{runs(pts[0])} each")
+        sheet = datasheet_flops(base, dt)
+        if measured_peaks and sheet:
+            src[f"flops.{dt}"] += f"; {best / sheet:.0%} of the {base.name} datasheet's {sheet:.4g} FLOP/s"
     if "bf16" not in data["flops"]:
         raise UsageError("the calibration measured no bf16 matmul, and the preset needs a bf16 figure")
     if measured_peaks:
         src["flops"] = f"{how}: the best matmul of each dtype (see efficiency.matmul for each size)"
+        ref = next((dt for dt in ("bf16", *cal.matmul) if dt in cal.matmul and datasheet_flops(base, dt)), None)
+        for dt in [dt for dt in data["flops"] if dt not in cal.matmul]:
+            if ref is None:
+                continue
+            frac = data["flops"][ref] / datasheet_flops(base, ref)
+            data["flops"][dt] = _round(data["flops"][dt] * frac)
+            src[f"flops.{dt}"] = (f"not measured: the {base.name} datasheet's {dt} figure times the fraction of its "
+                                  f"{ref} figure measured ({frac:.0%})")
     if matmul:
         eff.setdefault("matmul", {}).update(matmul)
     # ------------------------------------------------------------------ HBM and vector
@@ -227,7 +257,7 @@ def build_preset(cal, name: str, measured_peaks: bool) -> dict:
     src["efficiency"] = f"{how}; each table's own source says what was run"
     data["calibration"] = {"device": d.kind, "platform": d.platform, "devices": d.count, "when": cal.when,
                            "runs": cal.sweep.runs, "jax": d.jax_version, "mesh": cal.mesh, "quick": cal.quick,
-                           "base": "measured peaks" if measured_peaks else base.name}
+                           "base": base.name, "peaks": "measured" if measured_peaks else "datasheet"}
     parse(data, f"the calibrated preset {name}")     # the file must load back
     return data
 
