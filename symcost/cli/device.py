@@ -207,7 +207,7 @@ def _plan_runner(args, hw):
         d = dict(dims) if value is None else {**dims, args.vs: value}
         plan = derive(text, args.mesh, d, hw, overlap=not args.no_overlap, moves=args.moves)
         return measure_plan(plan, runs=args.runs, steps=steps)
-    return run_at, dims, f"{text.strip()}  (mesh {args.mesh}, {hw.name})"
+    return run_at, dims, f"{text.strip()}  ({'mesh ' + args.mesh if args.mesh else 'one device'}, {hw.name})"
 
 
 def _model_runner(args, hw):
