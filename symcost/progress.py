@@ -28,8 +28,9 @@ def showing(on: bool = True):
         _close()
 
 
-def advance(n: int, what: str) -> None:
-    """``n`` more units of ``what`` done (e.g. moves a search looked at)."""
+def advance(n: int, what: str, *, total: int | None = None, unit: str = " layouts", label: str = "") -> None:
+    """``n`` more units of ``what`` done (e.g. moves a search looked at); ``total``: how many there will be
+    (a bar with an end); ``label``: what is running now, shown after the bar."""
     if not _state["on"]:
         return
     if _state["what"] != what:
@@ -39,8 +40,10 @@ def advance(n: int, what: str) -> None:
         except ImportError:
             _state["on"] = False
             return
-        _state["bar"] = tqdm(desc=what, unit=" layouts", delay=DELAY, file=sys.stderr, leave=False)
+        _state["bar"] = tqdm(desc=what, total=total, unit=unit, delay=DELAY, file=sys.stderr, leave=False)
         _state["what"] = what
+    if label:
+        _state["bar"].set_postfix_str(label, refresh=False)
     _state["bar"].update(n)
 
 

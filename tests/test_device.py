@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -238,20 +239,20 @@ class _Terminal(io.StringIO):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tqdm") is None, reason="progress bars need tqdm (the progress extra)")
-def test_a_long_run_shows_a_progress_bar_on_a_terminal_only():
-    from symcost.device.calibrate import Progress
+def test_a_calibration_advances_a_bar_with_an_end(monkeypatch):
+    from symcost import progress
     term = _Terminal()
-    bar = Progress(3, stream=term)
-    for label in ("matmul bf16 512", "HBM", "elementwise"):
-        bar.step(label)
-    bar.close()
+    monkeypatch.setattr(sys, "stderr", term)
+    monkeypatch.setattr(progress, "DELAY", 0)
+    with progress.showing(True):
+        for label in ("matmul bf16 512", "HBM", "elementwise"):
+            time.sleep(0.15)                              # tqdm redraws at most every 0.1 s
+            progress.advance(1, "calibrating", total=3, unit=" benchmarks", label=label)
     shown = term.getvalue()
-    assert "/3 [" in shown and "matmul bf16 512" in shown and "HBM" in shown
-    pipe = io.StringIO()
-    quiet = Progress(3, stream=pipe)
-    quiet.step("HBM")
-    quiet.close()
-    assert pipe.getvalue() == "" and Progress(3, enabled=False, stream=term).bar is None
+    assert "calibrating" in shown and "/3 [" in shown and "HBM" in shown and "benchmarks/s" in shown
+    with progress.showing(False):
+        progress.advance(1, "calibrating", total=3, unit=" benchmarks", label="HBM")
+    assert term.getvalue() == shown                       # off: nothing more
 
 
 def test_without_jax_the_commands_say_how_to_install_it(monkeypatch, capsys):

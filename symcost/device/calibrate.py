@@ -9,11 +9,11 @@ seconds) and on ``quick``. The result is a value; :mod:`symcost.device.preset` t
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
 from ..mesh import parse_mesh
+from ..progress import advance
 from ..topology import place
 from . import bench, runtime
 from .fit import LineFit, fit_line
@@ -114,29 +114,6 @@ class Calibration:
         }
 
 
-class Progress:
-    """A tqdm bar (the ``progress`` extra) on ``stream`` (stderr) when it is a terminal; otherwise nothing."""
-
-    def __init__(self, total: int, enabled: bool = True, stream=None):
-        self.bar = None
-        stream = stream or sys.stderr
-        if enabled and stream.isatty():
-            try:
-                from tqdm import tqdm
-                self.bar = tqdm(total=total, unit="bench", leave=False, file=stream)
-            except ImportError:
-                self.bar = None
-
-    def step(self, label: str) -> None:
-        if self.bar is not None:
-            self.bar.set_description(label[:40])
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def calibration_mesh(text: str | None, count: int, base):
     """The mesh collectives are measured over: ``--mesh`` (its axes must fit the devices), or every
     device on one axis X; link kinds as the base preset settles them."""
@@ -155,7 +132,7 @@ def calibrate(*, quick: bool = False, mesh: str | None = None, base=None, dtypes
               progress: bool = True, sweep: Sweep | None = None) -> Calibration:
     """Run the microbenchmarks (see the module docstring). ``base``: the Hardware the measurements are
     compared with (None: the device's own best figures serve as its peaks)."""
-    jx = runtime.jax()
+    runtime.jax()                      # the jax extra, or a clear error
     info = runtime.device_info()
     sw = sweep or sweep_for(info.platform, quick, dtypes)
     if runs:
@@ -165,37 +142,37 @@ def calibrate(*, quick: bool = False, mesh: str | None = None, base=None, dtypes
     key = runtime.key(0)
     axes = [a for a in smesh.axes if a.size > 1] if smesh else []
     total = len(sw.dtypes) * len(sw.matmul) + 2 + len(axes) * len(bench.COLLECTIVES) * len(sw.collective)
-    bar = Progress(total, progress)
-    try:
-        for dt in sw.dtypes:
-            for n in sw.matmul:
-                bar.step(f"matmul {dt} {n}")
-                try:
-                    cal.matmul.setdefault(dt, []).append(bench.matmul(n, dt, sw.runs, key))
-                except Exception as e:     # a dtype the backend cannot multiply: said, not fatal
-                    cal.skipped[f"matmul {dt}"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-                    cal.matmul.pop(dt, None)
-                    break
-        bar.step("HBM")
-        cal.copy, cal.read = bench.hbm(sw.hbm, sw.runs, key)
-        bar.step("elementwise")
-        cal.elementwise = bench.elementwise(sw.elementwise, sw.depth, "bf16", sw.runs, key)
-        if axes:
-            from .programs import jax_mesh
-            jmesh = jax_mesh(smesh)
-            for a in axes:
-                for kind in bench.COLLECTIVES:
-                    samples, model = [], []
-                    for target in sw.collective:
-                        bar.step(f"{kind} {a.name} {target}")
-                        s, t_model, hops = bench.collective(kind, smesh, jmesh, a.name, target, sw.runs, base, key)
-                        samples.append(s)
-                        model.append(t_model / s.work)
-                    fit = fit_line([s.work for s in samples], [s.timing.median for s in samples])
-                    cal.collectives.append(CollectiveFit(kind, a.name, a.size, a.kind, tuple(samples), fit,
-                                                         sum(model) / len(model), max(1.0, hops)))
-        elif info.count == 1:
-            cal.skipped["collectives"] = "one device: nothing to communicate with"
-    finally:
-        bar.close()
+
+    def step(label: str) -> None:      # a bar on the terminal (the progress room), when it is showing
+        if progress:
+            advance(1, "calibrating", total=total, unit=" benchmarks", label=label)
+    for dt in sw.dtypes:
+        for n in sw.matmul:
+            step(f"matmul {dt} {n}")
+            try:
+                cal.matmul.setdefault(dt, []).append(bench.matmul(n, dt, sw.runs, key))
+            except Exception as e:     # a dtype the backend cannot multiply: said, not fatal
+                cal.skipped[f"matmul {dt}"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+                cal.matmul.pop(dt, None)
+                break
+    step("HBM")
+    cal.copy, cal.read = bench.hbm(sw.hbm, sw.runs, key)
+    step("elementwise")
+    cal.elementwise = bench.elementwise(sw.elementwise, sw.depth, "bf16", sw.runs, key)
+    if axes:
+        from .programs import jax_mesh
+        jmesh = jax_mesh(smesh)
+        for a in axes:
+            for kind in bench.COLLECTIVES:
+                samples, model = [], []
+                for target in sw.collective:
+                    step(f"{kind} {a.name} {target}")
+                    s, t_model, hops = bench.collective(kind, smesh, jmesh, a.name, target, sw.runs, base, key)
+                    samples.append(s)
+                    model.append(t_model / s.work)
+                fit = fit_line([s.work for s in samples], [s.timing.median for s in samples])
+                cal.collectives.append(CollectiveFit(kind, a.name, a.size, a.kind, tuple(samples), fit,
+                                                     sum(model) / len(model), max(1.0, hops)))
+    elif info.count == 1:
+        cal.skipped["collectives"] = "one device: nothing to communicate with"
     return cal
