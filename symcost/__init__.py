@@ -7,7 +7,7 @@
 
 The notation is the book *How to Scale Your Model*'s (Part 3). See the README for the command line.
 """
-from .api import check, clear_caches, derive, parse_dims
+from .api import check, clear_caches, derive, parse_dims, search
 from .errors import NotationError, ShardingError, SymcostError, UsageError
 from .hardware import Hardware, hardware, presets as hardware_presets
 from .layout import Layout, bytes_per_device, bytes_total, local_shape
@@ -17,6 +17,6 @@ from .plan import Plan
 from .trace import Step
 
 __version__ = "0.2.0"
-__all__ = ["derive", "check", "clear_caches", "parse", "parse_mesh", "parse_dims", "hardware", "hardware_presets",
+__all__ = ["derive", "check", "search", "clear_caches", "parse", "parse_mesh", "parse_dims", "hardware", "hardware_presets",
            "Hardware", "Plan", "Step", "Layout", "Mesh", "Axis", "local_shape", "bytes_per_device", "bytes_total",
            "SymcostError", "NotationError", "ShardingError", "UsageError", "__version__"]

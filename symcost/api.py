@@ -42,10 +42,19 @@ def check(text, mesh=None, dims=None, hw=None, *, strict: bool = False) -> Plan:
     return derive(text, mesh, dims, hw, strict=strict)
 
 
+def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
+           moves=None, vs=None, range=None, progress=None):
+    """Every sharding of the program's parameters and open activations, priced by the engine, filtered by
+    memory, ranked: a :class:`~symcost.searching.SearchResult` (see :func:`symcost.searching.search`)."""
+    from .searching import search as run
+    return run(text, mesh, dims, hw, backward=backward, objective=objective, overlap=overlap, moves=moves, vs=vs,
+               range=range, progress=progress)
+
+
 def clear_caches() -> None:
     """Forget parsed programs, plan searches and built steps (they are kept because a question asked
     twice -- a sweep, a notebook re-run -- is answered from them)."""
     caching.clear()
 
 
-__all__ = ["derive", "check", "clear_caches", "parse_dims"]
+__all__ = ["derive", "check", "search", "clear_caches", "parse_dims"]

@@ -1,0 +1,109 @@
+"""``search``: every sharding of a program's open tensors, ranked, with the regimes over one symbol."""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import UsageError
+from ..printers.text import fmt_bytes, fmt_seconds
+from .options import common, read_program
+
+
+def register(sub):
+    s = sub.add_parser("search", help="every sharding of the parameters and open activations, priced and ranked")
+    common(s)
+    s.add_argument("--backward", action="store_true", help="price forward and backward (training)")
+    s.add_argument("--no-overlap", action="store_true", help="sum compute and communication times")
+    s.add_argument("--moves", default="auto", help="moves the engine may insert (as for derive)")
+    s.add_argument("--objective", choices=("time", "comms", "memory"), default="time",
+                   help="rank by step time (default), communication time or memory per device")
+    s.add_argument("--top", type=int, default=10, help="how many candidates to show (default 10)")
+    s.add_argument("--vs", help="a dimension: the best candidates over its range, with exact boundaries")
+    s.add_argument("--range", dest="span", help="LO:HI for --vs (default: its --dims value / 1000 to x 1000)")
+    s.add_argument("--plot", help="with --vs: draw step time against it, one line per regime (.png, .svg, .pdf)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar (tqdm, when installed)")
+    s.set_defaults(handler=cmd_search)
+
+
+def _span(text):
+    if text is None:
+        return None
+    try:
+        lo, hi = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise UsageError(f"--range {text!r}: write LO:HI, e.g. 1e4:1e8") from None
+    return lo, hi
+
+
+def _progress(args):
+    if args.json or args.no_progress or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return lambda it, total: tqdm(it, total=total, desc="pricing", unit=" shardings", leave=False)
+
+
+def cmd_search(args) -> int:
+    from ..searching import search
+    if args.top < 1:
+        raise UsageError("--top must be at least 1")
+    if args.plot and not args.vs:
+        raise UsageError("--plot draws the regimes: give --vs too (e.g. --vs B)")
+    result = search(read_program(args.program), args.mesh, args.dims, args.hw, backward=args.backward,
+                    objective=args.objective, overlap=not args.no_overlap, moves=args.moves, vs=args.vs,
+                    range=_span(args.span), progress=_progress(args))
+    if args.plot:
+        from ..searching.plot import plot_regimes
+        plot_regimes(result, args.plot)
+    if args.json:
+        print(json.dumps(result.to_dict(args.top), indent=2))
+        return 0
+    print(render(result, args.top))
+    if args.plot:
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def render(result, top: int = 10) -> str:
+    """The text a user reads: counts, the ranked candidates, the regimes."""
+    hbm = f" {fmt_bytes(result.hbm_bytes)} of HBM" if result.hbm_bytes else " HBM"
+    lines = [f"program: {' ; '.join(str(result.space.program).splitlines())}",
+             f"mesh: {result.space.mesh}   objective: {result.objective}",
+             f"priced {result.priced:,} shardings in {result.seconds:.2f} s ({result.assignments:,} assignments, "
+             f"symmetric duplicates collapsed); {result.feasible:,} fit in{hbm} a device"]
+    for i, p in enumerate(result.ranked[:top], 1):
+        lines.append(f" {i:2d}. {', '.join(p.layouts.values())}   ({p.description})")
+        lines.append(f"     step {fmt_seconds(p.t_step)}  {p.bound}-bound  memory {fmt_bytes(p.memory_bytes or 0)}"
+                     + ("" if p.fits else "  (does not fit)"))
+    if result.vs:
+        lo, hi = result.range
+        lines.append(f"regimes over {result.vs} from {lo:.4g} to {hi:.4g} (each candidate's plan chosen at the "
+                     f"--dims sizes; boundaries solved exactly):")
+        for r in result.regimes:
+            p = result.ranked[r.best]
+            where = _interval(result.vs, r.start, r.end)
+            lines.append(f"  {where}: {', '.join(p.layouts.values())}  ({p.description}; {r.bound}-bound)")
+        edges = [r.end for r in result.regimes if r.end is not None]
+        if edges:
+            lines.append("  boundaries:")
+            for b in edges:
+                exact = f"{result.vs} = {b.exact}" if b.exact is not None else "(solved numerically)"
+                lines.append(f"    {exact} = {b.value:.6g}   [{_why(b.reason)}]")
+    return "\n".join(lines)
+
+
+def _interval(sym, start, end) -> str:
+    if start is None and end is None:
+        return f"every {sym}"
+    if start is None:
+        return f"{sym} < {end.value:.4g}"
+    if end is None:
+        return f"{sym} >= {start.value:.4g}"
+    return f"{start.value:.4g} <= {sym} < {end.value:.4g}"
+
+
+def _why(reason: str) -> str:
+    return {"time": "equal step times", "comms": "tied step times, equal communication",
+            "memory": "memory = HBM"}.get(reason, f"turns {reason}")

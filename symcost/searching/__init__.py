@@ -1,0 +1,117 @@
+"""Search: every sharding of a program's open tensors, priced by the engine, filtered by memory, ranked.
+
+    >>> from symcost.searching import search
+    >>> r = search('''
+    ...     param W_in[D, F], W_out[F, D]
+    ...     Out[B, D] = In[B, D] *_D W_in[D, F] *_F W_out[F, D]
+    ... ''', mesh="X=4,Y=4", dims="B=65536,D=8192,F=32768", hw="tpu-v5p", backward=True)
+    >>> r.candidates, r.feasible
+    (45, 45)
+    >>> r.ranked[0].layouts['W_in'], r.ranked[0].bound
+    ('W_in[D_XY, F]', 'compute')
+
+:mod:`.space` says what is searched (roles of mesh axes, symmetric duplicates collapsed), :mod:`.price`
+prices a candidate (the engine's plan, made numbers; vectorised curves), :mod:`.regimes` finds the best
+over a range of one symbol with exact boundaries, :mod:`.plot` draws them (matplotlib, optional).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..binding import parse_dims
+from ..errors import UsageError
+from ..notation import Program, parse
+from .price import Priced, price
+from .regimes import Boundary, Regime, envelope
+from .space import Candidate, Space
+
+OBJECTIVES = ("time", "comms", "memory")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a search found: how many candidates it priced, how many fit, all of them ranked (feasible
+    first), and the regimes over ``vs`` when asked."""
+
+    space: Space = field(repr=False)
+    candidates: int
+    assignments: int
+    priced: int
+    feasible: int
+    seconds: float
+    ranked: tuple[Priced, ...] = field(repr=False)
+    objective: str = "time"
+    vs: str | None = None
+    range: tuple[float, float] | None = None
+    regimes: tuple[Regime, ...] = ()
+    hbm_bytes: float | None = None
+
+    @property
+    def best(self) -> Priced | None:
+        return self.ranked[0] if self.ranked and self.ranked[0].fits else None
+
+    def to_dict(self, top: int = 10) -> dict:
+        shown = list(range(min(top, len(self.ranked))))
+        for r in self.regimes:
+            if r.best not in shown:
+                shown.append(r.best)
+        index = {i: n for n, i in enumerate(shown)}
+        ranked = [{"rank": i + 1, **self.ranked[i].as_dict()} for i in shown]
+        return {
+            "program": str(self.space.program), "mesh": {a.name: a.size for a in self.space.mesh.axes},
+            "candidates": self.candidates, "assignments": self.assignments, "priced": self.priced,
+            "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
+            "hbm_bytes": self.hbm_bytes, "ranked": ranked,
+            **({"vs": self.vs, "range": list(self.range),
+                "regimes": [{"from": None if r.start is None else r.start.as_dict(),
+                             "to": None if r.end is None else r.end.as_dict(), "best": index[r.best],
+                             "bound": r.bound} for r in self.regimes]} if self.vs else {}),
+        }
+
+
+def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
+           moves=None, vs: str | None = None, range=None, progress=None) -> SearchResult:
+    """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them.
+
+    ``dims``: sizes (with the program's ``rank`` sizes, every size the costs use must be bound); ``hw``: the
+    preset whose figures price and whose HBM filters; ``objective``: ``time`` (step time), ``comms`` or
+    ``memory``; ``vs``: a dimension to find the regimes over, from ``range = (lo, hi)`` (default: its bound
+    value / 1000 to x 1000); ``progress``: a callable wrapping the candidate iterator (e.g. ``tqdm``)."""
+    if objective not in OBJECTIVES:
+        raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    if hw is None:
+        raise UsageError("search ranks by numbers: give --hw (a preset, e.g. tpu-v5p)")
+    prog = text if isinstance(text, Program) else parse(text)
+    sizes = {**prog.ranking, **parse_dims(dims)}
+    space = Space.of(prog, mesh, hw)
+    start = time.perf_counter()
+    cands = space.candidates()
+    if progress is not None:
+        cands = progress(cands, total=space.size)
+    priced = [p for p in (price(space, c, dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
+                          for c in cands) if p is not None]
+    if not priced:
+        raise UsageError("no candidate could be priced: bind every size the program uses with --dims")
+    priced.sort(key=lambda p: (not p.fits, _rounded(p.objective(objective)), p.t_comms, p.memory_bytes or 0.0))
+    seconds = time.perf_counter() - start
+    hbm = getattr(priced[0].plan.hardware, "hbm_bytes", None)
+    result = SearchResult(space, space.size, space.assignments, len(priced), sum(p.fits for p in priced),
+                          seconds, tuple(priced), objective, hbm_bytes=hbm)
+    if vs is None:
+        return result
+    if vs not in sizes:
+        raise UsageError(f"--vs {vs}: bind {vs} with --dims (the value plans are chosen at), e.g. --dims {vs}=1048576")
+    lo, hi = range if range is not None else (sizes[vs] / 1000, sizes[vs] * 1000)
+    if not 0 < lo < hi:
+        raise UsageError(f"--range must be two positive numbers LO:HI with LO < HI, not {lo}:{hi}")
+    regimes = tuple(envelope(list(priced), vs, lo, hi, hbm))
+    from dataclasses import replace
+    return replace(result, vs=vs, range=(float(lo), float(hi)), regimes=regimes)
+
+
+def _rounded(x: float) -> float:
+    return float(f"{x:.9e}")
+
+
+__all__ = ["search", "SearchResult", "Space", "Candidate", "Priced", "Regime", "Boundary", "OBJECTIVES"]

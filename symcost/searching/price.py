@@ -1,0 +1,114 @@
+"""Pricing candidates: each one planned by the engine, its totals made numbers once and kept as
+vectorised functions of the symbols a sweep varies.
+
+    >>> from symcost.searching.space import Space
+    >>> s = Space.of("param W[D, F]\\nOut[B, F] = In[B, D] *_D W[D, F]", "X=4")
+    >>> p = price(s, next(iter(s.candidates())), dims={"B": 4096, "D": 8192, "F": 8192}, hw="tpu-v5p")
+    >>> p.layouts, p.bound
+    ({'W': 'W[D, F]', 'In': 'In[B, D]', 'Out': 'Out[B, F]'}, 'compute')
+
+The symbolic work a candidate needs (its plan, its closed-form totals) is done once; what varies with the
+numbers -- the step time over a range of batch sizes -- is a NumPy function of the closed form, lambdified
+once per distinct expression (:func:`curve`), so a sweep of every candidate over hundreds of points is one
+array evaluation a candidate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from .. import caching
+from ..errors import SymcostError
+from ..memory import memory_per_device
+from ..notation import Declaration
+from ..program import derive_program
+from .space import Candidate, Space
+
+BOUNDS = ("compute", "HBM", "comms")
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A candidate, its plan and its numbers at the bound sizes."""
+
+    candidate: Candidate
+    layouts: dict = field(compare=False)
+    plan: object = field(compare=False, repr=False)
+    t_step: float = 0.0
+    t_math: float = 0.0
+    t_hbm: float = 0.0
+    t_comms: float = 0.0
+    memory_bytes: float | None = None
+    memory_expr: object = field(default=None, compare=False, repr=False)
+    fits: bool = True
+    description: str = ""
+
+    @property
+    def bound(self) -> str:
+        """What limits the step: compute, HBM or comms (the largest of the three)."""
+        vals = (self.t_math, self.t_hbm, self.t_comms)
+        return BOUNDS[max(range(3), key=lambda i: vals[i])]
+
+    @property
+    def compute_bound(self) -> bool:
+        return self.bound == "compute"
+
+    def objective(self, name: str) -> float:
+        return {"time": self.t_step, "comms": self.t_comms,
+                "memory": self.memory_bytes if self.memory_bytes is not None else 0.0}[name]
+
+    def as_dict(self) -> dict:
+        return {"layouts": dict(self.layouts), "description": self.description, "t_step": self.t_step,
+                "t_math": self.t_math, "t_hbm": self.t_hbm, "t_comms": self.t_comms,
+                "compute_bound": self.compute_bound, "dominant": self.bound, "memory_bytes": self.memory_bytes,
+                "fits": self.fits, "collectives": [s.signature() for s in self.plan.collectives]}
+
+
+def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool = False, overlap=True,
+          moves=None) -> Priced | None:
+    """The candidate planned and priced by the engine (:func:`symcost.program.derive_program`); None when
+    the engine refuses it (a sharding it cannot plan)."""
+    prog = space.program_for(cand)
+    try:
+        plan = derive_program(prog, space.mesh, dims, hw, backward=backward, overlap=overlap, moves=moves)
+    except SymcostError:
+        return None
+    subs = plan.bindings()
+    vals = [_number(e, subs) for e in (plan.t_step, plan.t_math, plan.t_hbm, plan.t_comms)]
+    if any(v is None for v in vals):
+        return None
+    mem = dict(plan.memory).get("total") if plan.memory else None
+    if mem is None:      # forward only: the parameters a device holds
+        params = [t.name for st in prog.statements if isinstance(st, Declaration) for t in st.tensors]
+        mem = memory_per_device(plan, params or None, grad_bytes=0, optimizer_bytes=0)["total"]
+    held = _number(mem, subs)
+    hbm = getattr(plan.hardware, "hbm_bytes", None)
+    fits = held is None or hbm is None or held <= hbm
+    return Priced(cand, space.layouts(cand), plan, *vals, held, mem, fits, cand.describe(space.batch))
+
+
+def _number(expr, subs) -> float | None:
+    val = sp.sympify(expr).xreplace(subs)
+    if val.free_symbols:
+        return None
+    return float(val)
+
+
+@caching.memoize(maxsize=4096)
+def _lambdified(expr, name: str):
+    sym = next(s for s in expr.free_symbols if s.name == name) if any(
+        s.name == name for s in expr.free_symbols) else sp.Symbol(name)
+    return sp.lambdify(sym, expr, modules="numpy")
+
+
+def curve(expr, subs: dict, name: str, values):
+    """``expr`` at every value of the symbol ``name`` (a NumPy array), every other symbol bound by
+    ``subs``. The lambdified form is kept (bounded), keyed by the expression."""
+    import numpy as np
+    keep = {k: v for k, v in subs.items() if k.name != name}
+    bound = sp.sympify(expr).xreplace(keep)
+    if bound.free_symbols - {s for s in bound.free_symbols if s.name == name}:
+        raise ValueError(f"{bound} has unbound symbols besides {name}")
+    out = np.asarray(_lambdified(bound, name)(np.asarray(values, dtype=float)), dtype=float)
+    return np.broadcast_to(out, np.shape(values)).copy()

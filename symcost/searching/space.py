@@ -1,0 +1,202 @@
+"""The space a search walks: every assignment of mesh axes to the dimensions a program leaves open.
+
+    >>> sp = Space.of('''
+    ...     param W_in[D, F], W_out[F, D]
+    ...     Out[B, D] = In[B, D] *_D W_in[D, F] *_F W_out[F, D]
+    ... ''', "X=4,Y=4")
+    >>> sp.groups
+    (('param', ('D', 'F')), ('activation', ('B', 'D')))
+    >>> sp.assignments, len(sp.candidates())     # 9 roles an axis; X and Y interchangeable
+    (81, 45)
+
+A tensor is *open* when it is written without axes where it is defined: a declared parameter, a program
+input, an einsum's written output. The search assigns each mesh axis a *role*: the dimension it splits in
+every open parameter (or none) and the dimension it splits in every open activation (or none). A dimension
+name is split the same way in every open tensor of its group (``W_in[D_X, F_Y]`` goes with
+``W_out[F_Y, D_X]``, ``In[B_X, D_Y]`` with ``Out[B_X, D_Y]``: a layer's output is the next layer's input),
+and a dimension split over several axes takes them in mesh order. Axes with the same size, link kind, link
+count and wraparound are interchangeable: assignments that differ only by exchanging them are one candidate
+(symmetric duplicates collapsed).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from math import comb
+
+from ..binding import bind
+from ..errors import UsageError
+from ..notation import Collective, Declaration, DimRef, Einsum, Program, TensorRef, format_axes, parse
+
+GROUPS = ("param", "activation")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One sharding: for each mesh axis (in mesh order), the dimension it splits in the open parameters
+    and in the open activations (None: that group is replicated over the axis)."""
+
+    roles: tuple[tuple[str | None, str | None], ...]
+    axes: tuple[str, ...]
+
+    def split(self, group: str) -> dict[str, tuple[str, ...]]:
+        """``{dimension: axes}`` for a group (``param`` or ``activation``), axes in mesh order."""
+        i = GROUPS.index(group)
+        out: dict[str, tuple[str, ...]] = {}
+        for a, r in zip(self.axes, self.roles):
+            if r[i] is not None:
+                out[r[i]] = out.get(r[i], ()) + (a,)
+        return out
+
+    def describe(self, batch: frozenset) -> str:
+        """The book's names for what each axis does: FSDP (splits the batch and the weights), DP (the batch
+        only), TP (the weights and the activations' model dimension), weights (the weights only),
+        activations (the activations' model dimension only), unused."""
+        kinds: dict[str, list[str]] = {}
+        for a, (p, act) in zip(self.axes, self.roles):
+            on_batch = act is not None and act in batch
+            kind = ("FSDP" if on_batch and p else "DP" if on_batch else "TP" if p and act else
+                    "weights" if p else "activations" if act else "unused")
+            kinds.setdefault(kind, []).append(a)
+        return ", ".join(f"{k} over {_axes(kinds[k])}" for k in KINDS if k in kinds)
+
+
+KINDS = ("FSDP", "DP", "TP", "weights", "activations", "unused")
+
+
+def _axes(names) -> str:
+    return "".join(names) if all(len(a) == 1 for a in names) else ",".join(names)
+
+
+@dataclass(frozen=True)
+class Space:
+    """A program, its mesh, and the open dimensions of each group."""
+
+    program: Program
+    mesh: object
+    groups: tuple[tuple[str, tuple[str, ...]], ...]
+    open_tensors: frozenset       # (statement index, tensor position) of the open tensors
+    classes: tuple[tuple[str, ...], ...]   # interchangeable axes, in mesh order
+    batch: frozenset              # activation dimensions no parameter has
+
+    @classmethod
+    def of(cls, text, mesh, hw=None) -> "Space":
+        prog = text if isinstance(text, Program) else parse(text)
+        bound = bind(prog, mesh, None, hw)
+        m = bound.mesh
+        if not m.axes or any(a.size is None for a in m.axes):
+            raise UsageError("search needs every mesh axis with a size, e.g. --mesh X=16,Y=16,Z=16")
+        opened, dims = _open(prog)
+        groups = tuple((g, tuple(dims[g])) for g in GROUPS if dims[g])
+        if not groups:
+            raise UsageError("nothing to search: every tensor of the program is written with its axes; write the "
+                             "parameters and the input without axes (W_in[D, F]) to let the search choose them")
+        key = {}
+        for a in m.axes:
+            key.setdefault((a.size, a.kind, a.links, a.wraparound), []).append(a.name)
+        classes = tuple(tuple(v) for v in key.values())
+        batch = frozenset(dims["activation"]) - frozenset(dims["param"])
+        return cls(prog, m, groups, opened, classes, batch)
+
+    @property
+    def roles(self) -> tuple:
+        """Every role an axis can take: a dimension (or None) in each group."""
+        per = {g: (None,) + d for g, d in self.groups}
+        return tuple(itertools.product(per.get("param", (None,)), per.get("activation", (None,))))
+
+    @property
+    def assignments(self) -> int:
+        """Assignments before symmetric duplicates are collapsed."""
+        return len(self.roles) ** len(self.mesh.axes)
+
+    @property
+    def size(self) -> int:
+        """Candidates after collapsing: multisets of roles within each class of interchangeable axes."""
+        n, r = 1, len(self.roles)
+        for c in self.classes:
+            n *= comb(r + len(c) - 1, len(c))
+        return n
+
+    def candidates(self):
+        """Every candidate, once (a generator; :attr:`size` of them)."""
+        order = {a.name: i for i, a in enumerate(self.mesh.axes)}
+        per_class = [itertools.combinations_with_replacement(range(len(self.roles)), len(c)) for c in self.classes]
+        names = [a for c in self.classes for a in c]
+        for choice in itertools.product(*[list(p) for p in per_class]):
+            flat = [self.roles[i] for pick in choice for i in pick]
+            by_axis = sorted(zip(names, flat), key=lambda t: order[t[0]])
+            yield Candidate(tuple(r for _, r in by_axis), tuple(a for a, _ in by_axis))
+
+    def program_for(self, cand: Candidate) -> Program:
+        """The program with the candidate's axes written on its open tensors."""
+        splits = {g: cand.split(g) for g in GROUPS}
+        statements = []
+        for i, st in enumerate(self.program.statements):
+            if isinstance(st, Declaration):
+                tensors = tuple(_with(t, splits["param"]) if (i, j) in self.open_tensors else t
+                                for j, t in enumerate(st.tensors))
+                statements.append(replace(st, tensors=tensors))
+            elif isinstance(st, Einsum):
+                ops = tuple(_with(t, splits["activation"]) if (i, j) in self.open_tensors else t
+                            for j, t in enumerate(st.operands))
+                out = st.output
+                if out is not None and (i, len(st.operands)) in self.open_tensors:
+                    out = _with(out, splits["activation"])
+                statements.append(replace(st, operands=ops, output=out))
+            else:
+                statements.append(st)
+        return Program(tuple(statements), str(Program(tuple(statements))))
+
+    def layouts(self, cand: Candidate) -> dict[str, str]:
+        """``{tensor: its written layout}`` for the open tensors."""
+        prog = self.program_for(cand)
+        out = {}
+        for i, j in sorted(self.open_tensors):
+            st = prog.statements[i]
+            t = st.tensors[j] if not isinstance(st, Einsum) or j < len(st.operands) else st.output
+            out.setdefault(t.name, str(t))
+        return out
+
+
+def _with(t: TensorRef, split: dict) -> TensorRef:
+    return replace(t, dims=tuple(d if d.size is not None else DimRef(d.name, split.get(d.name, ()), None, d.span)
+                                 for d in t.dims))
+
+
+def _open(prog: Program):
+    """The open tensors (statement, position) and the dimension names of each group, in order of appearance."""
+    params = {t.name for s in prog.statements if isinstance(s, Declaration) for t in s.tensors}
+    defined: set[str] = set()
+    opened = set()
+    dims = {g: [] for g in GROUPS}
+
+    def take(i, j, t, group):
+        opened.add((i, j))
+        for d in t.dims:
+            if d.size is None and d.name not in dims[group]:
+                dims[group].append(d.name)
+
+    for i, st in enumerate(prog.statements):
+        if isinstance(st, Declaration):
+            for j, t in enumerate(st.tensors):
+                defined.add(t.name)
+                if not t.annotated:
+                    take(i, j, t, "param")
+        elif isinstance(st, Einsum):
+            for j, t in enumerate(st.operands):
+                if t.name not in defined and t.name not in params:
+                    defined.add(t.name)
+                    if not t.annotated:
+                        take(i, j, t, "activation")
+            if st.output is not None and st.output.name not in defined:
+                defined.add(st.output.name)
+                if not st.output.annotated:
+                    take(i, len(st.operands), st.output, "activation")
+            elif st.output_name:
+                defined.add(st.output_name)
+        elif isinstance(st, Collective):
+            defined.update({st.operand.name, st.output.name})
+    return frozenset(opened), dims
+
+
+__all__ = ["Space", "Candidate", "GROUPS", "format_axes"]
