@@ -62,6 +62,9 @@ def main():
             m = __import__(mod)
             for label, fn, repeat in m.CASES:
                 rows.append((label, warm(fn, repeat)))
+    rates = []
+    if os.path.exists(os.path.join(HERE, "bench_search.py")):
+        rates = __import__("bench_search").report()
     exe = os.path.join(os.path.dirname(sys.executable), "symcost")
     sympy_t = cold([sys.executable, "-c", "import sympy"])
     derive_t = cold([exe, "derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--mesh", "X=4"])
@@ -72,6 +75,8 @@ def main():
     for label, t in rows:
         print(f"{label:{width}s}  {fmt(t)}")
     print(f"{'cold ratio symcost / import sympy':{width}s}  {derive_t / sympy_t:8.2f} x")
+    for label, value in rates:
+        print(f"{label:{width}s}  {value}")
 
 
 if __name__ == "__main__":

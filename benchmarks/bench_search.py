@@ -1,0 +1,40 @@
+"""Search for `make bench`: candidates priced per second, by the engine (each candidate planned, its
+closed-form totals made numbers) and by the shared closed forms (every priced candidate at many values of
+a symbol, vectorised with NumPy)."""
+import time
+
+import symcost
+from symcost.searching import search
+from symcost.searching.price import curve
+
+TEXT = open("derivations/mlp.sc").read()
+DIMS = "B=1048576,D=8192,F=32768"
+CASES = []
+
+
+def _rate(mesh, backward):
+    symcost.clear_caches()
+    t = time.perf_counter()
+    r = search(TEXT, mesh, DIMS, "tpu-v5p", backward=backward)
+    return r, r.priced / (time.perf_counter() - t)
+
+
+def report():
+    """Lines of (label, value) for the table."""
+    rows = []
+    for mesh, backward in (("X=4,Y=4", True), ("X=16,Y=16,Z=16", False), ("X=16,Y=16,Z=16", True)):
+        r, rate = _rate(mesh, backward)
+        what = "forward + backward" if backward else "forward"
+        rows.append((f"search MLP {mesh} {what}: {r.priced} candidates planned by the engine",
+                     f"{rate:8.1f} candidates/s"))
+    import numpy as np
+    xs = np.geomspace(1e3, 1e9, 400)
+    for p in r.ranked:                      # lambdify once (kept): what a first sweep pays
+        curve(p.plan.t_step, p.plan.bindings(), "B", xs[:2])
+    t = time.perf_counter()
+    for p in r.ranked:
+        curve(p.plan.t_step, p.plan.bindings(), "B", xs)
+    dt = time.perf_counter() - t
+    rows.append((f"re-pricing those {r.priced} closed forms at {len(xs)} values of B (vectorised)",
+                 f"{r.priced * len(xs) / dt:8.0f} candidates/s"))
+    return rows
