@@ -44,7 +44,7 @@ def test_program_for_writes_the_candidate_on_open_tensors():
     cand = next(c for c in s.candidates() if c.roles == (("D", "B"), ("F", "D")))
     assert s.layouts(cand) == {"W_in": "W_in[D_X, F_Y]", "W_out": "W_out[F_Y, D_X]", "In": "In[B_X, D_Y]",
                                "Out": "Out[B_X, D_Y]"}
-    assert cand.describe(s.batch) == "FSDP over X, TP over Y"
+    assert cand.describe(s.batch, s.activation_dims) == "FSDP over X, TP over Y"
 
 
 def test_written_axes_are_kept():

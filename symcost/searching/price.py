@@ -85,7 +85,7 @@ def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool =
     held = _number(mem, subs)
     hbm = getattr(plan.hardware, "hbm_bytes", None)
     fits = held is None or hbm is None or held <= hbm
-    return Priced(cand, space.layouts(cand), plan, *vals, held, mem, fits, cand.describe(space.batch))
+    return Priced(cand, space.layouts(cand), plan, *vals, held, mem, fits, cand.describe(space.batch, space.activation_dims))
 
 
 def _number(expr, subs) -> float | None:

@@ -11,6 +11,7 @@ compute-bound take the same time) go to the one that communicates less.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import sympy as sp
@@ -91,10 +92,13 @@ def _bounds(priced, subs, symbol, xs, best) -> list[str]:
 
 
 def _best(T, K):
+    """The best candidate at each point: least step time; among ties (to 1e-9), least communication;
+    among those, the first in the ranking. -1 where none fits."""
     import numpy as np
     m = T.min(axis=0)
     tied = T <= m * (1 + 1e-9)
-    out = np.argmin(np.where(tied, K, np.inf), axis=0)
+    k = np.where(tied, K, np.inf).min(axis=0)
+    out = np.argmax(tied & (K <= k * (1 + 1e-9)), axis=0)
     return np.where(np.isfinite(m), out, -1)
 
 
@@ -140,17 +144,20 @@ def _solve(ea, eb, sa, sb, symbol, x0, x1, reason, const=False) -> Boundary:
     syms = {s.name: s for e in (sp.sympify(ea), sp.sympify(eb)) for s in e.free_symbols}
     sym = syms.get(symbol)
     if sym is not None:
-        pa = _active(sp.sympify(ea), sa, symbol, x)
-        pb = sp.sympify(eb) if const else _active(sp.sympify(eb), sb, symbol, x)
+        # the branches active just below and just above the root (at a kink either side may be the one)
+        sides = (x * (1 - 1e-6), x, x * (1 + 1e-6))
+        pas = {_active(sp.sympify(ea), sa, symbol, v) for v in sides}
+        pbs = {sp.sympify(eb)} if const else {_active(sp.sympify(eb), sb, symbol, v) for v in sides}
         best_gap = None
-        for r in roots(pa, pb, sym):
-            try:
-                v = float(sp.sympify(r).xreplace({**sa, **sb}))
-            except (TypeError, ValueError):
-                continue
-            gap = abs(v - x) / x
-            if gap < 1e-6 and (best_gap is None or gap < best_gap):
-                exact, best_gap = sp.factor(r), gap
+        for pa, pb in itertools.product(pas, pbs):
+            for r in roots(pa, pb, sym):
+                try:
+                    v = float(sp.sympify(r).xreplace({**sa, **sb}))
+                except (TypeError, ValueError):
+                    continue
+                gap = abs(v - x) / x
+                if gap < 1e-6 and (best_gap is None or gap < best_gap):
+                    exact, best_gap = sp.factor(r), gap
     value = float(exact.xreplace({**sa, **sb})) if exact is not None else x
     return Boundary(exact, value, reason)
 

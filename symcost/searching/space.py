@@ -48,14 +48,16 @@ class Candidate:
                 out[r[i]] = out.get(r[i], ()) + (a,)
         return out
 
-    def describe(self, batch: frozenset) -> str:
+    def describe(self, batch: frozenset, activation_dims=frozenset()) -> str:
         """The book's names for what each axis does: FSDP (splits the batch and the weights), DP (the batch
-        only), TP (the weights and the activations' model dimension), weights (the weights only),
-        activations (the activations' model dimension only), unused."""
+        only), TP (the weights, and either the activations' model dimension or a weight dimension no
+        activation has: Megatron's hidden F, activations replicated), weights (a weight dimension the
+        activations have, the activations not split), activations (their model dimension only), unused."""
         kinds: dict[str, list[str]] = {}
         for a, (p, act) in zip(self.axes, self.roles):
             on_batch = act is not None and act in batch
-            kind = ("FSDP" if on_batch and p else "DP" if on_batch else "TP" if p and act else
+            kind = ("FSDP" if on_batch and p else "DP" if on_batch else
+                    "TP" if p and (act or p not in activation_dims) else
                     "weights" if p else "activations" if act else "unused")
             kinds.setdefault(kind, []).append(a)
         return ", ".join(f"{k} over {_axes(kinds[k])}" for k in KINDS if k in kinds)
@@ -78,6 +80,10 @@ class Space:
     open_tensors: frozenset       # (statement index, tensor position) of the open tensors
     classes: tuple[tuple[str, ...], ...]   # interchangeable axes, in mesh order
     batch: frozenset              # activation dimensions no parameter has
+
+    @property
+    def activation_dims(self) -> frozenset:
+        return frozenset(d for g, dims in self.groups if g == "activation" for d in dims)
 
     @classmethod
     def of(cls, text, mesh, hw=None) -> "Space":
