@@ -43,6 +43,9 @@ def plot_regimes(result, out: str, points: int = 200) -> str:
         if r.end is not None:
             ax.axvline(r.end.value, color="grey", ls=":", lw=1)
     ax.plot(xs, env, color="black", lw=0.8, ls="--", label="best (envelope)")
+    best = result.ranked[0].plan
+    ax.plot(xs, curve(best.t_math, best.bindings(), result.vs, xs), color="grey", lw=0.8, ls="-.",
+            label="T_math on every chip (compute-bound floor)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(result.vs)

@@ -95,20 +95,32 @@ def _number(expr, subs) -> float | None:
     return float(val)
 
 
+def _maximum(*args):
+    import numpy as np
+    out = args[0]
+    for a in args[1:]:
+        out = np.maximum(out, a)
+    return out
+
+
 @caching.memoize(maxsize=4096)
-def _lambdified(expr, name: str):
-    sym = next(s for s in expr.free_symbols if s.name == name) if any(
-        s.name == name for s in expr.free_symbols) else sp.Symbol(name)
-    return sp.lambdify(sym, expr, modules="numpy")
+def compiled(expr):
+    """``(symbols, f)``: the closed form as a NumPy function of its symbols (sorted by name), made once
+    per distinct expression and shared by every candidate that has it."""
+    syms = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
+    return syms, sp.lambdify(syms, expr, modules=[{"Max": _maximum}, "numpy"])
 
 
 def curve(expr, subs: dict, name: str, values):
-    """``expr`` at every value of the symbol ``name`` (a NumPy array), every other symbol bound by
-    ``subs``. The lambdified form is kept (bounded), keyed by the expression."""
+    """``expr`` at every value of the symbol ``name`` (a NumPy array), every other symbol given a number
+    by ``subs`` (``{Symbol: number}``, as :meth:`~symcost.plan.Plan.bindings` gives). No SymPy work once
+    the expression has been compiled."""
     import numpy as np
-    keep = {k: v for k, v in subs.items() if k.name != name}
-    bound = sp.sympify(expr).xreplace(keep)
-    if bound.free_symbols - {s for s in bound.free_symbols if s.name == name}:
-        raise ValueError(f"{bound} has unbound symbols besides {name}")
-    out = np.asarray(_lambdified(bound, name)(np.asarray(values, dtype=float)), dtype=float)
-    return np.broadcast_to(out, np.shape(values)).copy()
+    syms, fn = compiled(sp.sympify(expr))
+    numbers = {s.name: float(v) for s, v in subs.items()}
+    values = np.asarray(values, dtype=float)
+    try:
+        args = [values if s.name == name else numbers[s.name] for s in syms]
+    except KeyError as e:
+        raise ValueError(f"{expr} has the unbound symbol {e.args[0]}") from None
+    return np.broadcast_to(np.asarray(fn(*args), dtype=float), values.shape).copy()

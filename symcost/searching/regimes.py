@@ -119,8 +119,7 @@ def _boundary(pa, pb, sa, sb, symbol, x0, x1, hbm) -> Boundary:
 
 
 def _at(expr, subs, symbol, x) -> float:
-    e = sp.sympify(expr)
-    return float(e.xreplace({**subs, **{s: sp.Float(x) for s in e.free_symbols if s.name == symbol}}))
+    return float(curve(expr, subs, symbol, [x])[0])
 
 
 def _solve(ea, eb, sa, sb, symbol, x0, x1, reason, const=False) -> Boundary:
