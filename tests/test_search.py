@@ -268,3 +268,23 @@ def test_cli_plot(tmp_path, capsys):
                          "B=65536", "--vs", "B", "--plot", str(out_png))
     assert code == 0, err
     assert out_png.stat().st_size > 10_000
+
+
+def test_progress_wraps_the_candidates():
+    seen = {}
+
+    def progress(it, total):
+        seen["total"] = total
+        return it
+    r = search(MLP, "X=4", "B=65536", "tpu-v5p", progress=progress)
+    assert seen["total"] == r.candidates == 9
+
+
+def test_regimes_in_json_follow_the_contract():
+    """DESIGN: regimes are {"from": str, "to": str, "best": index into ranked}; open ends are the range's."""
+    r = search(MLP, "X=4", "B=65536", "tpu-v5p", backward=True, vs="B", range=(100.0, 1e7))
+    data = r.to_dict(top=1)
+    regimes = data["regimes"]
+    assert regimes[0]["from"] == "100.0" and regimes[-1]["to"] == "10000000.0"
+    assert all(a["to"] == b["from"] and a["to_value"] == b["from_value"] for a, b in zip(regimes, regimes[1:]))
+    assert all(data["ranked"][g["best"]]["rank"] >= 1 for g in regimes)

@@ -4,11 +4,11 @@
     >>> r = search('''
     ...     param W_in[D, F], W_out[F, D]
     ...     Out[B, D] = In[B, D] *_D W_in[D, F] *_F W_out[F, D]
-    ... ''', mesh="X=4,Y=4", dims="B=65536,D=8192,F=32768", hw="tpu-v5p", backward=True)
+    ... ''', mesh="X=4", dims="B=65536,D=8192,F=32768", hw="tpu-v5p", backward=True)
     >>> r.candidates, r.feasible
-    (45, 45)
-    >>> r.ranked[0].layouts['W_in'], r.ranked[0].bound
-    ('W_in[D_XY, F]', 'compute')
+    (9, 9)
+    >>> r.ranked[0].layouts['W_in'], r.ranked[0].description, r.ranked[0].bound
+    ('W_in[D, F]', 'DP over X', 'compute')
 
 :mod:`.space` says what is searched (roles of mesh axes, symmetric duplicates collapsed), :mod:`.price`
 prices a candidate (the engine's plan, made numbers; vectorised curves), :mod:`.regimes` finds the best
@@ -64,9 +64,7 @@ class SearchResult:
             "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
             "hbm_bytes": self.hbm_bytes, "ranked": ranked,
             **({"vs": self.vs, "range": list(self.range),
-                "regimes": [{"from": None if r.start is None else r.start.as_dict(),
-                             "to": None if r.end is None else r.end.as_dict(), "best": index[r.best],
-                             "bound": r.bound} for r in self.regimes]} if self.vs else {}),
+                "regimes": [_regime(r, index[r.best], self.range) for r in self.regimes]} if self.vs else {}),
         }
 
 
@@ -108,6 +106,19 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     regimes = tuple(envelope(list(priced), vs, lo, hi, hbm))
     from dataclasses import replace
     return replace(result, vs=vs, range=(float(lo), float(hi)), regimes=regimes)
+
+
+def _regime(r: Regime, best: int, span) -> dict:
+    """A regime as the contract has it: ``from`` and ``to`` as strings (the exact boundary where SymPy
+    solved it, else its number; the range's ends where the regime is open), their numbers, and why each
+    boundary is where it is."""
+    def edge(b, end):
+        if b is None:
+            return str(span[end]), float(span[end]), None
+        return (str(b.exact) if b.exact is not None else repr(b.value)), b.value, b.reason
+    lo, hi = edge(r.start, 0), edge(r.end, 1)
+    return {"from": lo[0], "to": hi[0], "best": best, "bound": r.bound, "from_value": lo[1], "to_value": hi[1],
+            "from_reason": lo[2], "to_reason": hi[2]}
 
 
 def _rounded(x: float) -> float:

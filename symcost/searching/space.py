@@ -6,8 +6,8 @@
     ... ''', "X=4,Y=4")
     >>> sp.groups
     (('param', ('D', 'F')), ('activation', ('B', 'D')))
-    >>> sp.assignments, len(sp.candidates())     # 9 roles an axis; X and Y interchangeable
-    (81, 45)
+    >>> sp.assignments, sp.size, len(list(sp.candidates())) # 9 roles an axis; X and Y interchangeable
+    (81, 45, 45)
 
 A tensor is *open* when it is written without axes where it is defined: a declared parameter, a program
 input, an einsum's written output. The search assigns each mesh axis a *role*: the dimension it splits in
