@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 from ..errors import UsageError
 from ..printers.text import fmt_bytes, fmt_seconds
@@ -21,7 +20,6 @@ def register(sub):
     s.add_argument("--vs", help="a dimension: the best candidates over its range, with exact boundaries")
     s.add_argument("--range", dest="span", help="LO:HI for --vs (default: its --dims value / 1000 to x 1000)")
     s.add_argument("--plot", help="with --vs: draw step time against it, one line per regime (.png, .svg, .pdf)")
-    s.add_argument("--no-progress", action="store_true", help="no progress bar (tqdm, when installed)")
     s.set_defaults(handler=cmd_search)
 
 
@@ -35,16 +33,6 @@ def _span(text):
     return lo, hi
 
 
-def _progress(args):
-    if args.json or args.no_progress or not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return lambda it, total: tqdm(it, total=total, desc="pricing", unit=" shardings", leave=False)
-
-
 def cmd_search(args) -> int:
     from ..searching import search
     if args.top < 1:
@@ -53,7 +41,7 @@ def cmd_search(args) -> int:
         raise UsageError("--plot draws the regimes: give --vs too (e.g. --vs B)")
     result = search(read_program(args.program), args.mesh, args.dims, args.hw, backward=args.backward,
                     objective=args.objective, overlap=not args.no_overlap, moves=args.moves, vs=args.vs,
-                    range=_span(args.span), progress=_progress(args))
+                    range=_span(args.span))
     if args.plot:
         from ..searching.plot import plot_regimes
         plot_regimes(result, args.plot)
@@ -71,7 +59,7 @@ def render(result, top: int = 10) -> str:
     hbm = f" {fmt_bytes(result.hbm_bytes)} of HBM" if result.hbm_bytes else " HBM"
     lines = [f"program: {' ; '.join(str(result.space.program).splitlines())}",
              f"mesh: {result.space.mesh}   objective: {result.objective}",
-             f"priced {result.priced:,} shardings in {result.seconds:.2f} s ({result.assignments:,} assignments, "
+             f"priced {result.priced:,} shardings ({result.assignments:,} assignments, "
              f"symmetric duplicates collapsed); {result.feasible:,} fit in{hbm} a device"]
     for i, p in enumerate(result.ranked[:top], 1):
         lines.append(f" {i:2d}. {', '.join(p.layouts.values())}   ({p.description})")

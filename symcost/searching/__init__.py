@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from .. import progress as bar
 from ..binding import parse_dims
 from ..errors import UsageError
 from ..notation import Program, parse
@@ -75,7 +76,8 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     ``dims``: sizes (with the program's ``rank`` sizes, every size the costs use must be bound); ``hw``: the
     preset whose figures price and whose HBM filters; ``objective``: ``time`` (step time), ``comms`` or
     ``memory``; ``vs``: a dimension to find the regimes over, from ``range = (lo, hi)`` (default: its bound
-    value / 1000 to x 1000); ``progress``: a callable wrapping the candidate iterator (e.g. ``tqdm``)."""
+    value / 1000 to x 1000); ``progress``: a callable wrapping the candidate iterator (e.g. ``tqdm``; the
+    command line shows :mod:`symcost.progress`'s bar on a terminal instead)."""
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     if hw is None:
@@ -87,8 +89,12 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     cands = space.candidates()
     if progress is not None:
         cands = progress(cands, total=space.size)
-    priced = [p for p in (price(space, c, dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
-                          for c in cands) if p is not None]
+    priced = []
+    for c in cands:
+        p = price(space, c, dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
+        if p is not None:
+            priced.append(p)
+        bar.advance(1, "pricing shardings")
     if not priced:
         raise UsageError("no candidate could be priced: bind every size the program uses with --dims")
     priced.sort(key=lambda p: (not p.fits, _rounded(p.objective(objective)), p.t_comms, p.memory_bytes or 0.0))
