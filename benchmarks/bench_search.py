@@ -7,7 +7,7 @@ import symcost
 from symcost.searching import search
 from symcost.searching.price import curve
 
-TEXT = open("derivations/mlp.sc").read()
+TEXT = open("examples/mlp.sc").read()
 DIMS = "B=1048576,D=8192,F=32768"
 CASES = []
 

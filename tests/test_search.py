@@ -16,7 +16,7 @@ from symcost.searching import search
 from symcost.searching.space import Space
 
 ROOT = Path(__file__).parent.parent
-MLP = (ROOT / "derivations" / "mlp.sc").read_text()
+MLP = (ROOT / "examples" / "mlp.sc").read_text()
 DIMS = "B=1048576,D=8192,F=32768"
 
 
@@ -233,7 +233,7 @@ def test_book_part5_on_v5p_16x16x16(pod):
 
 
 def test_cli_text(capsys):
-    code, out, err = run(capsys, "search", str(ROOT / "derivations" / "mlp.sc"), "--backward", "--mesh", "X=2,Y=2",
+    code, out, err = run(capsys, "search", str(ROOT / "examples" / "mlp.sc"), "--backward", "--mesh", "X=2,Y=2",
                          "--hw", "tpu-v5p", "--dims", "B=65536", "--top", "3", "--vs", "B")
     assert code == 0, err
     assert "priced 45 shardings" in out and "45 fit in 96 GB of HBM a device" in out

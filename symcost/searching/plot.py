@@ -1,7 +1,7 @@
 """The regimes drawn (matplotlib, the ``plot`` extra): step time against the swept symbol, one line per
 candidate that is best somewhere, the envelope in black, each boundary a dotted line.
 
-    symcost search derivations/mlp.sc --backward --mesh X=16,Y=16,Z=16 --hw tpu-v5p \\
+    symcost search examples/mlp.sc --backward --mesh X=16,Y=16,Z=16 --hw tpu-v5p \\
         --dims B=1048576,D=8192,F=32768 --vs B --plot regimes.png
 """
 from __future__ import annotations
