@@ -40,6 +40,7 @@ CRASHES = [
     ["check", "derivations/no_such_file.sc"],
     ["model"],
     ["model", "--list"],
+    ["plot", str(ROOT / "examples" / "mlp.sc"), "--vs", "B", "--hw", "tpu-v5p", "-o", "/tmp/symcost-unsharded.png"],
     ["solve", "A[I, J_X] * B[J, K] -> C[I, K]", "--for", "I", "--mesh", "X=4", "--dims", "J=8192,K=64",
      "--hw", "tpu-v5e"],
 ]

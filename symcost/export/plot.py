@@ -67,6 +67,9 @@ def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: flo
             (os.path.splitext(os.path.basename(item))[0], open(item, encoding="utf-8").read())
         probe = derive_program(text, backward=True, moves="strategy")
         axes = [a.name for a in probe.mesh.axes]
+        if not axes:
+            skipped[name] = "it shards nothing (no mesh axis to spread the chips over)"
+            continue
         if len(axes) > 2 or any(a.kind != "ici" for a in probe.mesh.axes):
             skipped[name] = "it runs over more than two axes, or over DCN"
             continue
