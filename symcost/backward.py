@@ -145,7 +145,7 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
             at_hand = tuple(have.get(dres.name, [dres]))
             operands = [at_hand] + srcs
             best = plan_chain(operands, [None] * (len(operands) - 1), "d" + name, x.dims, target, mesh,
-                              trace.ranker, out_dtype=x.dtype)[0]
+                              trace.ranker, out_dtype=x.dtype, keep=0)[0]
             for op in best.steps:
                 if not isinstance(op, LocalEinsum) and op.before.name == dres.name:
                     have.setdefault(dres.name, [dres]).append(op.after)

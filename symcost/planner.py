@@ -71,10 +71,12 @@ def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", mo
 
 
 def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None,
-                 strict: bool = False) -> Trace:
+                 strict: bool = False, alternatives: bool = True) -> Trace:
     """Plan every statement of a bound program in order. ``strict``: a dimension that does not divide by
-    its axes is an error (otherwise its blocks are padded)."""
+    its axes is an error (otherwise its blocks are padded). ``alternatives``: also weigh and keep the
+    runner-up plans of each einsum (False: the best plan alone, faster)."""
     walk = _Walk(bound, ranker_for(bound, overlap=overlap, objective=objective, moves=moves), strict)
+    walk.keep = 6 if alternatives else 0
     for stmt in bound.program.statements:
         walk.statement(stmt)
     return walk.trace()
@@ -140,6 +142,7 @@ class _Walk:
         self.uses: list[Use] = []
         self.dtypes: set[str] = set()
         self.notes: list[str] = []
+        self.keep = 6
 
     def trace(self) -> Trace:
         dtype = max(self.dtypes or {dtypes.DEFAULT}, key=dtypes.nbytes)
@@ -238,7 +241,7 @@ class _Walk:
             return self.reshard(layouts[0], target, out)
         names = [self.fresh_name(f"T{i + 1}") for i in range(len(layouts) - 2)]
         cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, self.mesh, self.ranker,
-                           out_dtype=target.dtype if target is not None else None, names=names)
+                           out_dtype=target.dtype if target is not None else None, names=names, keep=self.keep)
         chosen = explained_steps(cands[0].steps, self.mesh, target, sizes=self.bound.sizes)
         if cands[0].bounded:
             self.notes.append(f"line {line}: the layout search was bounded ({len(self.mesh.axes)} mesh axes): each "

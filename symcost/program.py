@@ -68,7 +68,7 @@ def _plan_of(trace: Trace, text, steps, overlap, objective) -> Plan:
 
 def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse: str = "activations",
                    params=None, input_grads: bool = True, overlap=True, objective: str = "time",
-                   moves=None, strict: bool = False) -> Plan:
+                   moves=None, strict: bool = False, alternatives: bool = True) -> Plan:
     """Plan a program's forward pass and, with ``backward``, its gradients.
 
     ``reuse``: which forward gathers the backward pass may reuse: ``activations`` (default: activations
@@ -76,9 +76,10 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     ``all`` or ``none``. ``params``: names of the parameters (default: ``param`` declarations, else the
     inputs named W...). ``input_grads``: also derive the gradient of the program's input activations.
     ``strict``: a dimension that does not divide by its axes is an error instead of a padded block.
+    ``alternatives``: keep the runner-up plans (False: the best plan alone, faster; for searches).
     """
     trace = plan_program(bind(text, mesh, dims, hw), overlap=overlap, objective=objective, moves=moves,
-                         strict=strict)
+                         strict=strict, alternatives=alternatives)
     if not backward:
         names = set(trace.param_layouts) or set(default_params(trace))
         return _plan_of(trace, text, [replace(s, critical=critical(s, names)) for s in trace.steps], overlap, objective)

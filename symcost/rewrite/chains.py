@@ -81,7 +81,8 @@ def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ra
     """Plan ``operands[0] * operands[1] * ...`` (left to right) into ``target`` (a layout; None: the
     cheapest fully reduced layout of ``out_dims``; ANY: the cheapest, partial sums included).
     ``operands[0]`` may be a tuple of layouts the tensor already has (each free to start from). Returns
-    the best plan first, then the best plan of each other final choice (distinct routes, at most ``keep``).
+    the best plan first, then the best plan of each other final choice (distinct routes, at most ``keep``;
+    ``keep=0``: the best plan alone, without the searches the alternatives need).
     Answers are values: the same question is answered once."""
     ops = tuple(tuple(o) if isinstance(o, list) else o for o in operands)
     return list(_plan_chain(ops, tuple(contracts), final_name, tuple(out_dims), target, mesh, ranker,
@@ -90,7 +91,7 @@ def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ra
 
 @caching.memoize(maxsize=256)
 def _plan_chain(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, keep, names) -> tuple:
-    cands = _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names)
+    cands = _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names, keep)
     if not cands:
         raise ShardingError(f"no plan reaches {target}" if target not in (None, ANY) else "no plan found")
     seen, out = set(), []
@@ -127,13 +128,14 @@ class _Bounded:
         return found
 
 
-def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype=None, names=None):
+def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype=None, names=None,
+                keep: int = 6):
     cands, short = _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype,
-                                       names)
+                                       names, keep)
     return [replace(c, bounded=True) for c in cands] if short else cands
 
 
-def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names):
+def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names, keep):
     search = _Bounded(mesh, ranker)
     n = len(operands)
     later_of = []
@@ -175,7 +177,7 @@ def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh,
     if n == 1:  # a one-operand einsum: a sum over dimensions or a transpose
         finals = _einsum_results(operands[0], dist_left, None, None, out_dims, final_name,
                                  out_dtype or operands[0].dtype, mesh, ranker)
-    return _finish(finals, target, search), search.short
+    return _finish(finals, target, search, keep), search.short
 
 
 def _stuck(left: Layout, right: Layout, ranker) -> str:
@@ -222,7 +224,7 @@ def _finish(finals, target, search, keep: int = 8):
     if reached is not None:
         add(reached.steps)
     short = search.short   # an alternative's search stopping short leaves the best plan exact
-    for lay, ent in order[:ALTERNATIVE_RESULTS]:
+    for lay, ent in order[:ALTERNATIVE_RESULTS if keep else 0]:
         tail = _to_target({lay: Entry(0.0, ())}, target, search)
         if tail is not None:
             add(ent.steps + tail.steps)

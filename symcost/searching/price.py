@@ -71,7 +71,8 @@ def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool =
     the engine refuses it (a sharding it cannot plan)."""
     prog = space.program_for(cand)
     try:
-        plan = derive_program(prog, space.mesh, dims, hw, backward=backward, overlap=overlap, moves=moves)
+        plan = derive_program(prog, space.mesh, dims, hw, backward=backward, overlap=overlap, moves=moves,
+                              alternatives=False)
     except SymcostError:
         return None
     subs = plan.bindings()
