@@ -5,6 +5,7 @@ import json
 
 from .. import dtypes
 from ..errors import UsageError
+from . import train
 from .options import read_program
 
 
@@ -30,6 +31,7 @@ def register(sub):
     m.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation, in (0, 1] (default 0.4)")
     m.add_argument("--checkpoints-per-layer", type=int, default=1)
     m.add_argument("--json", action="store_true")
+    train.add_arguments(m)
     m.set_defaults(handler=cmd_model)
 
 
@@ -91,14 +93,16 @@ def cmd_model(args) -> int:
         out["prefill"] = serving.prefill(args.seq, args.mfu, batch=int(args.batch or 1))
     if args.frontier:
         out["frontier"] = serving.frontier(args.seq)
-    if args.train:
+    if args.train and train.wanted(args):
+        out["execution"] = train.execute(args, cfg, hw)
+    elif args.train:
         if not args.batch:
             raise UsageError("--train needs --batch (tokens per batch)")
         out["train"] = train_estimate(cfg, hw, args.chips, args.batch, args.tokens, args.mfu, seq=args.seq,
                                       checkpoints_per_layer=args.checkpoints_per_layer, param_dtype=dtype)
         if args.strategy:
             out["train"]["strategy"] = _strategy_check(args, cfg, hw)
-    answers = [out[k] for k in ("decode", "prefill", "train") if k in out]
+    answers = [out[k] for k in ("decode", "prefill", "train", "execution") if k in out]
     answers += [out["train"]["strategy"]] if "strategy" in out.get("train", {}) else []
     if answers:
         out["fits"] = all(a["fits"] for a in answers)
@@ -149,6 +153,8 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
         for r in out["frontier"]:
             print(f"  {r['batch']:>6} {fmt_seconds(r['step_time']):>10} {r['tokens_per_s']:>10.0f} "
                   f"{r['tokens_per_s_per_chip']:>9.1f} {fmt_bytes(r['memory_bytes']):>9}")
+    if "execution" in out:
+        train.show(out["execution"], hw)
     if "train" in out:
         t = out["train"]
         if t["seconds"] is not None:

@@ -1,0 +1,80 @@
+"""``symcost model --train`` with the parallelism a run is launched with (--tp, --pp, --dp, --microbatch,
+--interleave, --sequences, --recompute, --seq-parallel): the iteration as Megatron-style runs execute it
+(:mod:`symcost.models.execution`)."""
+from __future__ import annotations
+
+from ..errors import UsageError
+
+#: the options that ask for the execution model
+OPTIONS = ("tp", "pp", "dp", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
+           "tp_overlap")
+
+
+def add_arguments(m) -> None:
+    g = m.add_argument_group("a training run as launched (with --train)")
+    g.add_argument("--tp", type=int, help="tensor-parallel degree (inside the NVLink domain where it fits)")
+    g.add_argument("--pp", type=int, help="pipeline stages")
+    g.add_argument("--dp", type=int, help="data-parallel replicas")
+    g.add_argument("--microbatch", type=int, help="sequences per microbatch (default 1)")
+    g.add_argument("--interleave", type=int, help="model chunks per pipeline stage (interleaved 1F1B)")
+    g.add_argument("--sequences", type=int, help="sequences per iteration (instead of --batch tokens)")
+    g.add_argument("--recompute", choices=("none", "selective", "full"),
+                   help="activation recomputation: selective recomputes the attention core (Megatron)")
+    g.add_argument("--seq-parallel", action="store_true", help="Megatron sequence parallelism over TP")
+    g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"),
+                   help="pipeline schedule (default: interleaved with --interleave > 1, else 1F1B)")
+    g.add_argument("--tp-overlap", action="store_true", help="TP collectives overlapped with the matmuls")
+
+
+def wanted(args) -> bool:
+    return any(getattr(args, k, None) not in (None, False) for k in OPTIONS)
+
+
+def execute(args, cfg, hw) -> dict:
+    from ..models.execution import Run
+    tp, pp, dp = args.tp or 1, args.pp or 1, args.dp
+    if dp is None:
+        dp = max(1, args.chips // (tp * pp))
+    if args.chips not in (1, tp * pp * dp):
+        raise UsageError(f"--chips {args.chips} is not --tp {tp} x --pp {pp} x --dp {dp} = {tp * pp * dp}")
+    if args.sequences is None and not args.batch:
+        raise UsageError("--train needs --sequences (per iteration) or --batch (tokens per iteration)")
+    sequences = args.sequences if args.sequences is not None else int(args.batch // args.seq)
+    run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
+              interleave=args.interleave or 1, recompute=args.recompute or "none", seq_parallel=args.seq_parallel,
+              schedule=args.schedule, tp_overlap=args.tp_overlap)
+    rep = run.report()
+    rep["parallelism"] = {"tp": tp, "pp": pp, "dp": dp, "chips": run.chips, "microbatch": run.microbatch,
+                          "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
+                          "seq_parallel": run.seq_parallel, "tp_overlap": run.tp_overlap,
+                          "tp_link": run.tp_link, "pp_link": run.pp_link}
+    lines = hw.efficiency.describe({})
+    rep["efficiency"] = "; ".join([lines[0].strip()] + [x.strip() for x in lines[1:]])
+    rep["efficiency_source"] = dict(hw.sources).get("efficiency", "")
+    rep["fits"] = rep["memory"]["total"] <= hw.hbm_bytes
+    return rep
+
+
+def show(rep: dict, hw) -> None:
+    from ..printers.text import fmt_bytes
+    it, p, fl = rep["iteration"], rep["parallelism"], rep["flops"]
+    sch = rep["schedule"]
+    print(f"  run on {p['chips']} x {hw.name}: TP {p['tp']} ({p['tp_link']}), PP {p['pp']} ({p['pp_link']}), "
+          f"DP {p['dp']}; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
+          f"{sch['schedule']} schedule ({sch['microbatches']} microbatches, interleave {sch['interleave']}); "
+          f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else ""))
+    parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in
+                      ("forward", "backward", "recompute", "tp_comms", "head", "bubble", "p2p", "dp_comms",
+                       "optimizer") if it[k])
+    print(f"    iteration {it['iteration']:.3g} s ({parts})")
+    print(f"    MFU {rep['mfu']:.1%} (model FLOPs {fl['model']:.4g}: every matmul, attention and logits; "
+          f"6N alone {fl['6N']:.4g} = {rep['mfu_6n']:.1%}), HFU {rep['hfu']:.1%} (with recomputation)")
+    m = rep["memory"]
+    print(f"    memory per GPU (first stage): weights {fmt_bytes(m['weights'])}, gradients "
+          f"{fmt_bytes(m['gradients'])}, optimizer {fmt_bytes(m['optimizer'])}, activations "
+          f"{fmt_bytes(m['activations'])} ({sch['in_flight_microbatches']:.3g} microbatches in flight); "
+          f"total {fmt_bytes(m['total'])} of {fmt_bytes(hw.hbm_bytes)}")
+    if not rep["fits"]:
+        print(f"    DOES NOT FIT: {fmt_bytes(m['total'])} per GPU, the GPU has {fmt_bytes(hw.hbm_bytes)} "
+              f"(the time above is what it would take if it fit, not an answer)")
+    print(f"    {rep['efficiency']} (sources: symcost hw {hw.name})")

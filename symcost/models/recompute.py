@@ -1,0 +1,115 @@
+"""Activation memory of a GPT layer, derived from its operations: what each operation's backward pass reads
+(an einsum its activation operands, elementwise work what its rule saves), under tensor parallelism,
+sequence parallelism and a recomputation policy (Korthikanti et al. 2022, "Reducing Activation
+Recomputation in Large Transformer Models", section 4).
+
+    >>> per_layer = saved_bytes("none")
+    >>> per_layer
+    5*a*b*s**2 + 34*b*h*s
+    >>> saved_bytes("none", tp=True)
+    10*b*h*s + 24*b*h*s/t + 5*a*b*s**2/t
+    >>> saved_bytes("selective", tp=True, seq_parallel=True)
+    34*b*h*s/t
+
+The layer is the one the paper (and GPT-2/3, Megatron) runs: LayerNorm, the QKV projection, scores,
+softmax, attention dropout, the product with V, the output projection, dropout and a residual add; then
+LayerNorm, the first MLP matrix, GeLU, the second, dropout and a residual add. ``s`` is the sequence, ``b``
+the microbatch, ``h`` the hidden width, ``a`` the heads, ``t`` the tensor-parallel degree; activations are
+2-byte (bf16/fp16), dropout masks 1 byte.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import sympy as sp
+
+from ..elementwise import MASK_DTYPE, RULES
+from .. import dtypes
+
+s, b, h, a, t = sp.symbols("s b h a t", positive=True)
+
+#: tensor shapes (elements) of the layer; "inside" tensors are split over tensor parallelism, "outside"
+#: ones (between the TP regions) only with sequence parallelism
+SHAPES = {"x": (s * b * h, "outside"), "h3": (3 * s * b * h, "inside"), "q": (s * b * h, "inside"),
+          "k": (s * b * h, "inside"), "v": (s * b * h, "inside"), "scores": (a * s * s * b, "inside"),
+          "ctx": (s * b * h, "inside"), "h4": (4 * s * b * h, "inside")}
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+class Op(NamedTuple):
+    name: str
+    kind: str            # an elementwise rule name, or "Einsum"
+    reads: tuple         # activation operands (shape names)
+    writes: str
+    core: bool = False   # part of the attention core (selective recomputation recomputes it)
+
+
+#: the GPT layer, in order
+LAYER = (
+    Op("ln1", "LayerNorm", ("x",), "x"),
+    Op("qkv", "Einsum", ("x",), "h3"),
+    Op("scores", "Einsum", ("q", "k"), "scores", core=True),
+    Op("softmax", "Softmax", ("scores",), "scores", core=True),
+    Op("attn_dropout", "Dropout", ("scores",), "scores", core=True),
+    Op("context", "Einsum", ("scores", "v"), "ctx", core=True),
+    Op("proj", "Einsum", ("ctx",), "x"),
+    Op("dropout1", "Dropout", ("x",), "x"),
+    Op("residual1", "Add", ("x", "x"), "x"),
+    Op("ln2", "LayerNorm", ("x",), "x"),
+    Op("fc1", "Einsum", ("x",), "h4"),
+    Op("gelu", "GeLU", ("h4",), "h4"),
+    Op("fc2", "Einsum", ("h4",), "x"),
+    Op("dropout2", "Dropout", ("x",), "x"),
+    Op("residual2", "Add", ("x", "x"), "x"),
+)
+
+
+def _elements(shape: str, tp: bool, seq_parallel: bool) -> sp.Expr:
+    n, where = SHAPES[shape]
+    return n / t if tp and (where == "inside" or seq_parallel) else n
+
+
+def saved_tensors(recompute: str = "none", tp: bool = False, seq_parallel: bool = False,
+                  act_bytes: int = 2) -> list[tuple[str, sp.Expr]]:
+    """(operation, bytes) of every tensor the backward pass reads, per layer."""
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {RECOMPUTE}")
+    if recompute == "full":   # only the layer's input is kept; the whole layer runs again in backward
+        return [("input", act_bytes * _elements("x", tp, seq_parallel))]
+    mask = dtypes.nbytes(MASK_DTYPE)
+    out = []
+    core_made = {op.writes for op in LAYER if op.core}
+    for op in LAYER:
+        if recompute == "selective" and op.core:   # recomputed from what enters the core (Q, K and V)
+            out += [(op.name, act_bytes * _elements(r, tp, seq_parallel)) for r in op.reads if r not in core_made]
+            continue
+        if op.kind == "Einsum":
+            out += [(op.name, act_bytes * _elements(r, tp, seq_parallel)) for r in op.reads]
+            continue
+        saves = RULES[op.kind].saves
+        if saves == "inputs":
+            out += [(op.name, act_bytes * _elements(r, tp, seq_parallel)) for r in op.reads]
+        elif saves == "output":
+            out.append((op.name, act_bytes * _elements(op.writes, tp, seq_parallel)))
+        elif saves == "mask":
+            out.append((op.name, mask * _elements(op.writes, tp, seq_parallel)))
+    return out
+
+
+def saved_bytes(recompute: str = "none", tp: bool = False, seq_parallel: bool = False) -> sp.Expr:
+    """Bytes of activations one layer keeps for its backward pass (symbols s, b, h, a, t)."""
+    return sp.expand(sum((v for _, v in saved_tensors(recompute, tp, seq_parallel)), sp.Integer(0)))
+
+
+def recompute_ops(recompute: str) -> tuple[Op, ...]:
+    """The operations run again in the backward pass."""
+    if recompute == "full":
+        return LAYER
+    if recompute == "selective":
+        return tuple(op for op in LAYER if op.core)
+    return ()
+
+
+__all__ = ["LAYER", "Op", "RECOMPUTE", "saved_tensors", "saved_bytes", "recompute_ops",
+           "s", "b", "h", "a", "t"]
