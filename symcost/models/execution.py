@@ -113,14 +113,14 @@ class Run:
 
     def _einsum_bytes(self, op) -> float:
         """HBM bytes an einsum reads and writes (its activations; weights for the projections)."""
-        act = sum(self._n(rc._elements(r, True, False)) for r in op.reads) + self._n(rc._elements(op.writes, True, False))
+        act = sum(self._n(rc.elements(r, True, False)) for r in op.reads) + self._n(rc.elements(op.writes, True, False))
         weights = {"qkv": 3, "proj": 1, "fc1": 4, "fc2": 4}.get(op.name, 0) * self.cfg.D ** 2 / self.tp
         return 2 * (act + weights)
 
     def _elementwise(self, op, backward: bool) -> float:
         rule = RULES[op.kind]
-        out = self._n(rc._elements(op.writes, True, self.seq_parallel))
-        ins = sum(self._n(rc._elements(r, True, self.seq_parallel)) for r in op.reads)
+        out = self._n(rc.elements(op.writes, True, self.seq_parallel))
+        ins = sum(self._n(rc.elements(r, True, self.seq_parallel)) for r in op.reads)
         if backward:   # read the gradient and what the rule saved, write each operand's gradient
             nbytes = 2 * (out + ins + (ins if rule.saves in ("inputs", "output") else 0)) \
                 + (out if rule.saves == "mask" else 0)

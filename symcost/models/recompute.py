@@ -65,7 +65,9 @@ LAYER = (
 )
 
 
-def _elements(shape: str, tp: bool, seq_parallel: bool) -> sp.Expr:
+def elements(shape: str, tp: bool, seq_parallel: bool) -> sp.Expr:
+    """Elements of one of the layer's tensors on one device (inside a TP region split over ``t``; between
+    them only with sequence parallelism)."""
     n, where = SHAPES[shape]
     return n / t if tp and (where == "inside" or seq_parallel) else n
 
@@ -76,24 +78,24 @@ def saved_tensors(recompute: str = "none", tp: bool = False, seq_parallel: bool 
     if recompute not in RECOMPUTE:
         raise ValueError(f"recompute must be one of {RECOMPUTE}")
     if recompute == "full":   # only the layer's input is kept; the whole layer runs again in backward
-        return [("input", act_bytes * _elements("x", tp, seq_parallel))]
+        return [("input", act_bytes * elements("x", tp, seq_parallel))]
     mask = dtypes.nbytes(MASK_DTYPE)
     out = []
     core_made = {op.writes for op in LAYER if op.core}
     for op in LAYER:
         if recompute == "selective" and op.core:   # recomputed from what enters the core (Q, K and V)
-            out += [(op.name, act_bytes * _elements(r, tp, seq_parallel)) for r in op.reads if r not in core_made]
+            out += [(op.name, act_bytes * elements(r, tp, seq_parallel)) for r in op.reads if r not in core_made]
             continue
         if op.kind == "Einsum":
-            out += [(op.name, act_bytes * _elements(r, tp, seq_parallel)) for r in op.reads]
+            out += [(op.name, act_bytes * elements(r, tp, seq_parallel)) for r in op.reads]
             continue
         saves = RULES[op.kind].saves
         if saves == "inputs":
-            out += [(op.name, act_bytes * _elements(r, tp, seq_parallel)) for r in op.reads]
+            out += [(op.name, act_bytes * elements(r, tp, seq_parallel)) for r in op.reads]
         elif saves == "output":
-            out.append((op.name, act_bytes * _elements(op.writes, tp, seq_parallel)))
+            out.append((op.name, act_bytes * elements(op.writes, tp, seq_parallel)))
         elif saves == "mask":
-            out.append((op.name, mask * _elements(op.writes, tp, seq_parallel)))
+            out.append((op.name, mask * elements(op.writes, tp, seq_parallel)))
     return out
 
 
@@ -111,5 +113,5 @@ def recompute_ops(recompute: str) -> tuple[Op, ...]:
     return ()
 
 
-__all__ = ["LAYER", "Op", "RECOMPUTE", "saved_tensors", "saved_bytes", "recompute_ops",
+__all__ = ["LAYER", "Op", "RECOMPUTE", "elements", "saved_tensors", "saved_bytes", "recompute_ops",
            "s", "b", "h", "a", "t"]
