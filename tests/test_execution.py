@@ -151,7 +151,7 @@ def test_model_train_prints_the_iteration_mfu_and_memory(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "iteration 11.4 s" in out and "interleaved schedule" in out
-    assert "MFU 62.0%" in out and "HFU 62.6%" in out and "6N alone" in out
+    assert "MFU 62.0%" in out and "HFU 62.6%" in out and "6N alone" in out and "DOES NOT FIT" not in out
     assert "10.3 microbatches in flight" in out
 
 
@@ -159,9 +159,12 @@ def test_model_train_json(capsys):
     code = main(["model", "megatron-1t", "--train", "--hw", "a100", "--chips", "512", "--tp", "8", "--pp", "64",
                  "--sequences", "512", "--seq", "2048", "--recompute", "none", "--json"])
     data = json.loads(capsys.readouterr().out)
-    assert code == 1 and data["fits"] is False and data["execution"]["fits"] is False   # no recomputation: too big
-    assert data["execution"]["parallelism"]["pp_link"] == "dcn"
-    assert data["execution"]["schedule"]["schedule"] == "1f1b"
+    train = data["train"]
+    assert code == 1 and data["fits"] is False and train["fits"] is False   # no recomputation: too big
+    assert train["config"]["pp_link"] == "dcn" and train["schedule"]["schedule"] == "1f1b"
+    assert train["step_time"] == pytest.approx(sum(train["breakdown"].values()))
+    assert train["model_flops_per_token"]["with_attention"] > train["model_flops_per_token"]["params_only"]
+    assert train["hfu"] == pytest.approx(train["mfu"])          # nothing recomputed
 
 
 @pytest.mark.parametrize("argv", [

@@ -94,7 +94,7 @@ def cmd_model(args) -> int:
     if args.frontier:
         out["frontier"] = serving.frontier(args.seq)
     if args.train and train.wanted(args):
-        out["execution"] = train.execute(args, cfg, hw)
+        out["train"] = train.execute(args, cfg, hw)
     elif args.train:
         if not args.batch:
             raise UsageError("--train needs --batch (tokens per batch)")
@@ -102,7 +102,7 @@ def cmd_model(args) -> int:
                                       checkpoints_per_layer=args.checkpoints_per_layer, param_dtype=dtype)
         if args.strategy:
             out["train"]["strategy"] = _strategy_check(args, cfg, hw)
-    answers = [out[k] for k in ("decode", "prefill", "train", "execution") if k in out]
+    answers = [out[k] for k in ("decode", "prefill", "train") if k in out]
     answers += [out["train"]["strategy"]] if "strategy" in out.get("train", {}) else []
     if answers:
         out["fits"] = all(a["fits"] for a in answers)
@@ -153,9 +153,9 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
         for r in out["frontier"]:
             print(f"  {r['batch']:>6} {fmt_seconds(r['step_time']):>10} {r['tokens_per_s']:>10.0f} "
                   f"{r['tokens_per_s_per_chip']:>9.1f} {fmt_bytes(r['memory_bytes']):>9}")
-    if "execution" in out:
-        train.show(out["execution"], hw)
-    if "train" in out:
+    if "train" in out and "step_time" in out["train"]:
+        train.show(out["train"], hw)
+    elif "train" in out:
         t = out["train"]
         if t["seconds"] is not None:
             print(f"  training {args.tokens:.3g} tokens: {t['flops_total']:.3g} FLOPs, "

@@ -44,21 +44,34 @@ def execute(args, cfg, hw) -> dict:
               interleave=args.interleave or 1, recompute=args.recompute or "none", seq_parallel=args.seq_parallel,
               schedule=args.schedule, tp_overlap=args.tp_overlap)
     rep = run.report()
-    rep["parallelism"] = {"tp": tp, "pp": pp, "dp": dp, "chips": run.chips, "microbatch": run.microbatch,
-                          "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
-                          "seq_parallel": run.seq_parallel, "tp_overlap": run.tp_overlap,
-                          "tp_link": run.tp_link, "pp_link": run.pp_link}
+    it, fl, mem = rep["iteration"], rep["flops"], rep["memory"]
+    tokens = sequences * args.seq
     lines = hw.efficiency.describe({})
-    rep["efficiency"] = "; ".join([lines[0].strip()] + [x.strip() for x in lines[1:]])
-    rep["efficiency_source"] = dict(hw.sources).get("efficiency", "")
-    rep["fits"] = rep["memory"]["total"] <= hw.hbm_bytes
-    return rep
+    iterations = args.tokens / tokens if args.tokens else None
+    return {
+        "step_time": it["iteration"], "mfu": rep["mfu"], "hfu": rep["hfu"], "mfu_6n": rep["mfu_6n"],
+        "model_flops_per_token": {"params_only": fl["6N"] / tokens, "with_attention": fl["model"] / tokens},
+        "hardware_flops_per_token": fl["hardware"] / tokens,
+        "memory_bytes": {"params": mem["weights"], "gradients": mem["gradients"], "optimizer": mem["optimizer"],
+                         "activations": mem["activations"], "total": mem["total"]},
+        "breakdown": {k: v for k, v in it.items() if k != "iteration"},
+        "schedule": rep["schedule"],
+        "config": {"tp": tp, "pp": pp, "dp": dp, "chips": run.chips, "microbatch": run.microbatch,
+                   "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
+                   "seq_parallel": run.seq_parallel, "tp_overlap": run.tp_overlap, "tp_link": run.tp_link,
+                   "pp_link": run.pp_link},
+        "efficiency": "; ".join([lines[0].strip()] + [x.strip() for x in lines[1:]]),
+        "efficiency_source": dict(hw.sources).get("efficiency", ""),
+        "flops_total": fl["model"] * iterations if iterations else None,
+        "seconds": it["iteration"] * iterations if iterations else None,
+        "min_chips": run.chips,
+        "fits": mem["total"] <= hw.hbm_bytes,
+    }
 
 
 def show(rep: dict, hw) -> None:
     from ..printers.text import fmt_bytes
-    it, p, fl = rep["iteration"], rep["parallelism"], rep["flops"]
-    sch = rep["schedule"]
+    it, p, fl, sch = rep["breakdown"], rep["config"], rep["model_flops_per_token"], rep["schedule"]
     print(f"  run on {p['chips']} x {hw.name}: TP {p['tp']} ({p['tp_link']}), PP {p['pp']} ({p['pp_link']}), "
           f"DP {p['dp']}; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
           f"{sch['schedule']} schedule ({sch['microbatches']} microbatches, interleave {sch['interleave']}); "
@@ -66,15 +79,18 @@ def show(rep: dict, hw) -> None:
     parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in
                       ("forward", "backward", "recompute", "tp_comms", "head", "bubble", "p2p", "dp_comms",
                        "optimizer") if it[k])
-    print(f"    iteration {it['iteration']:.3g} s ({parts})")
-    print(f"    MFU {rep['mfu']:.1%} (model FLOPs {fl['model']:.4g}: every matmul, attention and logits; "
-          f"6N alone {fl['6N']:.4g} = {rep['mfu_6n']:.1%}), HFU {rep['hfu']:.1%} (with recomputation)")
-    m = rep["memory"]
-    print(f"    memory per GPU (first stage): weights {fmt_bytes(m['weights'])}, gradients "
+    print(f"    iteration {rep['step_time']:.3g} s ({parts})")
+    if rep["seconds"] is not None:
+        print(f"    training {rep['flops_total']:.3g} model FLOPs: {rep['seconds'] / 86400:.1f} days")
+    print(f"    MFU {rep['mfu']:.1%} (model FLOPs {fl['with_attention']:.4g} a token: every matmul, attention and "
+          f"logits; 6N alone {fl['params_only']:.4g} = {rep['mfu_6n']:.1%}), HFU {rep['hfu']:.1%} "
+          f"(with recomputation)")
+    m = rep["memory_bytes"]
+    print(f"    memory per GPU (first stage): weights {fmt_bytes(m['params'])}, gradients "
           f"{fmt_bytes(m['gradients'])}, optimizer {fmt_bytes(m['optimizer'])}, activations "
           f"{fmt_bytes(m['activations'])} ({sch['in_flight_microbatches']:.3g} microbatches in flight); "
           f"total {fmt_bytes(m['total'])} of {fmt_bytes(hw.hbm_bytes)}")
     if not rep["fits"]:
         print(f"    DOES NOT FIT: {fmt_bytes(m['total'])} per GPU, the GPU has {fmt_bytes(hw.hbm_bytes)} "
               f"(the time above is what it would take if it fit, not an answer)")
-    print(f"    {rep['efficiency']} (sources: symcost hw {hw.name})")
+    print(f"    {rep['efficiency']} (sources: symcost hardware {hw.name})")
