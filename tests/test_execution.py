@@ -178,3 +178,56 @@ def test_model_train_json(capsys):
 def test_bad_runs_are_usage_errors(capsys, argv):
     assert main(["model", "gpt3-175b", "--train", "--hw", "a100", "--seq", "2048", *argv]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- JAX policies, ZeRO, other layers
+@pytest.mark.parametrize("policy, expected", [
+    ("everything_saveable", s * b * h * (10 + 24 / t + 5 * a * s / (h * t))),
+    ("nothing_saveable", 2 * s * b * h),
+    ("dots_saveable", s * b * h * (6 + 16 / t) + 2 * a * s ** 2 * b / t),       # every einsum's result kept
+    ("dots_with_no_batch_dims_saveable", s * b * h * (6 + 14 / t)),              # attention's batched dots not
+])
+def test_jax_remat_policies_by_name(policy, expected):
+    assert sp.simplify(saved_bytes(policy, tp=True) - sp.expand(expected)) == 0
+
+
+def test_jax_policies_recompute_elementwise_work_only_or_the_attention_core_too():
+    from symcost.models.recompute import recompute_ops
+    assert {op.kind for op in recompute_ops("dots_saveable")} - {"Einsum"} == {op.kind for op in
+                                                                               recompute_ops("dots_saveable")}
+    assert {op.name for op in recompute_ops("dots_with_no_batch_dims_saveable") if op.kind == "Einsum"} == \
+        {"scores", "context"}
+
+
+def test_zero_stages_split_optimizer_gradients_and_weights_over_replicas():
+    cfg = load_model_config("llama3-8b")
+    mem = [Run(cfg, A100, tp=1, dp=8, sequences=8, seq=4096, zero=z, recompute="full").memory() for z in range(4)]
+    p = 8.03e9
+    assert mem[0]["optimizer"] == pytest.approx(12 * p, rel=0.01) and mem[1]["optimizer"] == pytest.approx(12 * p / 8, rel=0.01)
+    assert mem[1]["gradients"] == mem[0]["gradients"] and mem[2]["gradients"] == pytest.approx(mem[0]["gradients"] / 8)
+    assert mem[2]["weights"] == mem[0]["weights"] and mem[3]["weights"] == pytest.approx(mem[0]["weights"] / 8)
+    with pytest.raises(UsageError):
+        Run(cfg, A100, dp=8, sequences=8, zero=4)
+
+
+def test_gated_grouped_layers_count_their_own_matmuls():
+    cfg = load_model_config("llama3-70b")
+    run = Run(cfg, A100, tp=8, sequences=1, seq=8192, recompute="none")
+    from symcost.models.transformer import param_counts
+    per_token = run.flops()["model"] / 8192
+    attention = 3 * 2 * 2 * 8192 * cfg.N * cfg.H * cfg.L              # scores and context, forward x 3
+    logits = 6 * cfg.D * cfg.V
+    dense = 6 * (param_counts(cfg)["total"] - 2 * cfg.V * cfg.D)      # untied: both embeddings out of 6N
+    assert per_token == pytest.approx(dense + attention + logits, rel=1e-6)
+
+
+def test_cli_takes_jax_policy_names_and_fsdp(capsys):
+    code = main(["model", "llama3-8b", "--train", "--hw", "a100", "--chips", "16", "--tp", "2", "--dp", "8",
+                 "--sequences", "16", "--seq", "4096", "--recompute", "dots_with_no_batch_dims_saveable", "--fsdp",
+                 "--json"])
+    train = json.loads(capsys.readouterr().out)["train"]
+    assert code == 0 and train["config"]["zero"] == 3 and train["hfu"] > train["mfu"]
+    assert main(["model", "llama3-8b", "--train", "--hw", "a100", "--tp", "2", "--sequences", "4",
+                 "--recompute", "some_policy"]) == 2
+    assert main(["model", "llama3-8b", "--train", "--hw", "a100", "--tp", "2", "--sequences", "4", "--fsdp",
+                 "--zero", "1"]) == 2

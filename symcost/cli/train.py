@@ -7,7 +7,7 @@ from ..errors import UsageError
 
 #: the options that ask for the execution model
 OPTIONS = ("tp", "pp", "dp", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
-           "tp_overlap")
+           "tp_overlap", "zero", "fsdp")
 
 
 def add_arguments(m) -> None:
@@ -18,8 +18,12 @@ def add_arguments(m) -> None:
     g.add_argument("--microbatch", type=int, help="sequences per microbatch (default 1)")
     g.add_argument("--interleave", type=int, help="model chunks per pipeline stage (interleaved 1F1B)")
     g.add_argument("--sequences", type=int, help="sequences per iteration (instead of --batch tokens)")
-    g.add_argument("--recompute", choices=("none", "selective", "full"),
-                   help="activation recomputation: selective recomputes the attention core (Megatron)")
+    g.add_argument("--recompute", metavar="POLICY",
+                   help="activation recomputation: none, selective (the attention core, as Megatron), full, or "
+                        "a JAX policy: everything_saveable, nothing_saveable, dots_saveable, "
+                        "dots_with_no_batch_dims_saveable")
+    g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage over the data-parallel replicas")
+    g.add_argument("--fsdp", action="store_true", help="fully sharded data parallelism (--zero 3)")
     g.add_argument("--seq-parallel", action="store_true", help="Megatron sequence parallelism over TP")
     g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"),
                    help="pipeline schedule (default: interleaved with --interleave > 1, else 1F1B)")
@@ -32,6 +36,11 @@ def wanted(args) -> bool:
 
 def execute(args, cfg, hw) -> dict:
     from ..models.execution import Run
+    from ..models.recompute import RECOMPUTE
+    if args.recompute is not None and args.recompute not in RECOMPUTE:
+        raise UsageError(f"--recompute {args.recompute!r}: choose one of {', '.join(RECOMPUTE)}")
+    if args.fsdp and args.zero not in (None, 3):
+        raise UsageError(f"--fsdp is --zero 3; it contradicts --zero {args.zero}")
     tp, pp, dp = args.tp or 1, args.pp or 1, args.dp
     if dp is None:
         dp = max(1, args.chips // (tp * pp))
@@ -42,7 +51,7 @@ def execute(args, cfg, hw) -> dict:
     sequences = args.sequences if args.sequences is not None else int(args.batch // args.seq)
     run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
               interleave=args.interleave or 1, recompute=args.recompute or "none", seq_parallel=args.seq_parallel,
-              schedule=args.schedule, tp_overlap=args.tp_overlap)
+              schedule=args.schedule, tp_overlap=args.tp_overlap, zero=3 if args.fsdp else (args.zero or 0))
     rep = run.report()
     it, fl, mem = rep["iteration"], rep["flops"], rep["memory"]
     tokens = sequences * args.seq
@@ -58,8 +67,8 @@ def execute(args, cfg, hw) -> dict:
         "schedule": rep["schedule"],
         "config": {"tp": tp, "pp": pp, "dp": dp, "chips": run.chips, "microbatch": run.microbatch,
                    "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
-                   "seq_parallel": run.seq_parallel, "tp_overlap": run.tp_overlap, "tp_link": run.tp_link,
-                   "pp_link": run.pp_link},
+                   "seq_parallel": run.seq_parallel, "tp_overlap": run.tp_overlap, "zero": run.zero,
+                   "tp_link": run.tp_link, "pp_link": run.pp_link, "dp_link": run.dp_link},
         "efficiency": "; ".join([lines[0].strip()] + [x.strip() for x in lines[1:]]),
         "efficiency_source": dict(hw.sources).get("efficiency", ""),
         "flops_total": fl["model"] * iterations if iterations else None,
@@ -73,7 +82,7 @@ def show(rep: dict, hw) -> None:
     from ..printers.text import fmt_bytes
     it, p, fl, sch = rep["breakdown"], rep["config"], rep["model_flops_per_token"], rep["schedule"]
     print(f"  run on {p['chips']} x {hw.name}: TP {p['tp']} ({p['tp_link']}), PP {p['pp']} ({p['pp_link']}), "
-          f"DP {p['dp']}; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
+          f"DP {p['dp']} ({p['dp_link']}" + (f", ZeRO {p['zero']}" if p["zero"] else "") + f"); {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
           f"{sch['schedule']} schedule ({sch['microbatches']} microbatches, interleave {sch['interleave']}); "
           f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else ""))
     parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in

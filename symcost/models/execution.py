@@ -45,6 +45,7 @@ class Run:
     seq_parallel: bool = False
     schedule: str | None = None
     tp_overlap: bool = False    # TP collectives overlapped with the matmuls (not on the critical path)
+    zero: int = 0               # ZeRO stage over the data-parallel replicas (3 = FSDP)
 
     def __post_init__(self):
         if self.recompute not in rc.RECOMPUTE:
@@ -53,6 +54,8 @@ class Run:
                         ("--sequences", self.sequences), ("--seq", self.seq)):
             if v < 1:
                 raise UsageError(f"{what} must be at least 1, not {v}")
+        if self.zero not in (0, 1, 2, 3):
+            raise UsageError(f"--zero is a ZeRO stage, 0 to 3, not {self.zero}")
         if self.cfg.L % (self.pp * self.interleave):
             raise UsageError(f"{self.cfg.name} has {self.cfg.L} layers, which do not split into {self.pp} stages "
                              f"x {self.interleave} chunks")
@@ -79,6 +82,10 @@ class Run:
     def _n(self, expr) -> float:
         return float(sp.sympify(expr).subs(self._subs()))
 
+    @property
+    def _w(self) -> dict:
+        return rc.widths(self.cfg)
+
     def _eff(self):
         return self.hw.efficiency
 
@@ -87,7 +94,8 @@ class Run:
 
     def _hbm(self, nbytes: float, vflops: float) -> float:
         e = self._eff()
-        return max(nbytes / (self.hw.hbm_bandwidth * e.hbm), vflops / (self.hw.vector_flops * e.vector))
+        t_vec = vflops / (self.hw.vector_flops * e.vector) if self.hw.vector_flops else 0.0
+        return max(nbytes / (self.hw.hbm_bandwidth * e.hbm), t_vec)
 
     def _collective(self, kind: str, nbytes: float, group: int, link: str) -> float:
         """Ring AllReduce / AllGather / ReduceScatter of ``nbytes`` (the full tensor) over ``group`` devices."""
@@ -107,20 +115,25 @@ class Run:
         return "nvlink" if self.tp * self.pp <= (self.hw.nvlink_domain or 1) else "dcn"
 
     def _einsum_flops(self, op) -> float:
-        s, b, h, t = self.seq, self.microbatch, self.cfg.D, self.tp
-        return {"qkv": 6 * b * s * h * h, "scores": 2 * b * s * s * h, "context": 2 * b * s * s * h,
-                "proj": 2 * b * s * h * h, "fc1": 8 * b * s * h * h, "fc2": 8 * b * s * h * h}[op.name] / t
+        s, b, h, t, w = self.seq, self.microbatch, self.cfg.D, self.tp, self._w
+        out = float(w["h4"]) / (2 if self.cfg.gated else 1)   # a gated MLP: two first matrices, then F x D
+        return {"qkv": 2 * float(w["h3"]) * b * s * h * h, "scores": 2 * float(w["q"]) * b * s * s * h,
+                "context": 2 * float(w["q"]) * b * s * s * h, "proj": 2 * float(w["ctx"]) * b * s * h * h,
+                "fc1": 2 * float(w["h4"]) * b * s * h * h, "fc2": 2 * out * b * s * h * h}[op.name] / t
 
     def _einsum_bytes(self, op) -> float:
         """HBM bytes an einsum reads and writes (its activations; weights for the projections)."""
-        act = sum(self._n(rc.elements(r, True, False)) for r in op.reads) + self._n(rc.elements(op.writes, True, False))
-        weights = {"qkv": 3, "proj": 1, "fc1": 4, "fc2": 4}.get(op.name, 0) * self.cfg.D ** 2 / self.tp
+        act = sum(self._n(rc.elements(r, True, False, self._w)) for r in op.reads) + self._n(rc.elements(op.writes, True, False, self._w))
+        w = self._w
+        mlp_out = w["h4"] / (2 if self.cfg.gated else 1)
+        weights = {"qkv": w["h3"], "proj": w["ctx"], "fc1": w["h4"], "fc2": mlp_out}.get(op.name, 0)
+        weights = float(weights) * self.cfg.D ** 2 / self.tp
         return 2 * (act + weights)
 
     def _elementwise(self, op, backward: bool) -> float:
         rule = RULES[op.kind]
-        out = self._n(rc.elements(op.writes, True, self.seq_parallel))
-        ins = sum(self._n(rc.elements(r, True, self.seq_parallel)) for r in op.reads)
+        out = self._n(rc.elements(op.writes, True, self.seq_parallel, self._w))
+        ins = sum(self._n(rc.elements(r, True, self.seq_parallel, self._w)) for r in op.reads)
         if backward:   # read the gradient and what the rule saved, write each operand's gradient
             nbytes = 2 * (out + ins + (ins if rule.saves in ("inputs", "output") else 0)) \
                 + (out if rule.saves == "mask" else 0)
@@ -152,7 +165,7 @@ class Run:
     def _tp_regather(self) -> float:
         """Sequence parallelism keeps the inputs of the QKV and first MLP matmuls split over TP; the backward
         pass gathers them again for the weight gradients (Korthikanti et al. 2022, section 4.2.2)."""
-        if self.tp == 1 or self.tp_overlap or not self.seq_parallel or self.recompute == "full":
+        if self.tp == 1 or self.tp_overlap or not self.seq_parallel or rc.policy(self.recompute) == "full":
             return 0.0
         return 2 * self._collective("AllGather", 2 * self.seq * self.microbatch * self.cfg.D, self.tp, self.tp_link)
 
@@ -162,7 +175,7 @@ class Run:
         bwd_mm, bwd_vec = self._ops(rc.LAYER, True)
         re_mm, re_vec = self._ops(rc.recompute_ops(self.recompute), False)
         comms = self._tp_comms()
-        re_comms = comms if self.recompute == "full" else 0.0
+        re_comms = comms if rc.policy(self.recompute) == "full" else 0.0
         return {"forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
                 "tp_comms": 2 * comms + self._tp_regather(), "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec}
 
@@ -189,8 +202,7 @@ class Run:
         send = 2 * self.seq * self.microbatch * self.cfg.D / self.tp / (bw * eta) + lat if sch.stages > 1 else 0.0
         p2p = m * sch.sends_per_microbatch * send
         params = self._params_per_device()
-        grads = self._collective("AllReduce", 4 * params, self.dp, "dcn")
-        dp_exposed = max(0.0, grads - per_stage * lay["backward"])
+        dp_exposed = self._dp_comms(params, per_stage * lay["backward"], per_stage * lay["forward"], m)
         optimizer = self._hbm(ADAM_BYTES * params, 0.0)
         parts = {"forward": m * per_stage * lay["forward"], "backward": m * per_stage * lay["backward"],
                  "recompute": m * per_stage * lay["recompute"], "tp_comms": m * per_stage * lay["tp_comms"],
@@ -198,6 +210,26 @@ class Run:
                  "dp_comms": dp_exposed, "optimizer": optimizer}
         parts["iteration"] = sum(parts.values())
         return parts
+
+    @property
+    def dp_link(self) -> str:
+        return "nvlink" if self.chips <= (self.hw.nvlink_domain or 1) else "dcn"
+
+    def _dp_comms(self, params: float, backward: float, forward: float, m: int) -> float:
+        """Data-parallel collectives not hidden behind compute. Gradients (fp32) are reduced while the last
+        microbatch's backward pass runs: an AllReduce, or with ZeRO a ReduceScatter and, after the step, an
+        AllGather of the bf16 weights (on the critical path). ZeRO-3 (FSDP) also gathers each stage's
+        weights before every microbatch's forward and backward pass, prefetched behind that pass."""
+        if self.dp == 1:
+            return 0.0
+        link = self.dp_link
+        if self.zero == 0:
+            return max(0.0, self._collective("AllReduce", 4 * params, self.dp, link) - backward)
+        exposed = max(0.0, self._collective("ReduceScatter", 4 * params, self.dp, link) - backward)
+        gather = self._collective("AllGather", 2 * params, self.dp, link)
+        if self.zero < 3:
+            return exposed + gather
+        return exposed + m * (max(0.0, gather - forward) + max(0.0, gather - backward))
 
     def flops(self) -> dict:
         """FLOPs of one iteration: ``6N`` (parameters only, book Part 6), the model's (every matmul forward and
@@ -222,12 +254,17 @@ class Run:
     def memory(self) -> dict:
         """Bytes per GPU on the first stage (the one holding the most activations): bf16 weights,
         gradients accumulated in fp32 (4 bytes), fp32 master weights and Adam moments (12 bytes a parameter),
-        activations in flight."""
+        activations in flight; ZeRO stage 1 splits the optimizer state over the replicas, 2 the gradients too,
+        3 (FSDP) the weights too."""
         params = self._params_per_device()
-        per_layer = self._n(rc.saved_bytes(self.recompute, self.tp > 1, self.seq_parallel))
+        per_layer = self._n(sum((v for _, v in rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel,
+                                                                 width=self._w)), sp.Integer(0)))
         layers = self.cfg.L // self.pp
         acts = per_layer * layers * self.pipeline.in_flight
-        out = {"weights": 2 * params, "gradients": 4 * params, "optimizer": 12 * params, "activations": acts}
+        dp = self.dp
+        out = {"weights": 2 * params / (dp if self.zero >= 3 else 1),
+               "gradients": 4 * params / (dp if self.zero >= 2 else 1),
+               "optimizer": 12 * params / (dp if self.zero >= 1 else 1), "activations": acts}
         out["total"] = sum(out.values())
         return out
 
