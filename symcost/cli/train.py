@@ -97,7 +97,8 @@ def show(rep: dict, hw) -> None:
     m = rep["memory_bytes"]
     print(f"    memory per GPU (first stage): weights {fmt_bytes(m['params'])}, gradients "
           f"{fmt_bytes(m['gradients'])}, optimizer {fmt_bytes(m['optimizer'])}, activations "
-          f"{fmt_bytes(m['activations'])} ({sch['in_flight_microbatches']:.3g} microbatches in flight); "
+          f"{fmt_bytes(m['activations'])} ({sch['in_flight_microbatches']:.3g} "
+          f"microbatch{'' if sch['in_flight_microbatches'] == 1 else 'es'} in flight); "
           f"total {fmt_bytes(m['total'])} of {fmt_bytes(hw.hbm_bytes)}")
     if not rep["fits"]:
         print(f"    DOES NOT FIT: {fmt_bytes(m['total'])} per GPU, the GPU has {fmt_bytes(hw.hbm_bytes)} "
