@@ -28,7 +28,8 @@ def register(sub):
     m.add_argument("--batch", type=float, help="sequences (decode, prefill) or tokens per batch (train)")
     m.add_argument("--seq", type=int, default=8192, help="context length (default 8192)")
     m.add_argument("--tokens", type=float, help="training tokens (for the days of training)")
-    m.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation, in (0, 1] (default 0.4)")
+    m.add_argument("--mfu", type=float, help="model FLOPs utilisation, in (0, 1] (default: prefill from the "
+                   "preset's efficiency data, else 0.4; training 0.4)")
     m.add_argument("--checkpoints-per-layer", type=int, default=1)
     m.add_argument("--json", action="store_true")
     train.add_arguments(m)
@@ -56,7 +57,7 @@ def cmd_model(args) -> int:
         return 0
     if args.name is None:
         raise UsageError("name a model: a preset (symcost model --list) or a HuggingFace config.json")
-    if not 0 < args.mfu <= 1:
+    if args.mfu is not None and not 0 < args.mfu <= 1:
         raise UsageError(f"--mfu is a fraction of the peak FLOP/s, in (0, 1], not {args.mfu:g}")
     if args.batch is not None and args.batch <= 0:
         raise UsageError(f"--batch must be positive, not {args.batch:g}")
@@ -98,7 +99,8 @@ def cmd_model(args) -> int:
     elif args.train:
         if not args.batch:
             raise UsageError("--train needs --batch (tokens per batch)")
-        out["train"] = train_estimate(cfg, hw, args.chips, args.batch, args.tokens, args.mfu, seq=args.seq,
+        out["train"] = train_estimate(cfg, hw, args.chips, args.batch, args.tokens, args.mfu or 0.4,
+                                      seq=args.seq,
                                       checkpoints_per_layer=args.checkpoints_per_layer, param_dtype=dtype)
         if args.strategy:
             out["train"]["strategy"] = _strategy_check(args, cfg, hw)
@@ -145,7 +147,8 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
                      "; the weights alone do not fit: more chips or a smaller --dtype"))
     if "prefill" in out:
         p = out["prefill"]
-        print(f"  prefill of {p['batch']} x {args.seq} tokens at {args.mfu:.0%} MFU: {fmt_seconds(p['seconds'])}")
+        print(f"  prefill of {p['batch']} x {args.seq} tokens at {p['mfu']:.0%} MFU ({p['mfu_source']}): "
+              f"{fmt_seconds(p['seconds'])}; no faster than the weights stream from HBM, {fmt_seconds(p['hbm_floor'])}")
         if not p["fits"]:
             print(_no_fit("the weights and KV caches", p["memory_bytes"], have))
     if "frontier" in out:
@@ -159,7 +162,7 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
         t = out["train"]
         if t["seconds"] is not None:
             print(f"  training {args.tokens:.3g} tokens: {t['flops_total']:.3g} FLOPs, "
-                  f"{t['seconds'] / 86400:.1f} days on {args.chips} chips at {args.mfu:.0%} MFU")
+                  f"{t['seconds'] / 86400:.1f} days on {args.chips} chips at {args.mfu or 0.4:.0%} MFU")
         else:
             print(f"  training on {args.chips} x {hw.name} (--tokens for the days it takes):")
         mb = t["memory_bytes"]
