@@ -82,8 +82,10 @@ def show(rep: dict, hw) -> None:
     from ..printers.text import fmt_bytes
     it, p, fl, sch = rep["breakdown"], rep["config"], rep["model_flops_per_token"], rep["schedule"]
     print(f"  run on {p['chips']} x {hw.name}: TP {p['tp']} ({p['tp_link']}), PP {p['pp']} ({p['pp_link']}), "
-          f"DP {p['dp']} ({p['dp_link']}" + (f", ZeRO {p['zero']}" if p["zero"] else "") + f"); {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
-          f"{sch['schedule']} schedule ({sch['microbatches']} microbatches, interleave {sch['interleave']}); "
+          f"DP {p['dp']}" + (f" ({p['dp_link']}" + (f", ZeRO {p['zero']}" if p["zero"] else "") + ")" if p["dp"] > 1
+                             else "") + f"; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
+          f"{sch['schedule']} schedule ({sch['microbatches']} microbatch{'' if sch['microbatches'] == 1 else 'es'}, "
+          f"interleave {sch['interleave']}); "
           f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else ""))
     parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in
                       ("forward", "backward", "recompute", "tp_comms", "head", "bubble", "p2p", "dp_comms",
