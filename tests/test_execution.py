@@ -244,3 +244,14 @@ def test_prefill_is_no_faster_than_streaming_the_weights_and_takes_its_mfu_from_
     assert long["mfu"] == pytest.approx(0.859) and "efficiency" in long["mfu_source"]
     assert long["seconds"] == pytest.approx(long["flops"] / (8 * 312e12 * 0.859))
     assert Serving(cfg, hardware("h100"), chips=8).prefill(seq=8192)["mfu"] == 0.4   # no efficiency data
+
+
+def test_book_part6_checkpoints_per_layer():
+    """Book Part 6: 4 checkpoints a layer at 4M tokens is 2 x 4M x 8192 x 4 x 80 bytes for LLaMA-3 70B."""
+    cfg = load_model_config("llama3-70b")
+    run = Run(cfg, A100, sequences=512, microbatch=512, seq=8192, checkpoints=4)   # 4M tokens at once
+    assert run.memory()["activations"] == pytest.approx(2 * 4 * 2 ** 20 * 8192 * 4 * 80)
+    assert run.iteration()["recompute"] == pytest.approx(Run(cfg, A100, sequences=512, seq=8192,
+                                                             recompute="full").iteration()["recompute"])
+    with pytest.raises(UsageError):
+        Run(cfg, A100, sequences=8, seq=8192, checkpoints=4, recompute="selective")

@@ -30,7 +30,8 @@ def register(sub):
     m.add_argument("--tokens", type=float, help="training tokens (for the days of training)")
     m.add_argument("--mfu", type=float, help="model FLOPs utilisation, in (0, 1] (default: prefill from the "
                    "preset's efficiency data, else 0.4; training 0.4)")
-    m.add_argument("--checkpoints-per-layer", type=int, default=1)
+    m.add_argument("--checkpoints-per-layer", type=int, metavar="K",
+                   help="K saved tensors a layer (default 1; with the run knobs: K of [B, D], book Part 6)")
     m.add_argument("--json", action="store_true")
     train.add_arguments(m)
     m.set_defaults(handler=cmd_model)
@@ -101,7 +102,8 @@ def cmd_model(args) -> int:
             raise UsageError("--train needs --batch (tokens per batch)")
         out["train"] = train_estimate(cfg, hw, args.chips, args.batch, args.tokens, args.mfu or 0.4,
                                       seq=args.seq,
-                                      checkpoints_per_layer=args.checkpoints_per_layer, param_dtype=dtype)
+                                      checkpoints_per_layer=args.checkpoints_per_layer or 1,
+                                      param_dtype=dtype)
         if args.strategy:
             out["train"]["strategy"] = _strategy_check(args, cfg, hw)
     answers = [out[k] for k in ("decode", "prefill", "train") if k in out]

@@ -8,6 +8,7 @@ from ..errors import UsageError
 #: the options that ask for the execution model
 OPTIONS = ("tp", "pp", "dp", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
            "tp_overlap", "zero", "fsdp")
+# --checkpoints-per-layer also applies to the run (K saved [B, D] tensors a layer, the rest recomputed)
 
 
 def add_arguments(m) -> None:
@@ -51,7 +52,8 @@ def execute(args, cfg, hw) -> dict:
     sequences = args.sequences if args.sequences is not None else int(args.batch // args.seq)
     run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
               interleave=args.interleave or 1, recompute=args.recompute or "none", seq_parallel=args.seq_parallel,
-              schedule=args.schedule, tp_overlap=args.tp_overlap, zero=3 if args.fsdp else (args.zero or 0))
+              schedule=args.schedule, tp_overlap=args.tp_overlap, zero=3 if args.fsdp else (args.zero or 0),
+              checkpoints=args.checkpoints_per_layer)
     rep = run.report()
     it, fl, mem = rep["iteration"], rep["flops"], rep["memory"]
     tokens = sequences * args.seq
@@ -67,7 +69,7 @@ def execute(args, cfg, hw) -> dict:
         "schedule": rep["schedule"],
         "config": {"tp": tp, "pp": pp, "dp": dp, "chips": run.chips, "microbatch": run.microbatch,
                    "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
-                   "seq_parallel": run.seq_parallel, "tp_overlap": run.tp_overlap, "zero": run.zero,
+                   "seq_parallel": run.seq_parallel, "checkpoints_per_layer": run.checkpoints, "tp_overlap": run.tp_overlap, "zero": run.zero,
                    "tp_link": run.tp_link, "pp_link": run.pp_link, "dp_link": run.dp_link},
         "efficiency": "; ".join([lines[0].strip()] + [x.strip() for x in lines[1:]]),
         "efficiency_source": dict(hw.sources).get("efficiency", ""),

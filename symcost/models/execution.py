@@ -46,6 +46,7 @@ class Run:
     schedule: str | None = None
     tp_overlap: bool = False    # TP collectives overlapped with the matmuls (not on the critical path)
     zero: int = 0               # ZeRO stage over the data-parallel replicas (3 = FSDP)
+    checkpoints: int | None = None  # k saved [B, D] tensors a layer (book Part 6), the rest recomputed
 
     def __post_init__(self):
         if self.recompute not in rc.RECOMPUTE:
@@ -54,6 +55,11 @@ class Run:
                         ("--sequences", self.sequences), ("--seq", self.seq)):
             if v < 1:
                 raise UsageError(f"{what} must be at least 1, not {v}")
+        if self.checkpoints is not None and self.checkpoints < 0:
+            raise UsageError(f"--checkpoints-per-layer must be at least 0, not {self.checkpoints}")
+        if self.checkpoints is not None and self.recompute not in ("none", "full", "nothing_saveable"):
+            raise UsageError("--checkpoints-per-layer says what is saved; it replaces --recompute selective or a "
+                             "JAX policy")
         if self.zero not in (0, 1, 2, 3):
             raise UsageError(f"--zero is a ZeRO stage, 0 to 3, not {self.zero}")
         if self.cfg.L % (self.pp * self.interleave):
@@ -81,6 +87,11 @@ class Run:
 
     def _n(self, expr) -> float:
         return float(sp.sympify(expr).subs(self._subs()))
+
+    @property
+    def _policy(self) -> str:
+        """What is recomputed: with checkpoints (book Part 6) the layer runs again from them (as full)."""
+        return "full" if self.checkpoints else rc.policy(self.recompute)
 
     @property
     def _w(self) -> dict:
@@ -165,7 +176,7 @@ class Run:
     def _tp_regather(self) -> float:
         """Sequence parallelism keeps the inputs of the QKV and first MLP matmuls split over TP; the backward
         pass gathers them again for the weight gradients (Korthikanti et al. 2022, section 4.2.2)."""
-        if self.tp == 1 or self.tp_overlap or not self.seq_parallel or rc.policy(self.recompute) == "full":
+        if self.tp == 1 or self.tp_overlap or not self.seq_parallel or self._policy == "full":
             return 0.0
         return 2 * self._collective("AllGather", 2 * self.seq * self.microbatch * self.cfg.D, self.tp, self.tp_link)
 
@@ -173,9 +184,9 @@ class Run:
         """Seconds one layer takes for one microbatch on one device, by part."""
         fwd_mm, fwd_vec = self._ops(rc.LAYER, False)
         bwd_mm, bwd_vec = self._ops(rc.LAYER, True)
-        re_mm, re_vec = self._ops(rc.recompute_ops(self.recompute), False)
+        re_mm, re_vec = self._ops(rc.recompute_ops(self._policy), False)
         comms = self._tp_comms()
-        re_comms = comms if rc.policy(self.recompute) == "full" else 0.0
+        re_comms = comms if self._policy == "full" else 0.0
         return {"forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
                 "tp_comms": 2 * comms + self._tp_regather(), "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec}
 
@@ -240,7 +251,7 @@ class Run:
         logits = 2 * self.seq * self.microbatch * self.cfg.D * self.cfg.V
         microbatches = self.sequences // self.microbatch
         model = 3 * microbatches * (self.cfg.L * per_mb + logits)
-        redo = self.tp * sum(self._einsum_flops(op) for op in rc.recompute_ops(self.recompute) if op.kind == "Einsum")
+        redo = self.tp * sum(self._einsum_flops(op) for op in rc.recompute_ops(self._policy) if op.kind == "Einsum")
         return {"6N": 6 * param_counts(self.cfg)["total"] * tokens, "model": model,
                 "hardware": model + microbatches * self.cfg.L * redo}
 
@@ -257,8 +268,11 @@ class Run:
         activations in flight; ZeRO stage 1 splits the optimizer state over the replicas, 2 the gradients too,
         3 (FSDP) the weights too."""
         params = self._params_per_device()
-        per_layer = self._n(sum((v for _, v in rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel,
-                                                                 width=self._w)), sp.Integer(0)))
+        if self.checkpoints is not None:   # book Part 6: k tensors of [B, D] a layer, in bf16
+            per_layer = self._n(2 * self.checkpoints * rc.elements("x", self.tp > 1, self.seq_parallel))
+        else:
+            per_layer = self._n(sum((v for _, v in rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel,
+                                                                     width=self._w)), sp.Integer(0)))
         layers = self.cfg.L // self.pp
         acts = per_layer * layers * self.pipeline.in_flight
         dp = self.dp
