@@ -7,7 +7,7 @@ Recomputation in Large Transformer Models", section 4).
     >>> per_layer
     5*a*b*s**2 + 34*b*h*s
     >>> saved_bytes("none", tp=True)
-    10*b*h*s + 24*b*h*s/t + 5*a*b*s**2/t
+    5*a*b*s**2/t + 10*b*h*s + 24*b*h*s/t
     >>> saved_bytes("selective", tp=True, seq_parallel=True)
     34*b*h*s/t
     >>> saved_bytes("dots_with_no_batch_dims_saveable", tp=True)     # JAX's policy names
