@@ -255,3 +255,20 @@ def test_book_part6_checkpoints_per_layer():
                                                              recompute="full").iteration()["recompute"])
     with pytest.raises(UsageError):
         Run(cfg, A100, sequences=8, seq=8192, checkpoints=4, recompute="selective")
+
+
+# ---------------------------------------------------------------- MoE decode: the batch each expert sees
+@pytest.mark.parametrize("hw, dtype", [("h100", "bf16"), ("tpu-v5e", "bf16"), ("tpu-v5e", "int8")])
+def test_moe_decode_critical_batch_comes_from_the_expert_einsum(hw, dtype):
+    from symcost.models.inference import critical_batch, moe_critical_batch
+    from symcost.models.moe import decode_critical_batch
+    cfg = load_model_config("deepseek-v3")
+    got = decode_critical_batch(cfg, hardware(hw), dtype)
+    assert got == pytest.approx(moe_critical_batch(cfg, hardware(hw), dtype), rel=0.01)   # B_crit E / k
+    assert got == pytest.approx(critical_batch(hardware(hw), dtype) * 256 / 8, rel=0.01)
+
+
+def test_model_decode_prints_the_moe_critical_batch(capsys):
+    code = main(["model", "deepseek-v3", "--decode", "--hw", "h100", "--chips", "64", "--batch", "64", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert data["critical_batch"] == pytest.approx(295.2 * 256 / 8, rel=0.01)   # not 295: B k / E per expert

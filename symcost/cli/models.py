@@ -77,6 +77,9 @@ def cmd_model(args) -> int:
         hw = _need_hw(args)
         out["hardware"] = hw.name
         out["critical_batch"] = critical_batch(hw, dtype, args.compute_dtype)
+        if cfg.is_moe:   # each routed expert sees B k / E of the batch's tokens
+            from ..models.moe import decode_critical_batch
+            out["critical_batch"] = decode_critical_batch(cfg, hw, dtype, args.compute_dtype)
     serving = None
     if args.decode or args.prefill or args.frontier:
         sharding = None
@@ -133,7 +136,8 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
     print(f"  KV cache per token: {kv:,} bytes")
     print(f"  FLOPs per token at {args.seq} context: {fpt['inference']:.4g} forward, {fpt['train']:.4g} training")
     if "critical_batch" in out:
-        print(f"  decode matmuls compute-bound above B = {out['critical_batch']:.0f} on {hw.name}")
+        print(f"  decode matmuls compute-bound above B = {out['critical_batch']:.0f} on {hw.name}"
+              + (f" (each routed expert sees B k / E = B x {cfg.k}/{cfg.E} tokens)" if cfg.is_moe else ""))
     have = args.chips * hw.hbm_bytes if hw else 0
     if "decode" in out:
         d = out["decode"]
