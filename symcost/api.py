@@ -18,7 +18,8 @@ from .program import derive_program
 
 
 def derive(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse: str = "activations",
-           params=None, overlap=True, objective: str = "time", moves=None, strict: bool = False) -> Plan:
+           params=None, overlap=True, objective: str = "time", moves=None, strict: bool = False,
+           efficiency: bool = False) -> Plan:
     """Derive the plan of a program: the collectives it needs, in order, with their costs.
 
     ``mesh``: a ``--mesh`` string, a dict or a :class:`~symcost.mesh.Mesh` (default: a symbolic one-link
@@ -31,9 +32,12 @@ def derive(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse
     or ``auto`` (default: ``strategy`` for a program that declares parameters, ``all`` otherwise).
     ``strict``: refuse a dimension that does not divide by its axes (by default its blocks are padded, as
     GSPMD pads, and the plan says so in ``plan.padding``).
+    ``efficiency``: price with achieved efficiency instead of the book's ideal machine (the costs keep
+    ``eta_math``, ``eta_hbm``, ``eta_vec``, ``eta_net_<kind>`` and ``T_net_<kind>`` as symbols; the preset's
+    ``[efficiency]`` table gives their numbers).
     """
     return derive_program(text, mesh, dims, hw, backward=backward, reuse=reuse, params=params, overlap=overlap,
-                          objective=objective, moves=moves, strict=strict)
+                          objective=objective, moves=moves, strict=strict, efficiency=efficiency)
 
 
 def check(text, mesh=None, dims=None, hw=None, *, strict: bool = False) -> Plan:

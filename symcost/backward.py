@@ -10,13 +10,21 @@ and Megatron's AllGather / ReduceScatter pair swaps places.
 
 Collectives on parameters and their gradients are off the critical path (they can be prefetched or
 overlapped, as the book's listings mark them); the others are on it.
+
+Elementwise work is differentiated by its rule: its backward reads the result's gradient and what the
+forward pass saved (a norm its input, softmax its output, dropout its mask) and writes each operand's
+gradient; a residual add and a view pass the gradient through. A tensor read several times (the input
+of the Q, K and V projections) collects its gradient's contributions as partial sums and reduces them
+once, where the operation that produced it takes its gradient (Megatron's g operator).
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 from .collectives import gradient
 from .einsum import LocalEinsum
+from .elementwise import Elementwise
 from .errors import ShardingError, UsageError
 from .layout import Layout
 from .planner import explained_steps, final_layout
@@ -56,7 +64,7 @@ def critical(step: Step, params) -> bool:
     """Einsums and collectives of activations are on the critical path; those of parameters (gathers
     that can be prefetched) and of their gradients (reductions that overlap) are not."""
     if not step.is_collective:
-        return step.is_einsum
+        return step.is_compute
     name = step.tensor
     base = name[1:] if name.startswith("d") and name[1:] in params else name
     return base not in params
@@ -87,12 +95,25 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
     any_move = trace.ranker.with_moves(None)
     steps: list[Step] = []
     saved: dict[str, Layout] = {}
-    have: dict[str, list] = {}  # gradient name -> layouts already materialized (reused, not moved again)
+    have: dict[str, list] = {}  # tensor name -> layouts already materialized in the backward pass (reused)
+    readers = Counter(t.name for u in trace.uses if not u.written for t in u.op.inputs)
 
     def add(ops_steps):
         steps.extend(replace(s, phase="backward", critical=critical(s, params)) for s in ops_steps)
 
+    def keep(t: Layout) -> Layout:
+        lay = saved_layout(t, trace, params, reuse)
+        if lay.name not in params:
+            saved.setdefault(lay.name, lay)
+        return lay
+
     for use in reversed(trace.uses):
+        if isinstance(use.op, Elementwise):
+            e = use.op
+            dres = grads.get(e.output.name)
+            if dres is not None:
+                _elementwise_backward(e, dres, keep, grads, params, inputs, input_grads, mesh, any_move, add)
+            continue
         if use.written:
             op = use.op
             g = grads.pop(op.after.name, None)
@@ -122,10 +143,8 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
             if name in inputs and name not in params and not input_grads:
                 continue
             others = [t for j, t in enumerate(e.inputs) if j != i]
-            srcs = [saved_layout(t, trace, params, reuse) for t in others]
-            for t in srcs:
-                if t.name not in params:
-                    saved.setdefault(t.name, t)
+            srcs = [keep(t) for t in others]
+            srcs = [t if t.name in params else tuple(have.get(t.name, [t])) for t in srcs]
             missing = set(x.dims) - set(dres.dims).union(*(set(t.dims) for t in others))
             if missing:
                 raise ShardingError(f"the gradient of {name} on line {use.line} needs dimension {sorted(missing)[0]}, "
@@ -138,6 +157,8 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
                 target = gradient(first[name])
             elif name in grads:
                 target = grads[name]  # accumulate into the first contribution's layout
+            elif readers[name] > 1 and name not in inputs:
+                target = ANY  # contributions add up as partial sums; reduced where the tensor was produced
             elif name in first:  # a named intermediate: its gradient is laid out like it
                 target = gradient(first[name])
             else:
@@ -146,9 +167,39 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
             operands = [at_hand] + srcs
             best = plan_chain(operands, [None] * (len(operands) - 1), "d" + name, x.dims, target, mesh,
                               trace.ranker, out_dtype=x.dtype, keep=0)[0]
+            kept = {t[0].name for t in srcs if isinstance(t, tuple)}
             for op in best.steps:
-                if not isinstance(op, LocalEinsum) and op.before.name == dres.name:
-                    have.setdefault(dres.name, [dres]).append(op.after)
+                if not isinstance(op, LocalEinsum) and op.before.name in kept | {dres.name}:
+                    have.setdefault(op.before.name, [op.before]).append(op.after)
             add(explained_steps(best.steps, mesh, target, sizes=trace.bound.sizes))
             grads.setdefault(name, final_layout(best.steps))
     return steps, saved
+
+
+def _elementwise_backward(e: Elementwise, dres: Layout, keep, grads, params, inputs, input_grads, mesh, ranker, add):
+    """The gradient of each operand of elementwise work (see the module docstring)."""
+    rule = e.rule
+    out = gradient(e.output)
+    if rule.linear and dres.axes == out.axes:
+        out = dres   # partial sums pass through a linear operation
+    if dres != out:
+        _, moves = reshard(dres, out, mesh, ranker)
+        add(Step(m, mesh, why=f"the gradient of {e.output.name} must be {out.render(mesh)} for {e.kind}'s backward")
+            for m in moves)
+        dres = out
+    reads = tuple(keep(t) for t in e.saved())
+    for x in e.inputs:
+        if x.name in inputs and x.name not in params and not input_grads:
+            continue
+        gx = Layout("d" + x.name, x.dims, dres.axes if len(x.dims) == len(dres.dims) else x.axes, dres.unreduced,
+                    x.dtype)
+        if rule.drops:   # cross-entropy: the gradient has the logits' shape
+            gx = replace(gradient(x), unreduced=frozenset())
+        if rule.grad_flops:
+            op = Elementwise(e.kind, (dres,) + reads, gx, e.reduce, grad=True)
+            add([Step(op, mesh, why=f"backward of {e.kind}: the gradient of {x.name}")])
+        have = grads.get(x.name)
+        if have is not None and have != gx:
+            _, moves = reshard(gx, have, mesh, ranker)
+            add(Step(m, mesh, why=f"gradients of {x.name} add up in {have.render(mesh)}") for m in moves)
+        grads.setdefault(x.name, gx)

@@ -23,8 +23,8 @@ from .mesh import Axis, Mesh
 #: rank at yours.
 RANKING_DEFAULTS = {"dim": 8192, "axis": 4, "links": 1,
                     "C": 4.59e14, "W_hbm": 2.8e12, "W_ici": 1.8e11, "W_dcn": 6.25e9, "W_nvlink": 4.5e11,
-                    "W_pcie": 1.5e10, "T_min": 1e-6}
-FIGURES = ("C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "W_pcie", "T_min")
+                    "W_pcie": 1.5e10, "T_min": 1e-6, "C_vec": 4.59e14}
+FIGURES = ("C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "W_pcie", "T_min", "C_vec")
 
 
 def smax(*args) -> sp.Expr:
@@ -49,13 +49,28 @@ def smax(*args) -> sp.Expr:
 
 
 class Env:
-    """Sizes, link counts and hardware figures, as symbols (``symbolic``) or floats (``numeric``)."""
+    """Sizes, link counts and hardware figures, as symbols (``symbolic``) or floats (``numeric``).
 
-    def __init__(self, mesh: Mesh, numeric: bool, sizes=None, constants=None, padded=frozenset()):
+    ``efficiency``: None prices the book's ideal machine (every figure at its datasheet peak). Otherwise
+    costs carry achieved efficiency: symbolic, as the symbols ``eta_math``, ``eta_hbm``, ``eta_vec``,
+    ``eta_net_<kind>`` and ``T_net_<kind>`` (pass True); numeric, from a preset's
+    :class:`~symcost.hardware.Efficiency` (matmul efficiency by the FLOPs of each matmul)::
+
+        >>> from symcost.hardware import Efficiency
+        >>> from symcost.mesh import parse_mesh
+        >>> e = Env.numeric(parse_mesh("X=4"), efficiency=Efficiency(hbm=0.5))
+        >>> e.eta_hbm, Env.symbolic(parse_mesh("X"), efficiency=True).eta_hbm
+        (0.5, eta_hbm)
+    """
+
+    def __init__(self, mesh: Mesh, numeric: bool, sizes=None, constants=None, efficiency=None,
+                 padded=frozenset()):
         self.mesh = mesh
         self.is_numeric = numeric
         self.sizes = dict(sizes or {})
         self.constants = dict(constants or {})
+        self.efficiency = None if efficiency in (None, False) else efficiency
+        self.achieved = self.efficiency is not None
         self._axes = {a.name: a for a in mesh.axes}
         figures = {**RANKING_DEFAULTS, **self.constants} if numeric else {k: symbols.hw(k) for k in FIGURES}
         for k in FIGURES:
@@ -66,12 +81,33 @@ class Env:
         self._local: dict = {}
 
     @classmethod
-    def symbolic(cls, mesh: Mesh, padded=frozenset()) -> "Env":
-        return cls(mesh, False, padded=padded)
+    def symbolic(cls, mesh: Mesh, padded=frozenset(), efficiency=None) -> "Env":
+        return cls(mesh, False, efficiency=True if efficiency else None, padded=padded)
 
     @classmethod
-    def numeric(cls, mesh: Mesh, sizes=None, constants=None) -> "Env":
-        return cls(mesh, True, sizes, constants)
+    def numeric(cls, mesh: Mesh, sizes=None, constants=None, efficiency=None) -> "Env":
+        return cls(mesh, True, sizes, constants, efficiency)
+
+    # ------------------------------------------------------------------ achieved efficiency
+    def eta_math(self, flops, dtype: str = "bf16"):
+        """The fraction of peak FLOPs/s a matmul of ``flops`` (per device) reaches."""
+        if not self.is_numeric:
+            return symbols.eta_math
+        return self.efficiency.math(float(flops), dtype)
+
+    @property
+    def eta_hbm(self):
+        return self.efficiency.hbm if self.is_numeric else symbols.eta_hbm
+
+    @property
+    def eta_vec(self):
+        return self.efficiency.vector if self.is_numeric else symbols.eta_vec
+
+    def net(self, kind: str, collective: str = ""):
+        """(bandwidth fraction, fixed latency in seconds) of a collective over a link kind."""
+        if not self.is_numeric:
+            return symbols.eta_net(kind), symbols.t_net(kind)
+        return self.efficiency.net(kind, collective)
 
     # ------------------------------------------------------------------ primitives
     def dim(self, name: str):

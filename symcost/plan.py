@@ -40,6 +40,8 @@ def summarize(steps) -> str:
     for s in steps:
         if s.is_einsum:
             parts.append(f"einsum -> {s.after}")
+        elif s.is_elementwise:
+            parts.append(f"{s.kind} -> {s.after}")
         elif s.is_collective:
             parts.append(f"{s.kind}{format_axes(s.axes)}({s.tensor})")
     return "; ".join(parts) if parts else "local only"
@@ -113,6 +115,8 @@ class Plan:
     layouts: tuple = field(default=(), compare=False, repr=False)   # final layout of every tensor
     memory: tuple = field(default=(), compare=False, repr=False)    # (name, bytes per device) when training
     notes: tuple = field(default=(), compare=False, repr=False)     # how the mesh sits on the hardware, padding
+    residuals: tuple = field(default=(), compare=False, repr=False)  # layouts the backward pass reads (saved)
+    efficient: bool = False          # costs carry achieved efficiency (eta symbols; the preset's figures)
 
     # --------------------------------------------------------------- totals
     @property
@@ -121,7 +125,7 @@ class Plan:
 
     @cached_property
     def totals(self) -> Totals:
-        return totals((s.cost for s in self.steps), Env.symbolic(self.mesh), self.policy)
+        return totals((s.cost for s in self.steps), Env.symbolic(self.mesh, efficiency=self.efficient), self.policy)
 
     @property
     def collectives(self) -> tuple[Step, ...]:
@@ -177,7 +181,29 @@ class Plan:
         if self.hardware is not None:
             for k, v in self.hardware.bindings(self.compute_dtype).items():
                 subs[symbols.hw(k)] = sp.Float(v)
+            if self.efficient:
+                subs.update(self._efficiency_bindings())
         return subs
+
+    def _efficiency_bindings(self) -> dict:
+        """Numbers for the eta symbols from the preset: ``eta_math`` is the FLOP-weighted harmonic mean of
+        each einsum's table value (so the total math time is exact), the others are the preset's figures."""
+        eff = self.hardware.efficiency
+        out = {symbols.eta_hbm: sp.Float(eff.hbm), symbols.eta_vec: sp.Float(eff.vector)}
+        for kind in symbols.LINK_KINDS:
+            eta, lat = eff.net(kind)
+            out[symbols.eta_net(kind)], out[symbols.t_net(kind)] = sp.Float(eta), sp.Float(lat)
+        base = {symbols.dim(n): sp.Integer(v) for n, v in self.sizes} | {symbols.axis(n): sp.Integer(v)
+                                                                          for n, v in self.sizes}
+        work = time = 0.0
+        for s in self.steps:
+            if s.is_einsum:
+                f = sp.sympify(s.flops).xreplace(base)
+                if f.free_symbols:
+                    return out
+                work, time = work + float(f), time + float(f) / eff.math(float(f), self.compute_dtype)
+        out[symbols.eta_math] = sp.Float(work / time if time else eff.math(1e15, self.compute_dtype))
+        return out
 
     def evaluate(self, expr) -> float | None:
         """A number when every symbol of ``expr`` is bound, else None."""
@@ -218,6 +244,7 @@ class Plan:
             "overlap_policy": self.policy,
             "objective": self.objective,
             "compute_dtype": self.compute_dtype,
+            "efficiency": "achieved" if self.efficient else "ideal",
             **({"memory_per_device": {k: str(v) for k, v in self.memory}, "memory_bytes": self.memory_bytes,
                 "fits": self.fits, "hbm_bytes": getattr(self.hardware, "hbm_bytes", None)} if self.memory else {}),
             "notes": list(self.notes),

@@ -18,11 +18,13 @@ from dataclasses import replace
 from . import dtypes
 from .binding import BoundProgram
 from .collectives import RULES, Move, rule
+from . import elementwise
 from .einsum import LocalEinsum
 from .env import RANKING_DEFAULTS
+from .elementwise import Elementwise
 from .errors import ShardingError, UsageError
 from .layout import Layout, layout_from_ref
-from .notation import Collective, Declaration, Einsum, Ranking, TensorRef, format_axes
+from .notation import Apply, Collective, Declaration, Einsum, Ranking, TensorRef, format_axes
 from .pricing import policy
 from .rewrite import OBJECTIVES, Ranker, plan_chain, product_dims, reshard
 from .rewrite.chains import LAYOUT_LIMIT
@@ -167,6 +169,8 @@ class _Walk:
             return
         if isinstance(stmt, Collective):
             return self.collective(stmt, line)
+        if isinstance(stmt, Apply):
+            return self.apply(stmt, line)
         if len(stmt.operands) == 1 and stmt.result_name is None:
             self.use(stmt.operands[0], line)
             return
@@ -289,6 +293,46 @@ class _Walk:
             later = set().union(*(set(t.dims) for t in layouts[i + 2:]))
             dims = product_dims(dims, lay.dims, stmt.contract[i], later)
         return dims
+
+    # ------------------------------------------------------------------ elementwise work
+    def apply(self, stmt: Apply, line: int) -> None:
+        """Elementwise work runs where its result is laid out: operands are moved to the result's sharding
+        (a norm or softmax needs the dimension it works over whole on each device)."""
+        layouts = [self.use(ref, line) for ref in stmt.operands]
+        kind, reduce = elementwise.check_apply(stmt, layouts, self.error)
+        first = layouts[0]
+        out_dims = tuple(d for d in first.dims if not (kind.drops and d == reduce))
+        name = stmt.result_name
+        self.produce(name, stmt)
+        # the result's sharding: as written, else the first operand's (partial sums reduced unless linear)
+        keep = [a for d, a in zip(first.dims, first.axes) if not (kind.drops and d == reduce)]
+        target = Layout(name, out_dims, tuple(keep), first.unreduced if kind.linear else frozenset(), first.dtype)
+        if stmt.output is not None:
+            written = tuple(d.name for d in stmt.output.dims)
+            if len(written) != len(out_dims) or (written != out_dims and not kind.relabels):
+                raise self.error(f"{stmt.op} gives [{', '.join(out_dims)}], not [{', '.join(written)}]"
+                                 + ("" if kind.relabels else "; only View and Rotary rename dimensions"),
+                                 stmt.output.span)
+            target = replace(self.layout(stmt.output), dtype=stmt.output.dtype or first.dtype)
+        want = elementwise.operand_layouts(target, layouts, reduce if kind.drops else None)
+        if reduce is not None and want[0].axes_of(reduce):
+            raise self.error(f"{stmt.op}_{reduce} needs {reduce} whole on each device, but {name} splits it over "
+                             f"{format_axes(want[0].axes_of(reduce))[1:]}", stmt.name_span,
+                             hint=f"lay {reduce} out unsplit")
+        ready = []
+        for lay, w in zip(layouts, want):
+            if lay.same_sharding(w):
+                ready.append(lay)
+                continue
+            _, moves = reshard(lay, w, self.mesh, self.ranker)
+            why = f"{lay.name} must be {w.render(self.mesh)} for {stmt.op}"
+            self.steps.extend(Step(m, self.mesh, why=why, sizes=self.bound.sizes) for m in moves)
+            ready.append(w)
+        op = Elementwise(stmt.op, tuple(ready), target, reduce)
+        self.steps.append(Step(op, self.mesh, why=elementwise.describe(op, self.mesh), sizes=self.bound.sizes))
+        self.known[name] = target
+        self.initial.setdefault(name, target)
+        self.uses.append(Use(op, line))
 
     # ------------------------------------------------------------------ written collectives
     def collective(self, stmt: Collective, line: int) -> None:

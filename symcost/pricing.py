@@ -17,7 +17,16 @@
   T_step = max(sum T_math, sum T_hbm, max over axes of that axis's collective time);
 - ``step``: each einsum is bound by the larger of its own T_math and T_hbm (einsums run one after
   another), collectives still overlap with them, concurrently by axis;
-- ``none``: every step's time adds up.
+- ``none``: every step's time adds up;
+- ``critical`` (how a training framework runs a layer): operations on the critical path -- einsums,
+  elementwise work and the collectives a step waits for -- run one after another; the collectives off it
+  (weight gathers that can be prefetched, gradient reductions, and whatever a framework overlaps) run
+  beside them, concurrently by axis: T_step = max(sum of critical steps, max over axes of the rest).
+
+Elementwise operations are priced like einsums, on the vector unit: max(vector FLOPs / C_vec,
+bytes / W_hbm). With an :class:`~symcost.env.Env` that carries efficiency, each time is divided by the
+fraction of the figure that is reached (``eta_math`` by the size of the matmul, ``eta_hbm``, ``eta_vec``,
+``eta_net_<kind>``) and each collective pays its link kind's fixed latency ``T_net_<kind>``.
 """
 from __future__ import annotations
 
@@ -25,11 +34,12 @@ from typing import NamedTuple
 
 from . import caching
 from .collectives import Move
+from . import dtypes, elementwise
 from .einsum import LocalEinsum, flops, hbm_bytes
 from .env import Env
 from .mesh import Mesh
 
-OVERLAPS = ("program", "step", "none")
+OVERLAPS = ("program", "step", "none", "critical")
 
 
 class OpCost(NamedTuple):
@@ -43,28 +53,52 @@ class OpCost(NamedTuple):
     latency: object
     throughput: object
     axes: tuple[str, ...]
-    local: bool                # an einsum (or a local slice), not a collective
+    local: bool                # an einsum, elementwise work or a local slice, not a collective
     t_comms: object
     seconds: object
+    vector_flops: object = 0   # elementwise FLOPs (not counted in ``flops``, which are the matmuls')
+    critical: bool = True      # on the critical path (the ``critical`` policy runs the others beside it)
+
+
+def compute_dtype(e: LocalEinsum) -> str:
+    """The dtype an einsum's FLOPs run in: its widest operand."""
+    out = e.inputs[0].dtype
+    for t in e.inputs[1:]:
+        out = dtypes.wider(out, t.dtype)
+    return out
 
 
 def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
-    """The cost of a move or a local einsum in ``env`` (floats or SymPy)."""
+    """The cost of a move, a local einsum or elementwise work in ``env`` (floats or SymPy)."""
     z = env.zero
     if isinstance(op, LocalEinsum):
         f, b = flops(op, env), hbm_bytes(op, env, on_chip)
         tm, th = f / env.C, b / env.W_hbm
+        if env.achieved:
+            tm, th = tm / env.eta_math(f, compute_dtype(op)), th / env.eta_hbm
         return OpCost(f, b, tm, th, z, z, (), True, z, env.max(tm, th))
+    if isinstance(op, elementwise.Elementwise):
+        vf, b = elementwise.vector_flops(op, env), elementwise.hbm_bytes(op, env, on_chip)
+        tm, th = vf / env.C_vec, b / env.W_hbm
+        if env.achieved:
+            tm, th = tm / env.eta_vec, th / env.eta_hbm
+        return OpCost(z, b, tm, th, z, z, (), True, z, env.max(tm, th), vf)
     lat, bw = op.rule.link_time(op, env)
     t = env.max(lat, bw)
+    if env.achieved and op.rule.communicates and op.axes:
+        eta, fixed = env.net(env.axis_info(op.axes[0]).kind, op.kind)
+        bw = bw / eta
+        t = env.max(lat, bw) + fixed
+        lat = lat + fixed
     return OpCost(z, op.rule.volume(op, env), z, z, lat, bw, op.axes, not op.rule.communicates, t, t)
 
 
 @caching.memoize(maxsize=8192)
-def symbolic_cost(op, mesh: Mesh, padded=frozenset()) -> OpCost:
+def symbolic_cost(op, mesh: Mesh, padded=frozenset(), efficiency: bool = False) -> OpCost:
     """The closed-form cost of ``op`` on ``mesh`` (kept: plans share their steps); ``padded`` names the
-    (dimension, axes) whose blocks are rounded up (see :func:`padded_blocks`)."""
-    return op_cost(op, Env.symbolic(mesh, padded))
+    (dimension, axes) whose blocks are rounded up (see :func:`padded_blocks`); ``efficiency`` keeps the
+    achieved-efficiency symbols in it."""
+    return op_cost(op, Env.symbolic(mesh, padded, efficiency=efficiency))
 
 
 def padded_blocks(op, mesh: Mesh, sizes) -> frozenset:
@@ -74,6 +108,8 @@ def padded_blocks(op, mesh: Mesh, sizes) -> frozenset:
         return frozenset()
     if isinstance(op, LocalEinsum):
         pairs = set(zip(op.dims, op.axes)) | {p for t in op.inputs + (op.output,) for p in zip(t.dims, t.axes)}
+    elif hasattr(op, "output"):   # elementwise work
+        pairs = {p for t in op.inputs + (op.output,) for p in zip(t.dims, t.axes)}
     else:
         pairs = {p for t in (op.before, op.after) for p in zip(t.dims, t.axes)}
     out = set()
@@ -113,8 +149,14 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     fl = tm = th = local = serial = z
     per_axis: dict[str, list] = {}        # axis -> [time, throughput term] of its collectives
     comm, comm_bw = z, z
+    path, beside = z, {}                  # the critical path; axis -> the time of what runs beside it
     for c in costs:
         fl, tm, th, serial = fl + c.flops, tm + c.t_math, th + c.t_hbm, serial + c.seconds
+        if c.local or c.critical:
+            path = path + c.seconds
+        else:
+            for a in c.axes:
+                beside[a] = beside.get(a, z) + c.t_comms
         if c.local:
             local = local + c.seconds
             continue
@@ -126,6 +168,8 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
         return Totals(fl, tm, th, comm, comm_bw, serial, local)
     tc = env.max(*(v[0] for v in per_axis.values())) if per_axis else z
     tc_bw = env.max(*(v[1] for v in per_axis.values())) if per_axis else z
+    if overlap == "critical":
+        return Totals(fl, tm, th, tc, tc_bw, env.max(path, *(v for v in beside.values())), local)
     step = env.max(tm, th, tc) if overlap == "program" else env.max(local, tc)
     return Totals(fl, tm, th, tc, tc_bw, step, local)
 

@@ -68,7 +68,8 @@ def _plan_of(trace: Trace, text, steps, overlap, objective) -> Plan:
 
 def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse: str = "activations",
                    params=None, input_grads: bool = True, overlap=True, objective: str = "time",
-                   moves=None, strict: bool = False, alternatives: bool = True) -> Plan:
+                   moves=None, strict: bool = False, alternatives: bool = True,
+                   efficiency: bool = False) -> Plan:
     """Plan a program's forward pass and, with ``backward``, its gradients.
 
     ``reuse``: which forward gathers the backward pass may reuse: ``activations`` (default: activations
@@ -77,7 +78,22 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     inputs named W...). ``input_grads``: also derive the gradient of the program's input activations.
     ``strict``: a dimension that does not divide by its axes is an error instead of a padded block.
     ``alternatives``: keep the runner-up plans (False: the best plan alone, faster; for searches).
+    ``efficiency``: price with achieved efficiency (the costs carry ``eta_math``, ``eta_hbm``, ``eta_vec``,
+    ``eta_net_<kind>`` and ``T_net_<kind>``; the preset's ``[efficiency]`` table gives their numbers).
     """
+    plan = _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves,
+                   strict, alternatives)
+    if not efficiency:
+        return plan
+
+    def achieved(steps):
+        return tuple(replace(s, efficient=True) for s in steps)
+    alts = tuple(replace(a, steps=achieved(a.steps), chosen=achieved(a.chosen)) for a in plan.alternatives)
+    return replace(plan, steps=achieved(plan.steps), alternatives=alts, efficient=True)
+
+
+def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves, strict,
+            alternatives) -> Plan:
     trace = plan_program(bind(text, mesh, dims, hw), overlap=overlap, objective=objective, moves=moves,
                          strict=strict, alternatives=alternatives)
     if not backward:
@@ -89,4 +105,4 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     steps, saved = derive_backward(trace, chosen, reuse, input_grads)
     plan = _plan_of(trace, text, forward + steps, overlap, objective)
     memory = memory_per_device(plan, list(chosen), grad_bytes=2, saved=tuple(saved.values()))
-    return replace(plan, memory=tuple(memory.items()))
+    return replace(plan, memory=tuple(memory.items()), residuals=tuple(saved.values()))

@@ -123,6 +123,10 @@ def check_plan(plan, sizes: dict, rng=None, inputs: dict | None = None, rtol: fl
         blocks[t.name] = distribute(full[t.name], t, mesh, rng)
         layout[t.name] = t
 
+    for step in plan.steps:
+        if step.is_elementwise:
+            raise SimulationError(f"the simulator runs einsums and collectives; elementwise work ({step.kind}) is "
+                                  f"not simulated")
     for n, step in enumerate(plan.steps, 1):
         op = step.op
         if isinstance(op, LocalEinsum):

@@ -3,8 +3,17 @@
 Dimension sizes are positive integer symbols named like the dimension (``B``, ``D``, ``F``); a mesh
 axis's size is a positive integer symbol named like the axis (``X``); hardware figures are positive
 symbols: ``C`` (FLOPs/s of the dtype in use), ``W_hbm``, ``W_ici`` (bidirectional ICI bandwidth per
-link), ``W_dcn`` (DCN bandwidth per chip), ``W_nvlink`` (NVLink bandwidth per GPU, one way) and
-``T_min`` (latency of one hop). Symbols are built by name only: user text never reaches ``sympify``.
+link), ``W_dcn`` (DCN bandwidth per chip), ``W_nvlink`` (NVLink bandwidth per GPU, one way),
+``T_min`` (latency of one hop) and ``C_vec`` (elementwise FLOPs/s of the vector unit). Symbols are built
+by name only: user text never reaches ``sympify``.
+
+Costs priced with achieved efficiency (``derive(..., efficiency=True)``) carry what they assume as symbols:
+``eta_math`` (fraction of peak FLOPs/s a matmul reaches), ``eta_hbm``, ``eta_vec``, and per link kind
+``eta_net_ici`` / ``eta_net_nvlink`` / ``eta_net_dcn`` (fraction of the link bandwidth a collective
+reaches) with ``T_net_ici`` / ... (a fixed latency per collective)::
+
+    >>> eta_net("nvlink"), t_net("dcn")
+    (eta_net_nvlink, T_net_dcn)
 """
 from __future__ import annotations
 
@@ -12,7 +21,10 @@ import sympy as sp
 
 from . import caching
 
-HARDWARE_SYMBOLS = ("C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "T_min")
+HARDWARE_SYMBOLS = ("C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "T_min", "C_vec")
+LINK_KINDS = ("ici", "nvlink", "dcn")
+EFFICIENCY_SYMBOLS = ("eta_math", "eta_hbm", "eta_vec") + tuple(f"eta_net_{k}" for k in LINK_KINDS) + tuple(
+    f"T_net_{k}" for k in LINK_KINDS)
 
 
 @caching.memoize(maxsize=4096)
@@ -41,6 +53,20 @@ W_ici = hw("W_ici")
 W_dcn = hw("W_dcn")
 W_nvlink = hw("W_nvlink")
 T_min = hw("T_min")
+C_vec = hw("C_vec")
+eta_math = hw("eta_math")
+eta_hbm = hw("eta_hbm")
+eta_vec = hw("eta_vec")
+
+
+def eta_net(kind: str) -> sp.Symbol:
+    """The fraction of a link kind's bandwidth a collective reaches."""
+    return hw(f"eta_net_{kind}")
+
+
+def t_net(kind: str) -> sp.Symbol:
+    """The fixed latency of one collective over a link kind."""
+    return hw(f"T_net_{kind}")
 
 
 def by_name(expr: sp.Expr) -> dict[str, sp.Symbol]:

@@ -19,6 +19,7 @@ from functools import cached_property
 
 from .binding import BoundProgram
 from .einsum import LocalEinsum
+from .elementwise import Elementwise
 from .layout import Layout
 from .mesh import Mesh
 from .notation import format_axes
@@ -36,19 +37,30 @@ class Step:
     why: str = ""
     critical: bool = True   # on the critical path (the book marks weight gathers / reductions as off it)
     sizes: tuple = field(default=(), compare=False, repr=False)   # the bound sizes (padded blocks round up)
+    efficient: bool = False  # priced with achieved efficiency (the eta symbols)
 
     @cached_property
     def cost(self) -> OpCost:
-        return symbolic_cost(self.op, self.mesh, padded_blocks(self.op, self.mesh, self.sizes))
+        c = symbolic_cost(self.op, self.mesh, padded_blocks(self.op, self.mesh, self.sizes), self.efficient)
+        return c if self.critical or c.local else c._replace(critical=False)
 
     @property
     def is_einsum(self) -> bool:
         return isinstance(self.op, LocalEinsum)
 
     @property
+    def is_elementwise(self) -> bool:
+        return isinstance(self.op, Elementwise)
+
+    @property
+    def is_compute(self) -> bool:
+        """Local work: an einsum or elementwise work."""
+        return self.is_einsum or self.is_elementwise
+
+    @property
     def is_collective(self) -> bool:
-        """A move that communicates (not an einsum, not a local slice)."""
-        return not self.is_einsum and self.op.rule.communicates
+        """A move that communicates (not an einsum, not elementwise work, not a local slice)."""
+        return not self.is_compute and self.op.rule.communicates
 
     @property
     def kind(self) -> str:
@@ -56,7 +68,7 @@ class Step:
 
     @property
     def axes(self) -> tuple[str, ...]:
-        return self.op.mesh_axes(self.mesh) if self.is_einsum else self.op.axes
+        return self.op.mesh_axes(self.mesh) if self.is_compute else self.op.axes
 
     @property
     def tensor(self) -> str:
@@ -64,18 +76,18 @@ class Step:
 
     @property
     def before(self) -> str:
-        if self.is_einsum:
-            return " * ".join(t.render(self.mesh) for t in self.op.inputs)
+        if self.is_compute:
+            return (" * " if self.is_einsum else ", ").join(t.render(self.mesh) for t in self.op.inputs)
         return self.op.before.render(self.mesh)
 
     @property
     def after(self) -> str:
-        return (self.op.output if self.is_einsum else self.op.after).render(self.mesh)
+        return (self.op.output if self.is_compute else self.op.after).render(self.mesh)
 
     @property
     def result(self) -> Layout:
         """The layout this step leaves its tensor in."""
-        return self.op.output if self.is_einsum else self.op.after
+        return self.op.output if self.is_compute else self.op.after
 
     bytes = property(lambda self: self.cost.bytes)
     flops = property(lambda self: self.cost.flops)
@@ -88,6 +100,8 @@ class Step:
         """The step in the book's notation, e.g. ``AllGather_X(A[I_X, J]) -> A[I, J]``."""
         if self.is_einsum:
             return f"{self.before} -> {self.after}"
+        if self.is_elementwise:
+            return self.op.signature(self.mesh)
         return f"{self.kind}{format_axes(self.axes)}({self.before}) -> {self.after}"
 
     def as_dict(self) -> dict:

@@ -205,6 +205,9 @@ SCHEMA_CASES = [
     ("model", ["model", "llama3-70b", "--decode", "--prefill", "--frontier", "--hw", "tpu-v5e", "--chips", "8",
                "--batch", "32", "--dtype", "int8", "--json"]),
     ("hardware", ["hardware", "tpu-v5p", "--json"]),
+    ("model", ["model", "gpt3-175b", "--train", "--hw", "a100", "--chips", "64", "--tp", "8", "--pp", "8",
+               "--sequences", "64", "--seq", "2048", "--interleave", "3", "--recompute", "selective",
+               "--seq-parallel", "--json"]),
 ]
 
 

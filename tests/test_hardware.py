@@ -11,7 +11,7 @@ PRESETS = presets()
 
 
 def test_every_preset_the_design_names_exists():
-    assert set(PRESETS) == {"tpu-v3", "tpu-v4p", "tpu-v5p", "tpu-v5e", "tpu-v6e", "h100", "h200", "b200"}
+    assert set(PRESETS) == {"tpu-v3", "tpu-v4p", "tpu-v5p", "tpu-v5e", "tpu-v6e", "a100", "h100", "h200", "b200"}
 
 
 @pytest.mark.parametrize("name", PRESETS)

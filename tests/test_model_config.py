@@ -16,6 +16,11 @@ DENSE = {
     "llama3-405b": (126, 16384, 53248, 128, 8, 128, 128256, False),
     "part4-example": (64, 4096, 16384, 32, 32, 128, 32000, False),
     "part7-example": (64, 4096, 16384, 32, 8, 256, 32128, True),
+    # Korthikanti et al. 2022, Table 3 (GPT: FFN 4 x hidden, vocabulary 51,200)
+    "megatron-22b": (48, 6144, 24576, 64, 64, 96, 51200, True),
+    "gpt3-175b": (96, 12288, 49152, 96, 96, 128, 51200, True),
+    "mt-nlg-530b": (105, 20480, 81920, 128, 128, 160, 51200, True),
+    "megatron-1t": (128, 25600, 102400, 160, 160, 160, 51200, True),
 }
 
 LLAMA_HF = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -35,12 +40,15 @@ def dims(cfg: ModelConfig) -> tuple:
     return cfg.L, cfg.D, cfg.F, cfg.N, cfg.K, cfg.H, cfg.V
 
 
+GPT = ("megatron-22b", "gpt3-175b", "mt-nlg-530b", "megatron-1t")
+
+
 @pytest.mark.parametrize("name", sorted(DENSE))
 def test_dense_presets_hold_the_published_numbers(name):
     cfg = load_model_config(name)
     assert cfg.name == name
     assert dims(cfg) + (cfg.tied_embeddings,) == DENSE[name]
-    assert cfg.gated and not cfg.is_moe and (cfg.E, cfg.k) == (1, 1)
+    assert cfg.gated == (name not in GPT) and not cfg.is_moe and (cfg.E, cfg.k) == (1, 1)   # GPT: GeLU MLP
     assert cfg.source
 
 

@@ -43,3 +43,41 @@ def test_overlap_policies_on_a_known_plan():
     assert t["program"] == pytest.approx(max(math_, comms, times["program"].evaluate(times["program"].t_hbm)))
     assert t["program"] <= t["step"] <= t["none"]
     assert t["none"] == pytest.approx(sum(times["none"].evaluate(s.seconds) for s in times["none"].steps))
+
+
+def test_critical_policy_runs_off_path_collectives_beside_the_critical_path():
+    """FSDP backward: the weight gathers and gradient reductions (off the critical path) run beside the
+    einsums; every policy's step time comes from the one pricing function."""
+    plan = symcost.derive(open("derivations/fsdp.sc").read(), mesh="X=8", dims="B=65536,D=8192,F=32768",
+                          hw="tpu-v5p", backward=True, overlap="critical")
+    path = sum(plan.evaluate(s.seconds) for s in plan.steps if s.critical)
+    beside = sum(plan.evaluate(s.seconds) for s in plan.steps if not s.critical)
+    assert plan.evaluate(plan.t_step) == pytest.approx(max(path, beside))
+    assert any(not s.critical for s in plan.steps) and any(s.critical for s in plan.steps)
+
+
+MEGATRON = "In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]"
+
+
+def test_achieved_efficiency_is_kept_as_symbols_and_bound_from_the_preset():
+    import sympy as sp
+    from symcost import symbols
+    ideal = symcost.derive(MEGATRON, mesh="X=2,Y=4", dims="B=2048,D=12288,F=49152", hw="a100")
+    real = symcost.derive(MEGATRON, mesh="X=2,Y=4", dims="B=2048,D=12288,F=49152", hw="a100", efficiency=True)
+    names = {s.name for s in real.t_step.free_symbols}
+    assert {"eta_math", "eta_hbm", "eta_net_nvlink", "T_net_nvlink"} <= names
+    assert not {s.name for s in ideal.t_step.free_symbols} & set(symbols.EFFICIENCY_SYMBOLS)
+    # every matmul here is larger than the preset's table: it runs at 85.9 % of peak
+    assert real.evaluate(real.t_math) == pytest.approx(ideal.evaluate(ideal.t_math) / 0.859)
+    # a collective: bandwidth term over 0.8 of NVLink, plus 10 us
+    ag = next(s for s in real.steps if s.kind == "AllGather")
+    ag0 = next(s for s in ideal.steps if s.kind == "AllGather")
+    assert real.evaluate(ag.seconds) == pytest.approx(ideal.evaluate(ag0.seconds) / 0.8 + 1e-5)
+    assert sp.Symbol("eta_net_nvlink", positive=True) in ag.seconds.free_symbols
+    assert real.to_dict()["efficiency"] == "achieved" and ideal.to_dict()["efficiency"] == "ideal"
+
+
+def test_a_preset_without_efficiency_data_is_the_ideal_machine():
+    a = symcost.derive(MEGATRON, mesh="X=4,Y=4", dims="B=1024,D=8192,F=32768", hw="tpu-v5p")
+    b = symcost.derive(MEGATRON, mesh="X=4,Y=4", dims="B=1024,D=8192,F=32768", hw="tpu-v5p", efficiency=True)
+    assert b.evaluate(b.t_step) == pytest.approx(a.evaluate(a.t_step))

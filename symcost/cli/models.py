@@ -5,6 +5,7 @@ import json
 
 from .. import dtypes
 from ..errors import UsageError
+from . import train
 from .options import read_program
 
 
@@ -27,9 +28,12 @@ def register(sub):
     m.add_argument("--batch", type=float, help="sequences (decode, prefill) or tokens per batch (train)")
     m.add_argument("--seq", type=int, default=8192, help="context length (default 8192)")
     m.add_argument("--tokens", type=float, help="training tokens (for the days of training)")
-    m.add_argument("--mfu", type=float, default=0.4, help="model FLOPs utilisation, in (0, 1] (default 0.4)")
-    m.add_argument("--checkpoints-per-layer", type=int, default=1)
+    m.add_argument("--mfu", type=float, help="model FLOPs utilisation, in (0, 1] (default: prefill from the "
+                   "preset's efficiency data, else 0.4; training 0.4)")
+    m.add_argument("--checkpoints-per-layer", type=int, metavar="K",
+                   help="K saved tensors a layer (default 1; with the run knobs: K of [B, D], book Part 6)")
     m.add_argument("--json", action="store_true")
+    train.add_arguments(m)
     m.set_defaults(handler=cmd_model)
 
 
@@ -54,7 +58,7 @@ def cmd_model(args) -> int:
         return 0
     if args.name is None:
         raise UsageError("name a model: a preset (symcost model --list) or a HuggingFace config.json")
-    if not 0 < args.mfu <= 1:
+    if args.mfu is not None and not 0 < args.mfu <= 1:
         raise UsageError(f"--mfu is a fraction of the peak FLOP/s, in (0, 1], not {args.mfu:g}")
     if args.batch is not None and args.batch <= 0:
         raise UsageError(f"--batch must be positive, not {args.batch:g}")
@@ -73,6 +77,9 @@ def cmd_model(args) -> int:
         hw = _need_hw(args)
         out["hardware"] = hw.name
         out["critical_batch"] = critical_batch(hw, dtype, args.compute_dtype)
+        if cfg.is_moe:   # each routed expert sees B k / E of the batch's tokens
+            from ..models.moe import decode_critical_batch
+            out["critical_batch"] = decode_critical_batch(cfg, hw, dtype, args.compute_dtype)
     serving = None
     if args.decode or args.prefill or args.frontier:
         sharding = None
@@ -91,11 +98,15 @@ def cmd_model(args) -> int:
         out["prefill"] = serving.prefill(args.seq, args.mfu, batch=int(args.batch or 1))
     if args.frontier:
         out["frontier"] = serving.frontier(args.seq)
-    if args.train:
+    if args.train and train.wanted(args):
+        out["train"] = train.execute(args, cfg, hw)
+    elif args.train:
         if not args.batch:
             raise UsageError("--train needs --batch (tokens per batch)")
-        out["train"] = train_estimate(cfg, hw, args.chips, args.batch, args.tokens, args.mfu, seq=args.seq,
-                                      checkpoints_per_layer=args.checkpoints_per_layer, param_dtype=dtype)
+        out["train"] = train_estimate(cfg, hw, args.chips, args.batch, args.tokens, args.mfu or 0.4,
+                                      seq=args.seq,
+                                      checkpoints_per_layer=args.checkpoints_per_layer or 1,
+                                      param_dtype=dtype)
         if args.strategy:
             out["train"]["strategy"] = _strategy_check(args, cfg, hw)
     answers = [out[k] for k in ("decode", "prefill", "train") if k in out]
@@ -125,7 +136,8 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
     print(f"  KV cache per token: {kv:,} bytes")
     print(f"  FLOPs per token at {args.seq} context: {fpt['inference']:.4g} forward, {fpt['train']:.4g} training")
     if "critical_batch" in out:
-        print(f"  decode matmuls compute-bound above B = {out['critical_batch']:.0f} on {hw.name}")
+        print(f"  decode matmuls compute-bound above B = {out['critical_batch']:.0f} on {hw.name}"
+              + (f" (each routed expert sees B k / E = B x {cfg.k}/{cfg.E} tokens)" if cfg.is_moe else ""))
     have = args.chips * hw.hbm_bytes if hw else 0
     if "decode" in out:
         d = out["decode"]
@@ -141,7 +153,8 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
                      "; the weights alone do not fit: more chips or a smaller --dtype"))
     if "prefill" in out:
         p = out["prefill"]
-        print(f"  prefill of {p['batch']} x {args.seq} tokens at {args.mfu:.0%} MFU: {fmt_seconds(p['seconds'])}")
+        print(f"  prefill of {p['batch']} x {args.seq} tokens at {p['mfu']:.0%} MFU ({p['mfu_source']}): "
+              f"{fmt_seconds(p['seconds'])}; no faster than the weights stream from HBM, {fmt_seconds(p['hbm_floor'])}")
         if not p["fits"]:
             print(_no_fit("the weights and KV caches", p["memory_bytes"], have))
     if "frontier" in out:
@@ -149,11 +162,13 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
         for r in out["frontier"]:
             print(f"  {r['batch']:>6} {fmt_seconds(r['step_time']):>10} {r['tokens_per_s']:>10.0f} "
                   f"{r['tokens_per_s_per_chip']:>9.1f} {fmt_bytes(r['memory_bytes']):>9}")
-    if "train" in out:
+    if "train" in out and "step_time" in out["train"]:
+        train.show(out["train"], hw)
+    elif "train" in out:
         t = out["train"]
         if t["seconds"] is not None:
             print(f"  training {args.tokens:.3g} tokens: {t['flops_total']:.3g} FLOPs, "
-                  f"{t['seconds'] / 86400:.1f} days on {args.chips} chips at {args.mfu:.0%} MFU")
+                  f"{t['seconds'] / 86400:.1f} days on {args.chips} chips at {args.mfu or 0.4:.0%} MFU")
         else:
             print(f"  training on {args.chips} x {hw.name} (--tokens for the days it takes):")
         mb = t["memory_bytes"]

@@ -43,6 +43,9 @@ def planning(p):
     p.add_argument("--params", help="the parameters (default: 'param' declarations, else inputs named W...)")
     p.add_argument("--reuse", choices=("none", "activations", "all"), default="activations",
                    help="forward gathers the backward pass may reuse (default: activations)")
+    p.add_argument("--efficiency", action="store_true",
+                   help="price with the preset's achieved efficiency (costs keep eta_math, eta_hbm, eta_net_* as "
+                        "symbols); default: the book's ideal machine")
     p.add_argument("--moves", default="auto",
                    help="moves the engine may insert: auto (strategy for programs that declare parameters, else "
                         "all), all, strategy (gathers, slices, reductions), none, or a list of kinds")
@@ -90,6 +93,8 @@ def derive_from(args, **extra):
     kw = dict(overlap=not getattr(args, "no_overlap", False), moves=getattr(args, "moves", "auto"))
     if getattr(args, "objective", None):
         kw["objective"] = args.objective
+    if getattr(args, "efficiency", False):
+        kw["efficiency"] = True
     if getattr(args, "backward", False):
         kw.update(backward=True, reuse=args.reuse, params=args.params)
     mesh = extra.pop("mesh", args.mesh)

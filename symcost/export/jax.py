@@ -55,6 +55,9 @@ def concrete_sizes(plan, what: str) -> dict:
     mesh = plan.mesh
     if not mesh.bound:
         raise ExportError(f"cannot {what}: give every mesh axis a size (--mesh X=4,...)")
+    for s in plan.steps:
+        if s.is_elementwise:
+            raise ExportError(f"cannot {what}: elementwise work ({s.kind}) has no JAX lowering yet")
     if plan.padding:
         raise ExportError(f"cannot {what} padded blocks ({plan.padding[0]}): bind sizes the axes divide")
     default = 2

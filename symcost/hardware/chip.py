@@ -56,9 +56,11 @@ class Hardware:
         return dict(self.sources).get(field, "")
 
     def bindings(self, dtype: str = "bf16") -> dict[str, float]:
-        """Numbers for the cost symbols (C, W_hbm, W_ici, W_dcn, W_nvlink, T_min)."""
+        """Numbers for the cost symbols (C, W_hbm, W_ici, W_dcn, W_nvlink, T_min, C_vec). A preset without a
+        vector figure runs elementwise FLOPs at its matmul rate (they are HBM-bound either way)."""
         out = {"C": self.flops_for(dtype), "W_hbm": self.hbm_bandwidth, "W_ici": self.ici_bandwidth,
-               "W_dcn": self.dcn_bandwidth, "T_min": self.t_min, "W_pcie": self.pcie_bandwidth}
+               "W_dcn": self.dcn_bandwidth, "T_min": self.t_min, "W_pcie": self.pcie_bandwidth,
+               "C_vec": self.vector_flops or self.flops_for(dtype)}
         out["W_nvlink"] = self.ici_one_way
         return out
 

@@ -180,15 +180,28 @@ class Serving:
         return out
 
     # ------------------------------------------------------------------ prefill and training
-    def prefill(self, seq: int, mfu: float, attention: bool = True, causal: bool = False, batch: int = 1) -> dict:
-        """Prefill of ``batch`` sequences of ``seq`` tokens at ``mfu`` of the slice's peak; it fits when the
-        weights and the KV caches it writes fit in the slice's HBM."""
-        if not 0 < mfu <= 1:
+    def prefill(self, seq: int, mfu: float | None = None, attention: bool = True, causal: bool = False,
+                batch: int = 1) -> dict:
+        """Prefill of ``batch`` sequences of ``seq`` tokens at ``mfu`` of the slice's peak (by default the
+        preset's matmul efficiency at the size of the layer's largest matmul on one chip, or the book's 0.4
+        for a preset without efficiency data). It can be no faster than streaming the weights from HBM
+        once (the HBM floor). It fits when the weights and the KV caches it writes fit in the slice's HBM."""
+        if mfu is not None and not 0 < mfu <= 1:
             raise UsageError(f"the MFU is a fraction of the peak, in (0, 1], not {mfu:g}")
         flops = forward_flops(self.cfg, batch=batch, seq=seq, attention=attention, causal=causal)
         C = self.hw.flops_for(self.compute_dtype or ("bf16" if dtypes.nbytes(self.dtype) <= 2 else self.dtype))
+        eff = self.hw.efficiency
+        source = "given"
+        if mfu is None:
+            if eff.matmul:
+                largest = 2 * batch * seq * self.cfg.D * self.cfg.F / self.chips
+                mfu, source = eff.math(largest), "the preset's matmul efficiency"
+            else:
+                mfu, source = 0.4, "the book's assumption (the preset has no efficiency data)"
+        floor = self.param_bytes / (self.chips * self.hw.hbm_bandwidth * eff.hbm)
         memory = self.param_bytes + batch * seq * self.kv_bytes_per_token
-        return {"batch": batch, "flops": flops, "seconds": flops / (self.chips * C * mfu),
+        return {"batch": batch, "flops": flops, "seconds": max(flops / (self.chips * C * mfu), floor),
+                "mfu": mfu, "mfu_source": source, "hbm_floor": floor,
                 "memory_bytes": memory, "fits": memory <= self.hbm_total}
 
 

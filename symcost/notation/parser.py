@@ -17,8 +17,8 @@ import lark
 
 from .. import caching, dtypes
 from ..errors import NotationError
-from .records import (COLLECTIVE_KINDS, NO_SPAN, Collective, Declaration, DimRef, Einsum, Program, Ranking,
-                      Span, Statement, TensorRef)
+from .records import (COLLECTIVE_KINDS, NO_SPAN, Apply, Collective, Declaration, DimRef, Einsum, Program,
+                      Ranking, Span, Statement, TensorRef)
 
 GRAMMAR_PATH = Path(__file__).parent.parent / "grammar" / "symcost.lark"
 
@@ -202,6 +202,8 @@ class _Builder:
             if isinstance(target, lark.Token):  # Tmp = ...: the engine chooses the layout
                 return Einsum(ops, contract, None, True, span=span, op_spans=spans, output_name=str(target))
             return Einsum(ops, contract, self.tensor(target), True, span=span, op_spans=spans)
+        if kind == "apply":
+            return self.apply(node, span)
         if kind == "declaration":
             return Declaration("param", tuple(self.tensor(t) for t in node.children), span=span)
         if kind == "ranking":
@@ -211,6 +213,24 @@ class _Builder:
             out = self.tensor(node.children[1]) if node.children[1] is not None else None
             return Einsum(ops, contract, out, False, span=span, op_spans=spans)
         return self.collective(node, span)
+
+    def apply(self, node, span: Span) -> Apply:
+        """``Out[...] = Op_D(In[...], ...)``: elementwise work (the planner checks the operation's name)."""
+        target, head, *operands = node.children
+        nspan = _span(head.meta if isinstance(head, lark.Tree) else head)
+        if isinstance(head, lark.Tree):  # Softmax_{S}
+            op, subs = str(head.children[0])[:-2], [str(t) for t in head.children[1:]]
+        else:
+            op, _, run = str(head).partition("_")
+            subs = [run] if run else []
+        if len(subs) > 1:
+            raise self.error(f"{op} works over one dimension, not {', '.join(subs)}", nspan)
+        if subs and not re.match(r"^[A-Za-z][A-Za-z0-9]*$", subs[0]):
+            raise self.error(f"{subs[0]!r} is not a dimension name", nspan)
+        ops = tuple(self.tensor(t) for t in operands)
+        if isinstance(target, lark.Token):
+            return Apply(op, subs[0] if subs else None, ops, None, str(target), span=span, name_span=nspan)
+        return Apply(op, subs[0] if subs else None, ops, self.tensor(target), span=span, name_span=nspan)
 
     def binding(self, node) -> tuple[str, int]:
         name, value = str(node.children[0]), int(str(node.children[1]))

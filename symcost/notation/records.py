@@ -147,6 +147,36 @@ class Collective:
 
 
 @dataclass(frozen=True)
+class Apply:
+    """Elementwise work: ``Xn[B, T, D] = LayerNorm_D(X[B, T, D])``, ``P = Softmax_S(A[B, T, S])``.
+
+    ``op`` names the operation (symcost.elementwise lists them); ``reduce`` is the dimension a norm,
+    softmax or cross-entropy works over (its subscript), or None.
+    """
+
+    op: str
+    reduce: str | None
+    operands: tuple[TensorRef, ...]
+    output: TensorRef | None
+    output_name: str | None = None
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    name_span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+    @property
+    def result_name(self) -> str:
+        return self.output.name if self.output is not None else self.output_name
+
+    @property
+    def tensors(self) -> tuple[TensorRef, ...]:
+        return self.operands + ((self.output,) if self.output is not None else ())
+
+    def __str__(self) -> str:
+        lhs = str(self.output) if self.output is not None else self.output_name
+        sub = f"_{self.reduce}" if self.reduce else ""
+        return f"{lhs} = {self.op}{sub}({', '.join(str(t) for t in self.operands)})"
+
+
+@dataclass(frozen=True)
 class Declaration:
     """``param Win[D, F_Y], Wout[F_Y, D]``: the parameters of a program (what training differentiates)."""
 
@@ -173,7 +203,7 @@ class Ranking:
         return "rank " + ", ".join(f"{k}={v}" for k, v in self.sizes)
 
 
-Statement = Einsum | Collective | Declaration | Ranking
+Statement = Einsum | Apply | Collective | Declaration | Ranking
 
 
 @dataclass(frozen=True)

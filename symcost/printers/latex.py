@@ -59,6 +59,11 @@ def step_tex(step) -> str:
     op, mesh = step.op, step.mesh
     if step.is_einsum:
         return r" \cdot ".join(layout_tex(t, mesh) for t in op.inputs) + r" \rightarrow " + layout_tex(op.output, mesh)
+    if step.is_elementwise:
+        name = op.kind + ("'" if op.grad else "")
+        sub = "_{" + op.reduce + "}" if op.reduce else ""
+        return (r"\mathrm{" + name + "}" + sub + "(" + ", ".join(layout_tex(t, mesh) for t in op.inputs) + r") \rightarrow "
+                + layout_tex(op.output, mesh))
     return (r"\textbf{" + step.kind + "}_" + axes_tex(step.axes) + r"\," + layout_tex(op.before, mesh)
             + r" \rightarrow " + layout_tex(op.after, mesh))
 

@@ -41,7 +41,7 @@ def render_plan(plan) -> str:
         lines.append(f"{i}. {s.signature()}")
         b = plan.evaluate(s.bytes)
         t = plan.evaluate(s.seconds)
-        label = "bytes" if s.is_einsum else "V"
+        label = "bytes" if s.is_compute else "V"
         nums = f"{label} = {s.bytes}"
         if b is not None and not s.bytes.is_number:
             nums += f" = {fmt_bytes(b)}"
@@ -49,6 +49,10 @@ def render_plan(plan) -> str:
         if s.is_einsum:
             f = plan.evaluate(s.flops)
             lines.append(f"   flops = {s.flops}" + (f" = {fmt_count(f)}" if f is not None and not s.flops.is_number else ""))
+        elif s.is_elementwise:
+            vf = sp.sympify(s.cost.vector_flops)
+            f = plan.evaluate(vf)
+            lines.append(f"   vector flops = {vf}" + (f" = {fmt_count(f)}" if f is not None and not vf.is_number else ""))
         lines.append(f"   time = {s.seconds}" + (f" = {fmt_seconds(t)}" if t is not None else ""))
         if s.why:
             lines.append(f"   why: {s.why}")

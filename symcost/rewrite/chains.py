@@ -80,7 +80,7 @@ def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ra
                out_dtype: str | None = None, keep: int = 6, names=None) -> list[Candidate]:
     """Plan ``operands[0] * operands[1] * ...`` (left to right) into ``target`` (a layout; None: the
     cheapest fully reduced layout of ``out_dims``; ANY: the cheapest, partial sums included).
-    ``operands[0]`` may be a tuple of layouts the tensor already has (each free to start from). Returns
+    An operand may be a tuple of layouts the tensor already has (each free to start from). Returns
     the best plan first, then the best plan of each other final choice (distinct routes, at most ``keep``;
     ``keep=0``: the best plan alone, without the searches the alternatives need).
     Answers are values: the same question is answered once."""
@@ -138,18 +138,15 @@ def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
 def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names, keep):
     search = _Bounded(mesh, ranker)
     n = len(operands)
+    at_hand = [o if isinstance(o, tuple) else (o,) for o in operands]  # layouts each operand already has
+    operands = [o[0] for o in at_hand]
     later_of = []
     for k in range(1, n):
         later = set(out_dims)
         for t in operands[k + 1:]:
             later |= set(t.dims)
         later_of.append(later)
-    first = operands[0]
-    if isinstance(first, tuple):  # layouts of the first operand that are already at hand
-        operands = [first[0]] + list(operands[1:])
-        dist_left = search({lay: Entry(0.0, ()) for lay in first})
-    else:
-        dist_left = search({first: Entry(0.0, ())})
+    dist_left = search({lay: Entry(0.0, ()) for lay in at_hand[0]})
     left_dims, left_layout = operands[0].dims, operands[0]
     finals = []
     for k in range(1, n):
@@ -158,7 +155,7 @@ def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh,
         dims_out = product_dims(left_dims, right.dims, contracts[k - 1], later_of[k - 1], out_dims if last else None)
         name = final_name if last else (names[k - 1] if names else f"T{k}")
         dtype = out_dtype if (last and out_dtype) else dtypes.wider(operands[0].dtype, right.dtype)
-        dist_right = search({right: Entry(0.0, ())})
+        dist_right = search({lay: Entry(0.0, ()) for lay in at_hand[k]})
         if not dist_left:
             raise ShardingError(_stuck(left_layout, right, ranker))
         left_layout = next(iter(dist_left))

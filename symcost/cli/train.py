@@ -1,0 +1,110 @@
+"""``symcost model --train`` with the parallelism a run is launched with (--tp, --pp, --dp, --microbatch,
+--interleave, --sequences, --recompute, --seq-parallel): the iteration as Megatron-style runs execute it
+(:mod:`symcost.models.execution`)."""
+from __future__ import annotations
+
+from ..errors import UsageError
+
+#: the options that ask for the execution model
+OPTIONS = ("tp", "pp", "dp", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
+           "tp_overlap", "zero", "fsdp")
+# --checkpoints-per-layer also applies to the run (K saved [B, D] tensors a layer, the rest recomputed)
+
+
+def add_arguments(m) -> None:
+    g = m.add_argument_group("a training run as launched (with --train)")
+    g.add_argument("--tp", type=int, help="tensor-parallel degree (inside the NVLink domain where it fits)")
+    g.add_argument("--pp", type=int, help="pipeline stages")
+    g.add_argument("--dp", type=int, help="data-parallel replicas")
+    g.add_argument("--microbatch", type=int, help="sequences per microbatch (default 1)")
+    g.add_argument("--interleave", type=int, help="model chunks per pipeline stage (interleaved 1F1B)")
+    g.add_argument("--sequences", type=int, help="sequences per iteration (instead of --batch tokens)")
+    g.add_argument("--recompute", metavar="POLICY",
+                   help="activation recomputation: none, selective (the attention core, as Megatron), full, or "
+                        "a JAX policy: everything_saveable, nothing_saveable, dots_saveable, "
+                        "dots_with_no_batch_dims_saveable")
+    g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage over the data-parallel replicas")
+    g.add_argument("--fsdp", action="store_true", help="fully sharded data parallelism (--zero 3)")
+    g.add_argument("--seq-parallel", action="store_true", help="Megatron sequence parallelism over TP")
+    g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"),
+                   help="pipeline schedule (default: interleaved with --interleave > 1, else 1F1B)")
+    g.add_argument("--tp-overlap", action="store_true", help="TP collectives overlapped with the matmuls")
+
+
+def wanted(args) -> bool:
+    return any(getattr(args, k, None) not in (None, False) for k in OPTIONS)
+
+
+def execute(args, cfg, hw) -> dict:
+    from ..models.execution import Run
+    from ..models.recompute import RECOMPUTE
+    if args.recompute is not None and args.recompute not in RECOMPUTE:
+        raise UsageError(f"--recompute {args.recompute!r}: choose one of {', '.join(RECOMPUTE)}")
+    if args.fsdp and args.zero not in (None, 3):
+        raise UsageError(f"--fsdp is --zero 3; it contradicts --zero {args.zero}")
+    tp, pp, dp = args.tp or 1, args.pp or 1, args.dp
+    if dp is None:
+        dp = max(1, args.chips // (tp * pp))
+    if args.chips not in (1, tp * pp * dp):
+        raise UsageError(f"--chips {args.chips} is not --tp {tp} x --pp {pp} x --dp {dp} = {tp * pp * dp}")
+    if args.sequences is None and not args.batch:
+        raise UsageError("--train needs --sequences (per iteration) or --batch (tokens per iteration)")
+    sequences = args.sequences if args.sequences is not None else int(args.batch // args.seq)
+    run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
+              interleave=args.interleave or 1, recompute=args.recompute or "none", seq_parallel=args.seq_parallel,
+              schedule=args.schedule, tp_overlap=args.tp_overlap, zero=3 if args.fsdp else (args.zero or 0),
+              checkpoints=args.checkpoints_per_layer)
+    rep = run.report()
+    it, fl, mem = rep["iteration"], rep["flops"], rep["memory"]
+    tokens = sequences * args.seq
+    lines = hw.efficiency.describe({})
+    iterations = args.tokens / tokens if args.tokens else None
+    return {
+        "step_time": it["iteration"], "mfu": rep["mfu"], "hfu": rep["hfu"], "mfu_6n": rep["mfu_6n"],
+        "model_flops_per_token": {"params_only": fl["6N"] / tokens, "with_attention": fl["model"] / tokens},
+        "hardware_flops_per_token": fl["hardware"] / tokens,
+        "memory_bytes": {"params": mem["weights"], "gradients": mem["gradients"], "optimizer": mem["optimizer"],
+                         "activations": mem["activations"], "total": mem["total"]},
+        "breakdown": {k: v for k, v in it.items() if k != "iteration"},
+        "schedule": rep["schedule"],
+        "config": {"tp": tp, "pp": pp, "dp": dp, "chips": run.chips, "microbatch": run.microbatch,
+                   "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
+                   "seq_parallel": run.seq_parallel, "checkpoints_per_layer": run.checkpoints, "tp_overlap": run.tp_overlap, "zero": run.zero,
+                   "tp_link": run.tp_link, "pp_link": run.pp_link, "dp_link": run.dp_link},
+        "efficiency": "; ".join([lines[0].strip()] + [x.strip() for x in lines[1:]]),
+        "efficiency_source": dict(hw.sources).get("efficiency", ""),
+        "flops_total": fl["model"] * iterations if iterations else None,
+        "seconds": it["iteration"] * iterations if iterations else None,
+        "min_chips": run.chips,
+        "fits": mem["total"] <= hw.hbm_bytes,
+    }
+
+
+def show(rep: dict, hw) -> None:
+    from ..printers.text import fmt_bytes
+    it, p, fl, sch = rep["breakdown"], rep["config"], rep["model_flops_per_token"], rep["schedule"]
+    print(f"  run on {p['chips']} x {hw.name}: TP {p['tp']} ({p['tp_link']}), PP {p['pp']} ({p['pp_link']}), "
+          f"DP {p['dp']}" + (f" ({p['dp_link']}" + (f", ZeRO {p['zero']}" if p["zero"] else "") + ")" if p["dp"] > 1
+                             else "") + f"; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
+          f"{sch['schedule']} schedule ({sch['microbatches']} microbatch{'' if sch['microbatches'] == 1 else 'es'}, "
+          f"interleave {sch['interleave']}); "
+          f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else ""))
+    parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in
+                      ("forward", "backward", "recompute", "tp_comms", "head", "bubble", "p2p", "dp_comms",
+                       "optimizer") if it[k])
+    print(f"    iteration {rep['step_time']:.3g} s ({parts})")
+    if rep["seconds"] is not None:
+        print(f"    training {rep['flops_total']:.3g} model FLOPs: {rep['seconds'] / 86400:.1f} days")
+    print(f"    MFU {rep['mfu']:.1%} (model FLOPs {fl['with_attention']:.4g} a token: every matmul, attention and "
+          f"logits; 6N alone {fl['params_only']:.4g} = {rep['mfu_6n']:.1%}), HFU {rep['hfu']:.1%} "
+          f"(with recomputation)")
+    m = rep["memory_bytes"]
+    print(f"    memory per GPU (first stage): weights {fmt_bytes(m['params'])}, gradients "
+          f"{fmt_bytes(m['gradients'])}, optimizer {fmt_bytes(m['optimizer'])}, activations "
+          f"{fmt_bytes(m['activations'])} ({sch['in_flight_microbatches']:.3g} "
+          f"microbatch{'' if sch['in_flight_microbatches'] == 1 else 'es'} in flight); "
+          f"total {fmt_bytes(m['total'])} of {fmt_bytes(hw.hbm_bytes)}")
+    if not rep["fits"]:
+        print(f"    DOES NOT FIT: {fmt_bytes(m['total'])} per GPU, the GPU has {fmt_bytes(hw.hbm_bytes)} "
+              f"(the time above is what it would take if it fit, not an answer)")
+    print(f"    {rep['efficiency']} (sources: symcost hardware {hw.name})")

@@ -1,0 +1,206 @@
+"""Elementwise work: norms, activations and gating, softmax, residual adds, rotary embeddings, dropout,
+cross-entropy -- each a rule, and the :class:`Elementwise` operation a device runs on its own blocks.
+
+    >>> from symcost.env import Env
+    >>> from symcost.layout import Layout
+    >>> from symcost.mesh import parse_mesh
+    >>> x = Layout.of("X", "BTD", [(), ("Y",), ()])
+    >>> op = Elementwise("LayerNorm", (x,), x.renamed("Xn"), reduce="D")
+    >>> env = Env.symbolic(parse_mesh("Y"))
+    >>> vector_flops(op, env), hbm_bytes(op, env)
+    (8*B*D*T/Y, 4*B*D*T/Y)
+
+An elementwise operation reads its operands and writes its result (HBM bytes) and does a few FLOPs an
+element on the vector unit (``C_vec``), so it is priced ``max(vector FLOPs / C_vec, bytes / W_hbm)``; on
+today's chips that is almost always the HBM term. Each rule says what the backward pass reads (a norm its
+input, softmax its output, dropout its one-byte mask, a residual add nothing), which is where a layer's
+saved activations come from (Korthikanti et al. 2022, section 4.1, count them the same way).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .layout import Layout
+from .mesh import Mesh
+from .notation import format_axes
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One kind of elementwise operation."""
+
+    name: str
+    arity: int                 # operands
+    flops: int                 # vector FLOPs per element, forward
+    grad_flops: int            # vector FLOPs per element of each operand's gradient
+    saves: str                 # what the backward pass reads: inputs | output | mask | none
+    reduces: bool = False      # normalises over one dimension (the subscript: LayerNorm_D)
+    drops: bool = False        # the reduced dimension leaves the result (cross-entropy: one loss a token)
+    linear: bool = False       # partial sums may pass through it
+    relabels: bool = False     # the result may rename dimensions (positionally): a view, rotary's keys
+    summary: str = ""
+
+    communicates = False       # the planner's and the printers' question to every step
+    inserted = False
+
+    @property
+    def free(self) -> bool:
+        """Costs nothing: a relabelling view."""
+        return self.flops == 0 and self.saves == "none" and self.relabels and self.arity == 1 and not self.reduces
+
+
+#: FLOPs per element are counted from each formula (an exp, tanh or reciprocal square root as one FLOP):
+#: LayerNorm = mean, variance (3), normalise (2), scale and shift (2); GeLU's tanh form
+#: 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 8 (+6 for its derivative); SiLU x sigmoid(x) = 4.
+RULES: dict[str, Rule] = {r.name: r for r in (
+    Rule("LayerNorm", 1, 8, 14, "inputs", reduces=True, summary="normalise over a dimension (mean and variance)"),
+    Rule("RMSNorm", 1, 4, 8, "inputs", reduces=True, summary="normalise by the root mean square over a dimension"),
+    Rule("Softmax", 1, 5, 4, "output", reduces=True, summary="softmax over a dimension (attention scores)"),
+    Rule("GeLU", 1, 8, 14, "inputs", summary="GeLU activation (tanh form)"),
+    Rule("SiLU", 1, 4, 8, "inputs", summary="SiLU (swish) activation, the gate of SwiGLU"),
+    Rule("ReLU", 1, 1, 1, "output", summary="ReLU activation"),
+    Rule("Mul", 2, 1, 1, "inputs", summary="elementwise product (the gate of a gated MLP)"),
+    Rule("Add", 2, 1, 0, "none", linear=True, summary="elementwise sum (a residual connection)"),
+    Rule("Rotary", 1, 3, 3, "none", linear=True, relabels=True, summary="rotary position embedding"),
+    Rule("Dropout", 1, 2, 1, "mask", linear=True, summary="dropout (writes a one-byte mask the backward pass reads)"),
+    Rule("View", 1, 0, 0, "none", linear=True, relabels=True, summary="a view: renames dimensions, moves nothing"),
+    Rule("CrossEntropy", 1, 6, 3, "inputs", reduces=True, drops=True,
+         summary="softmax cross-entropy over the vocabulary (one loss a token)"),
+)}
+
+MASK_DTYPE = "int8"   # one byte an element
+
+
+def rule(name: str) -> Rule:
+    from .errors import UsageError
+    r = RULES.get(name)
+    if r is None:
+        raise UsageError(f"unknown elementwise operation {name!r}; known: {', '.join(RULES)}")
+    return r
+
+
+def mask_layout(out: Layout) -> Layout:
+    """The one-byte mask dropout keeps for its backward pass, laid out like its result."""
+    return replace(out, name=out.name + "_mask", dtype=MASK_DTYPE, unreduced=frozenset())
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """An elementwise operation every device runs on its own blocks (``grad``: its backward, reading the
+    result's gradient and what the forward pass saved, writing one operand's gradient)."""
+
+    kind: str
+    inputs: tuple[Layout, ...]
+    output: Layout
+    reduce: str | None = None
+    grad: bool = False
+
+    @property
+    def rule(self) -> Rule:
+        return RULES[self.kind]
+
+    @property
+    def tensor(self) -> str:
+        return self.output.name
+
+    @property
+    def before(self) -> Layout:
+        return self.inputs[0]
+
+    @property
+    def after(self) -> Layout:
+        return self.output
+
+    axes = ()                   # no communication
+
+    def mesh_axes(self, mesh: Mesh) -> tuple[str, ...]:
+        """The mesh axes that split the work, in mesh order."""
+        return mesh.order(self.inputs[0].sharding_axes + self.output.sharding_axes)
+
+    def label(self) -> str:
+        return self.kind + ("'" if self.grad else "") + (f"_{self.reduce}" if self.reduce else "")
+
+    def signature(self, mesh: Mesh | None = None) -> str:
+        return f"{self.label()}({', '.join(t.render(mesh) for t in self.inputs)}) -> {self.output.render(mesh)}"
+
+    def __str__(self) -> str:
+        return self.signature()
+
+    def saved(self) -> tuple[Layout, ...]:
+        """What its backward pass reads (the forward pass keeps these)."""
+        how = self.rule.saves
+        if how == "inputs":
+            return self.inputs
+        if how == "output":
+            return (self.output,)
+        if how == "mask":
+            return (mask_layout(self.output),)
+        return ()
+
+
+def operand_layouts(target: Layout, operands, dropped: str | None = None) -> list[Layout]:
+    """Each operand laid out the way the result is, dimension by position (a view renames dimensions; a
+    cross-entropy's reduced dimension, ``dropped``, is whole)."""
+    first = operands[0]
+    keep = [i for i, d in enumerate(first.dims) if d != dropped]
+    axes = [()] * len(first.dims)
+    for j, i in enumerate(keep):
+        axes[i] = target.axes[j]
+    return [Layout(t.name, t.dims, tuple(axes), target.unreduced, t.dtype) for t in operands]
+
+
+def _elements(layout: Layout, env):
+    return env.local_bytes(layout) / env.dtype_bytes(layout.dtype)
+
+
+def vector_flops(op: Elementwise, env):
+    """Vector-unit FLOPs per device: the rule's count an element of the (largest) operand."""
+    r = op.rule
+    per = r.grad_flops if op.grad else r.flops
+    if per == 0:
+        return env.zero
+    return per * _elements(op.output if op.grad else op.inputs[0], env)
+
+
+def hbm_bytes(op: Elementwise, env, on_chip=frozenset()):
+    """Bytes one device reads and writes: operands, result, and (dropout) the mask it writes."""
+    if op.rule.free:
+        return env.zero
+    out = env.total(env.local_bytes(t) for t in op.inputs + (op.output,) if t.name not in on_chip)
+    if op.rule.saves == "mask" and not op.grad:
+        out = out + env.local_bytes(mask_layout(op.output))
+    return out
+
+
+def describe(op: Elementwise, mesh: Mesh) -> str:
+    split = format_axes(op.mesh_axes(mesh))[1:]
+    what = "backward of " + op.kind if op.grad else op.rule.summary
+    return f"elementwise: {what}" + (f"; split over {split}" if split else "; every device does all of it")
+
+
+__all__ = ["Elementwise", "Rule", "RULES", "rule", "vector_flops", "hbm_bytes", "mask_layout", "MASK_DTYPE",
+           "operand_layouts", "check_apply"]
+
+
+def check_apply(stmt, layouts, error):
+    """The rule of an elementwise statement and the dimension it works over; ``error(message, span, hint=)``
+    builds the exception for what is wrong with it."""
+    kind = RULES.get(stmt.op)
+    if kind is None:
+        raise error(f"unknown operation {stmt.op!r}", stmt.name_span,
+                hint="elementwise operations: " + ", ".join(RULES) +
+                     "; collectives are written AllGather_X(A[...]) -> A[...]")
+    if len(stmt.operands) != kind.arity:
+        raise error(f"{stmt.op} takes {kind.arity} operand{'s' if kind.arity > 1 else ''}, not "
+                f"{len(stmt.operands)}", stmt.name_span)
+    if stmt.reduce and not kind.reduces:
+        raise error(f"{stmt.op} works on each element; it takes no dimension", stmt.name_span)
+    first = layouts[0]
+    for ref, lay in zip(stmt.operands[1:], layouts[1:]):
+        if lay.dims != first.dims:
+            raise error(f"{stmt.op} needs operands of the same dimensions; {lay.name} has "
+                    f"[{', '.join(lay.dims)}], {first.name} [{', '.join(first.dims)}]", ref.span)
+    reduce = stmt.reduce or (first.dims[-1] if kind.reduces else None)
+    if reduce is not None and reduce not in first.dims:
+        raise error(f"{stmt.op}_{reduce}: {first.name} has no dimension {reduce}", stmt.name_span)
+    return kind, reduce

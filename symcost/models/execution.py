@@ -1,0 +1,286 @@
+"""A training iteration as Megatron-style runs execute it: tensor, pipeline and data parallelism, a pipeline
+schedule, sequence parallelism and a recomputation policy, priced operation by operation with the
+hardware preset's achieved efficiency (``[efficiency]``: matmul efficiency by size, HBM, per-link
+collectives).
+
+Each layer's operations (:data:`symcost.models.recompute.LAYER`) are priced on one device: an einsum at
+``FLOPs / (C eta_math(FLOPs))``, elementwise work at ``max(bytes / (W_hbm eta_hbm), FLOPs / (C_vec eta_vec))``
+(read its operands, write its result; the rule's FLOPs), tensor-parallel collectives on the critical path
+(two AllReduces a layer forward and two backward; with sequence parallelism each becomes an AllGather and
+a ReduceScatter of the same bytes). A microbatch on a stage is its layers forward, backward (twice the
+forward's FLOPs, elementwise work reading the gradient and the saved tensor and writing a gradient) and
+the recomputed operations; the last stage adds the logits and cross-entropy. An iteration is
+``(m + (p - 1) / v)`` microbatch-times (the schedule's bubble), the point-to-point sends, the data-parallel
+gradient reduction not hidden behind the last backward pass, and the optimizer step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from ..elementwise import RULES
+from ..errors import UsageError
+from . import recompute as rc
+from .config import ModelConfig
+from .schedule import Schedule, default_schedule
+
+#: bytes an Adam step reads and writes per parameter in mixed precision: reads the fp32 gradient, master
+#: weight and two moments (16), writes the master weight, the moments and the bf16 weight (14)
+ADAM_BYTES = 30
+
+
+@dataclass(frozen=True)
+class Run:
+    cfg: ModelConfig
+    hw: object
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    sequences: int = 1          # per iteration, all replicas
+    microbatch: int = 1
+    seq: int = 2048
+    interleave: int = 1
+    recompute: str = "none"
+    seq_parallel: bool = False
+    schedule: str | None = None
+    tp_overlap: bool = False    # TP collectives overlapped with the matmuls (not on the critical path)
+    zero: int = 0               # ZeRO stage over the data-parallel replicas (3 = FSDP)
+    checkpoints: int | None = None  # k saved [B, D] tensors a layer (book Part 6), the rest recomputed
+
+    def __post_init__(self):
+        if self.recompute not in rc.RECOMPUTE:
+            raise UsageError(f"--recompute must be one of {', '.join(rc.RECOMPUTE)}, not {self.recompute!r}")
+        for what, v in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp), ("--microbatch", self.microbatch),
+                        ("--sequences", self.sequences), ("--seq", self.seq)):
+            if v < 1:
+                raise UsageError(f"{what} must be at least 1, not {v}")
+        if self.checkpoints is not None and self.checkpoints < 0:
+            raise UsageError(f"--checkpoints-per-layer must be at least 0, not {self.checkpoints}")
+        if self.checkpoints is not None and self.recompute not in ("none", "full", "nothing_saveable"):
+            raise UsageError("--checkpoints-per-layer says what is saved; it replaces --recompute selective or a "
+                             "JAX policy")
+        if self.zero not in (0, 1, 2, 3):
+            raise UsageError(f"--zero is a ZeRO stage, 0 to 3, not {self.zero}")
+        if self.cfg.L % (self.pp * self.interleave):
+            raise UsageError(f"{self.cfg.name} has {self.cfg.L} layers, which do not split into {self.pp} stages "
+                             f"x {self.interleave} chunks")
+        if self.cfg.N % self.tp:
+            raise UsageError(f"{self.cfg.N} heads do not split over --tp {self.tp}")
+        if self.sequences % (self.dp * self.microbatch):
+            raise UsageError(f"--sequences {self.sequences} is not a whole number of microbatches of "
+                             f"{self.microbatch} on each of {self.dp} replicas")
+        self.pipeline   # validates the schedule
+
+    @property
+    def chips(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def pipeline(self) -> Schedule:
+        name = self.schedule or default_schedule(self.pp, self.interleave)
+        return Schedule(name, self.pp, self.sequences // (self.dp * self.microbatch), self.interleave)
+
+    # ------------------------------------------------------------------ figures
+    def _subs(self) -> dict:
+        return {rc.s: self.seq, rc.b: self.microbatch, rc.h: self.cfg.D, rc.a: self.cfg.N, rc.t: self.tp}
+
+    def _n(self, expr) -> float:
+        return float(sp.sympify(expr).subs(self._subs()))
+
+    @property
+    def _policy(self) -> str:
+        """What is recomputed: with checkpoints (book Part 6) the layer runs again from them (as full)."""
+        return "full" if self.checkpoints else rc.policy(self.recompute)
+
+    @property
+    def _w(self) -> dict:
+        return rc.widths(self.cfg)
+
+    def _eff(self):
+        return self.hw.efficiency
+
+    def _matmul(self, flops: float) -> float:
+        return flops / (self.hw.C * self._eff().math(flops))
+
+    def _hbm(self, nbytes: float, vflops: float) -> float:
+        e = self._eff()
+        t_vec = vflops / (self.hw.vector_flops * e.vector) if self.hw.vector_flops else 0.0
+        return max(nbytes / (self.hw.hbm_bandwidth * e.hbm), t_vec)
+
+    def _collective(self, kind: str, nbytes: float, group: int, link: str) -> float:
+        """Ring AllReduce / AllGather / ReduceScatter of ``nbytes`` (the full tensor) over ``group`` devices."""
+        if group == 1:
+            return 0.0
+        eta, lat = self._eff().net(link, kind)
+        bw = self.hw.dcn_bandwidth if link == "dcn" else self.hw.ici_one_way
+        share = (group - 1) / group * (2 if kind == "AllReduce" else 1)
+        return share * nbytes / (bw * eta) + lat
+
+    @property
+    def tp_link(self) -> str:
+        return "nvlink" if self.tp <= (self.hw.nvlink_domain or 1) else "dcn"
+
+    @property
+    def pp_link(self) -> str:
+        return "nvlink" if self.tp * self.pp <= (self.hw.nvlink_domain or 1) else "dcn"
+
+    def _einsum_flops(self, op) -> float:
+        s, b, h, t, w = self.seq, self.microbatch, self.cfg.D, self.tp, self._w
+        out = float(w["h4"]) / (2 if self.cfg.gated else 1)   # a gated MLP: two first matrices, then F x D
+        return {"qkv": 2 * float(w["h3"]) * b * s * h * h, "scores": 2 * float(w["q"]) * b * s * s * h,
+                "context": 2 * float(w["q"]) * b * s * s * h, "proj": 2 * float(w["ctx"]) * b * s * h * h,
+                "fc1": 2 * float(w["h4"]) * b * s * h * h, "fc2": 2 * out * b * s * h * h}[op.name] / t
+
+    def _einsum_bytes(self, op) -> float:
+        """HBM bytes an einsum reads and writes (its activations; weights for the projections)."""
+        act = sum(self._n(rc.elements(r, True, False, self._w)) for r in op.reads) + self._n(rc.elements(op.writes, True, False, self._w))
+        w = self._w
+        mlp_out = w["h4"] / (2 if self.cfg.gated else 1)
+        weights = {"qkv": w["h3"], "proj": w["ctx"], "fc1": w["h4"], "fc2": mlp_out}.get(op.name, 0)
+        weights = float(weights) * self.cfg.D ** 2 / self.tp
+        return 2 * (act + weights)
+
+    def _elementwise(self, op, backward: bool) -> float:
+        rule = RULES[op.kind]
+        out = self._n(rc.elements(op.writes, True, self.seq_parallel, self._w))
+        ins = sum(self._n(rc.elements(r, True, self.seq_parallel, self._w)) for r in op.reads)
+        if backward:   # read the gradient and what the rule saved, write each operand's gradient
+            nbytes = 2 * (out + ins + (ins if rule.saves in ("inputs", "output") else 0)) \
+                + (out if rule.saves == "mask" else 0)
+            return self._hbm(nbytes, rule.grad_flops * ins)
+        nbytes = 2 * (ins + out) + (out if rule.saves == "mask" else 0)
+        return self._hbm(nbytes, rule.flops * out)
+
+    def _ops(self, ops, backward: bool) -> tuple[float, float]:
+        """(matmul seconds, elementwise seconds) of ``ops`` on one device."""
+        mm = vec = 0.0
+        for op in ops:
+            if op.kind == "Einsum":   # backward: both operands' gradients, each as many FLOPs and bytes
+                f, nbytes = self._einsum_flops(op), self._einsum_bytes(op)
+                mm += (2 if backward else 1) * max(self._matmul(f), self._hbm(nbytes, 0.0))
+            else:
+                vec += self._elementwise(op, backward)
+        return mm, vec
+
+    def _tp_comms(self) -> float:
+        """TP collectives of one layer's forward pass on the critical path."""
+        if self.tp == 1 or self.tp_overlap:
+            return 0.0
+        v = 2 * self.seq * self.microbatch * self.cfg.D
+        if self.seq_parallel:
+            return 2 * (self._collective("AllGather", v, self.tp, self.tp_link)
+                        + self._collective("ReduceScatter", v, self.tp, self.tp_link))
+        return 2 * self._collective("AllReduce", v, self.tp, self.tp_link)
+
+    def _tp_regather(self) -> float:
+        """Sequence parallelism keeps the inputs of the QKV and first MLP matmuls split over TP; the backward
+        pass gathers them again for the weight gradients (Korthikanti et al. 2022, section 4.2.2)."""
+        if self.tp == 1 or self.tp_overlap or not self.seq_parallel or self._policy == "full":
+            return 0.0
+        return 2 * self._collective("AllGather", 2 * self.seq * self.microbatch * self.cfg.D, self.tp, self.tp_link)
+
+    def layer(self) -> dict:
+        """Seconds one layer takes for one microbatch on one device, by part."""
+        fwd_mm, fwd_vec = self._ops(rc.LAYER, False)
+        bwd_mm, bwd_vec = self._ops(rc.LAYER, True)
+        re_mm, re_vec = self._ops(rc.recompute_ops(self._policy), False)
+        comms = self._tp_comms()
+        re_comms = comms if self._policy == "full" else 0.0
+        return {"forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
+                "tp_comms": 2 * comms + self._tp_regather(), "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec}
+
+    def head(self) -> float:
+        """The logits (forward and backward) and cross-entropy of one microbatch on the last stage."""
+        tokens, v = self.seq * self.microbatch, self.cfg.V / self.tp
+        f = 2 * tokens * self.cfg.D * v
+        ce = RULES["CrossEntropy"]
+        return 3 * self._matmul(f) + self._hbm(4 * tokens * v * 2, (ce.flops + ce.grad_flops) * tokens * v)
+
+    def _params_per_device(self) -> float:
+        from .transformer import param_counts
+        return param_counts(self.cfg)["total"] / (self.tp * self.pp)
+
+    def iteration(self) -> dict:
+        """Seconds per iteration, by part, and the FLOPs behind MFU and HFU."""
+        sch = self.pipeline
+        lay = self.layer()
+        per_stage = self.cfg.L // self.pp
+        mb = per_stage * (lay["forward"] + lay["backward"] + lay["recompute"] + lay["tp_comms"]) + self.head()
+        m = sch.microbatches
+        eta, lat = self._eff().net(self.pp_link, "")
+        bw = self.hw.dcn_bandwidth if self.pp_link == "dcn" else self.hw.ici_one_way
+        send = 2 * self.seq * self.microbatch * self.cfg.D / self.tp / (bw * eta) + lat if sch.stages > 1 else 0.0
+        p2p = m * sch.sends_per_microbatch * send
+        params = self._params_per_device()
+        dp_exposed = self._dp_comms(params, per_stage * lay["backward"], per_stage * lay["forward"], m)
+        optimizer = self._hbm(ADAM_BYTES * params, 0.0)
+        parts = {"forward": m * per_stage * lay["forward"], "backward": m * per_stage * lay["backward"],
+                 "recompute": m * per_stage * lay["recompute"], "tp_comms": m * per_stage * lay["tp_comms"],
+                 "head": m * self.head(), "bubble": sch.bubble_microbatches * mb, "p2p": p2p,
+                 "dp_comms": dp_exposed, "optimizer": optimizer}
+        parts["iteration"] = sum(parts.values())
+        return parts
+
+    @property
+    def dp_link(self) -> str:
+        return "nvlink" if self.chips <= (self.hw.nvlink_domain or 1) else "dcn"
+
+    def _dp_comms(self, params: float, backward: float, forward: float, m: int) -> float:
+        """Data-parallel collectives not hidden behind compute. Gradients (fp32) are reduced while the last
+        microbatch's backward pass runs: an AllReduce, or with ZeRO a ReduceScatter and, after the step, an
+        AllGather of the bf16 weights (on the critical path). ZeRO-3 (FSDP) also gathers each stage's
+        weights before every microbatch's forward and backward pass, prefetched behind that pass."""
+        if self.dp == 1:
+            return 0.0
+        link = self.dp_link
+        if self.zero == 0:
+            return max(0.0, self._collective("AllReduce", 4 * params, self.dp, link) - backward)
+        exposed = max(0.0, self._collective("ReduceScatter", 4 * params, self.dp, link) - backward)
+        gather = self._collective("AllGather", 2 * params, self.dp, link)
+        if self.zero < 3:
+            return exposed + gather
+        return exposed + m * (max(0.0, gather - forward) + max(0.0, gather - backward))
+
+    def flops(self) -> dict:
+        """FLOPs of one iteration: ``6N`` (parameters only, book Part 6), the model's (every matmul forward and
+        backward, attention and logits included: what MFU counts) and the hardware's (with recomputation: HFU)."""
+        from .transformer import param_counts
+        tokens = self.sequences * self.seq
+        per_mb = self.tp * sum(self._einsum_flops(op) for op in rc.LAYER if op.kind == "Einsum")     # one layer, one microbatch
+        logits = 2 * self.seq * self.microbatch * self.cfg.D * self.cfg.V
+        microbatches = self.sequences // self.microbatch
+        model = 3 * microbatches * (self.cfg.L * per_mb + logits)
+        redo = self.tp * sum(self._einsum_flops(op) for op in rc.recompute_ops(self._policy) if op.kind == "Einsum")
+        return {"6N": 6 * param_counts(self.cfg)["total"] * tokens, "model": model,
+                "hardware": model + microbatches * self.cfg.L * redo}
+
+    def report(self) -> dict:
+        """Everything ``symcost model --train`` prints: the iteration by part, FLOPs, MFU and HFU, memory."""
+        it, fl = self.iteration(), self.flops()
+        peak = self.chips * self.hw.C * it["iteration"]
+        return {"iteration": it, "flops": fl, "mfu": fl["model"] / peak, "hfu": fl["hardware"] / peak,
+                "mfu_6n": fl["6N"] / peak, "schedule": self.pipeline.as_dict(), "memory": self.memory()}
+
+    def memory(self) -> dict:
+        """Bytes per GPU on the first stage (the one holding the most activations): bf16 weights,
+        gradients accumulated in fp32 (4 bytes), fp32 master weights and Adam moments (12 bytes a parameter),
+        activations in flight; ZeRO stage 1 splits the optimizer state over the replicas, 2 the gradients too,
+        3 (FSDP) the weights too."""
+        params = self._params_per_device()
+        if self.checkpoints is not None:   # book Part 6: k tensors of [B, D] a layer, in bf16
+            per_layer = self._n(2 * self.checkpoints * rc.elements("x", self.tp > 1, self.seq_parallel))
+        else:
+            per_layer = self._n(sum((v for _, v in rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel,
+                                                                     width=self._w)), sp.Integer(0)))
+        layers = self.cfg.L // self.pp
+        acts = per_layer * layers * self.pipeline.in_flight
+        dp = self.dp
+        out = {"weights": 2 * params / (dp if self.zero >= 3 else 1),
+               "gradients": 4 * params / (dp if self.zero >= 2 else 1),
+               "optimizer": 12 * params / (dp if self.zero >= 1 else 1), "activations": acts}
+        out["total"] = sum(out.values())
+        return out
+
+
+__all__ = ["Run", "ADAM_BYTES"]
