@@ -42,7 +42,7 @@ class OpCost(NamedTuple):
     t_hbm: object
     latency: object
     throughput: object
-    axes: tuple[str, ...]
+    axes: tuple[str, ...]     # the channels it occupies: its mesh axes (a host transfer: 'pcie')
     local: bool                # an einsum (or a local slice), not a collective
     t_comms: object
     seconds: object
@@ -57,7 +57,7 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
         return OpCost(f, b, tm, th, z, z, (), True, z, env.max(tm, th))
     lat, bw = op.rule.link_time(op, env)
     t = env.max(lat, bw)
-    return OpCost(z, op.rule.volume(op, env), z, z, lat, bw, op.axes, not op.rule.communicates, t, t)
+    return OpCost(z, op.rule.volume(op, env), z, z, lat, bw, op.rule.channels(op), not op.rule.communicates, t, t)
 
 
 @caching.memoize(maxsize=8192)

@@ -21,7 +21,6 @@ from .binding import BoundProgram
 from .einsum import LocalEinsum
 from .layout import Layout
 from .mesh import Mesh
-from .notation import format_axes
 from .pricing import OpCost, padded_blocks, symbolic_cost
 from .rewrite import Ranker
 
@@ -63,6 +62,11 @@ class Step:
         return self.op.tensor
 
     @property
+    def label(self) -> str:
+        """The move as written (``AllGather_X``, ``Send_{Z,2}``, ``ToHost``), or ``Einsum``."""
+        return "Einsum" if self.is_einsum else self.op.label
+
+    @property
     def before(self) -> str:
         if self.is_einsum:
             return " * ".join(t.render(self.mesh) for t in self.op.inputs)
@@ -88,7 +92,7 @@ class Step:
         """The step in the book's notation, e.g. ``AllGather_X(A[I_X, J]) -> A[I, J]``."""
         if self.is_einsum:
             return f"{self.before} -> {self.after}"
-        return f"{self.kind}{format_axes(self.axes)}({self.before}) -> {self.after}"
+        return f"{self.label}({self.before}) -> {self.after}"
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "axes": list(self.axes), "tensor": self.tensor, "before": self.before,
