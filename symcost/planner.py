@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import dtypes
+from . import caching, dtypes
 from .binding import BoundProgram
 from .collectives import RULES, Move, rule
 from .einsum import LocalEinsum
@@ -95,6 +95,7 @@ def explain_einsum(e: LocalEinsum) -> str:
     return "; ".join(parts)
 
 
+@caching.memoize(maxsize=4096)
 def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
     if nxt is not None and m.before.name in {t.name for t in nxt.inputs}:
         use = next(t for t in nxt.inputs if t.name == m.before.name)

@@ -63,10 +63,10 @@ def group(axes, env) -> Group:
 
 def phases(axes, env) -> list[Group]:
     """``axes`` grouped by link kind, innermost first: one group when they share a kind."""
-    by: dict[str, list] = {}
-    for a in axes:
-        by.setdefault(env.axis_info(a).kind, []).append(a)
-    return [group(by[k], env) for k in KIND_ORDER if k in by]
+    kinds = [env.axis_info(a).kind for a in axes]
+    if all(k == kinds[0] for k in kinds):
+        return [group(axes, env)]
+    return [group(tuple(a for a, k in zip(axes, kinds) if k == kind), env) for kind in KIND_ORDER if kind in kinds]
 
 
 def by_kind(axes, mesh) -> list[tuple[str, tuple]]:
@@ -180,6 +180,11 @@ def permute_time(pairs, axes, block, env):
     if sizes is None:
         raise ValueError("a route needs every axis's size")
     hop, loads = route(tuple(pairs), sizes, rings, kinds)
+    return routed_time(hop, loads, axes, block, env)
+
+
+def routed_time(hop, loads, axes, block, env):
+    """(latency, throughput) of a route found by :func:`route` for blocks of ``block`` bytes."""
     if hop == 0:
         return env.zero, env.zero
     terms = []

@@ -33,9 +33,14 @@ def differing(before, after) -> list[int]:
     return [i for i, (b, a) in enumerate(zip(before, after)) if b != a]
 
 
+def changes(before, after) -> tuple:
+    """The (old axes, new axes) of each dimension the move changes: all that decides where blocks go."""
+    return tuple(sorted((before[i], after[i]) for i in differing(before, after)))
+
+
 def moved_axes(before, after, order) -> tuple[str, ...]:
     """The axes the permute runs over (those of the changed dimensions, before or after), in ``order``."""
-    used = {x for i in differing(before, after) for x in before[i] + after[i]}
+    used = {x for old, new in changes(before, after) for x in old + new}
     return tuple(a for a in order if a in used)
 
 
@@ -52,15 +57,14 @@ def _assign(coords: dict, axes, k: int, size) -> None:
         k //= size[x]
 
 
-def source(coords: dict, before, after, size: dict, order) -> dict:
-    """The coordinates of the device whose block (under ``before``) the device at ``coords`` holds under
-    ``after`` (``before`` / ``after``: per-dimension axes; ``order``: the mesh's axis order)."""
+def source(coords: dict, change: tuple, size: dict, order) -> dict:
+    """The coordinates of the device whose block the device at ``coords`` receives (``change``: see
+    :func:`changes`; ``order``: the mesh's axis order)."""
     src = dict(coords)
-    diff = differing(before, after)
-    old = {x for i in diff for x in before[i]}
-    new = {x for i in diff for x in after[i]}
-    for i in diff:
-        _assign(src, before[i], _linear(coords, after[i], size), size)
+    old = {x for o, _ in change for x in o}
+    new = {x for _, n in change for x in n}
+    for o, n in change:
+        _assign(src, o, _linear(coords, n, size), size)
     freed = [x for x in order if x in old and x not in new]   # replicated after: this device's free coordinates
     taken = [x for x in order if x in new and x not in old]   # replicated before: the source's free coordinates
     _assign(src, taken, _linear(coords, freed, size), size)
@@ -68,15 +72,33 @@ def source(coords: dict, before, after, size: dict, order) -> dict:
 
 
 @caching.memoize(maxsize=1024)
-def pairs(before, after, axes: tuple, sizes: tuple) -> tuple:
-    """(source, destination) coordinates over ``axes`` of every device of the permute."""
-    size = dict(zip(axes, sizes))
+def pairs(change: tuple, axes: tuple, sizes: tuple) -> tuple:
+    """(source, destination) coordinates over ``axes`` of every device of the permute (what :func:`source`
+    says, with positions instead of names: this runs for every relabelling the layout search prices)."""
+    pos = {a: i for i, a in enumerate(axes)}
+    old = {x for o, _ in change for x in o}
+    new = {x for _, n in change for x in n}
+    steps = [([pos[x] for x in n], [pos[x] for x in reversed(o)]) for o, n in change]
+    steps.append(([pos[x] for x in axes if x in old and x not in new],
+                  [pos[x] for x in reversed(axes) if x in new and x not in old]))
     out = []
     for c in itertools.product(*(range(n) for n in sizes)):
-        dst = dict(zip(axes, c))
-        src = source(dst, before, after, size, axes)
-        out.append((tuple(src[a] for a in axes), c))
+        src = list(c)
+        for read, write in steps:
+            k = 0
+            for i in read:
+                k = k * sizes[i] + c[i]
+            for i in write:
+                src[i] = k % sizes[i]
+                k //= sizes[i]
+        out.append((tuple(src), c))
     return tuple(out)
+
+
+@caching.memoize(maxsize=1024)
+def routed(change: tuple, axes: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
+    """:func:`.links.route` of the permute (kept: many layouts share one change)."""
+    return links.route(pairs(change, axes, sizes), sizes, rings, kinds)
 
 
 def _count(axes, mesh):
@@ -124,7 +146,10 @@ class Permute(MoveRule):
         sizes = links.sizes_known(move.axes, env)
         if sizes is None:
             return links.diameter_time(move.axes, block, env)
-        return links.permute_time(pairs(move.before.axes, move.after.axes, move.axes, sizes), move.axes, block, env)
+        change = changes(move.before.axes, move.after.axes)
+        info = [env.axis_info(a) for a in move.axes]
+        hop, loads = routed(change, move.axes, sizes, tuple(a.ring for a in info), tuple(a.kind for a in info))
+        return links.routed_time(hop, loads, move.axes, block, env)
 
     def ring_bytes(self, move, env):
         return env.local_bytes(move.before)
@@ -146,14 +171,14 @@ class Permute(MoveRule):
 
         def lin(c):
             return _linear(dict(zip(move.axes, c)), move.axes, size)
-        return [(lin(s), lin(t)) for s, t in pairs(move.before.axes, move.after.axes, move.axes, sizes)]
+        return [(lin(s), lin(t)) for s, t in pairs(changes(move.before.axes, move.after.axes), move.axes, sizes)]
 
     def simulate(self, blocks, move, grid):
         size = {a: grid.size(a) for a in grid.names}
         out = {}
         for d in blocks:
             coords = dict(zip(grid.names, d))
-            src = source(coords, move.before.axes, move.after.axes, size, grid.names)
+            src = source(coords, changes(move.before.axes, move.after.axes), size, grid.names)
             out[d] = blocks[tuple(src[a] for a in grid.names)].copy()
         return out
 
