@@ -212,7 +212,7 @@ def diameter_time(axes, block, env):
     return env.T_min * hop, env.max(*terms)
 
 
-@caching.memoize(maxsize=1024)
+@caching.memoize(maxsize=16384)
 def route(pairs: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
     """Route every block of a permutation: (hops of the longest route, ((axis index or switched kind, most
     blocks on one link one way), ...)). Torus axes are crossed in order, each the shorter way round (a line

@@ -71,7 +71,7 @@ def source(coords: dict, change: tuple, size: dict, order) -> dict:
     return src
 
 
-@caching.memoize(maxsize=1024)
+@caching.memoize(maxsize=16384)
 def pairs(change: tuple, axes: tuple, sizes: tuple) -> tuple:
     """(source, destination) coordinates over ``axes`` of every device of the permute (what :func:`source`
     says, with positions instead of names: this runs for every relabelling the layout search prices)."""
@@ -95,7 +95,7 @@ def pairs(change: tuple, axes: tuple, sizes: tuple) -> tuple:
     return tuple(out)
 
 
-@caching.memoize(maxsize=1024)
+@caching.memoize(maxsize=16384)
 def routed(change: tuple, axes: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
     """:func:`.links.route` of the permute (kept: many layouts share one change)."""
     return links.route(pairs(change, axes, sizes), sizes, rings, kinds)
