@@ -177,3 +177,21 @@ def test_the_new_moves_from_the_command_line(capsys):
     assert main(["derive", "ToHost(O[D_X, F]) -> O[D_X, F]", "--mesh", "X=4", "--dims", "D=8192,F=8192",
                  "--hw", "tpu-v5p"]) in (0, None)
     assert "PCIe" in capsys.readouterr().out
+
+
+def test_json_of_the_new_moves_matches_its_schema(capsys):
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from symcost.cli import main
+    program = ("AllToAll_{XY}(A[I_{XY}, J]) -> B[I, J_{XY}]\nPermute_{XY}(B[I, J_{XY}]) -> C[I, J_{YX}]\n"
+               "Send_{X,2}(C[I, J_{YX}]) -> D[I, J_{YX}]\nToHost(D[I, J_{YX}]) -> E[I, J_{YX}]\n"
+               "ToDevice(E[I, J_{YX}]) -> F[I, J_{YX}]")
+    assert main(["derive", program, "--mesh", "X=4,Y=2", "--dims", "I=64,J=64", "--hw", "tpu-v5p",
+                 "--json"]) in (0, None)
+    out = json.loads(capsys.readouterr().out)
+    schema = json.loads((Path(symcost.__file__).parent / "schemas" / "derive.json").read_text())
+    jsonschema.validate(out, schema)
+    assert [s["kind"] for s in out["steps"]] == ["AllToAll", "Permute", "Send", "ToHost", "ToDevice"]
