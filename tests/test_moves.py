@@ -195,3 +195,16 @@ def test_json_of_the_new_moves_matches_its_schema(capsys):
     schema = json.loads((Path(symcost.__file__).parent / "schemas" / "derive.json").read_text())
     jsonschema.validate(out, schema)
     assert [s["kind"] for s in out["steps"]] == ["AllToAll", "Permute", "Send", "ToHost", "ToDevice"]
+
+
+def test_an_all_to_all_over_ici_and_dcn_adds_one_pass_per_link_kind():
+    both = symcost.derive("AllToAll_{XS}(A[I_{XS}, J]) -> A[I, J_{XS}]", mesh="X=4,S=2:dcn",
+                          dims="I=8192,J=8192", hw="tpu-v5p")
+    (step,) = both.collectives
+    hw = both.hardware.bindings("bf16")
+    block = 8192 * 8192 * 2 / 8
+    # inside the slice: a line of 4 (v5p), V (|X|-1) / (N W_ici) with V = block * 4; across slices each device
+    # sends (N-1)/N of its block through its DCN link: V (N-1) / (N^2 W_dcn) with V = block * 2
+    ici = block * 4 * 3 / (4 * hw["W_ici"])
+    dcn = block * 2 * 1 / (4 * hw["W_dcn"])
+    assert both.evaluate(step.cost.throughput) == pytest.approx(ici + dcn, rel=1e-6)
