@@ -27,7 +27,7 @@ from .einsum import LocalEinsum
 from .elementwise import Elementwise
 from .errors import ShardingError, UsageError
 from .layout import Layout
-from .planner import explained_steps, final_layout
+from .explain import explained_steps, final_layout
 from .rewrite import ANY, plan_chain, reshard
 from .trace import Step, Trace
 

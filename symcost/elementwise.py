@@ -117,11 +117,12 @@ class Elementwise:
         """The mesh axes that split the work, in mesh order."""
         return mesh.order(self.inputs[0].sharding_axes + self.output.sharding_axes)
 
+    @property
     def label(self) -> str:
         return self.kind + ("'" if self.grad else "") + (f"_{self.reduce}" if self.reduce else "")
 
     def signature(self, mesh: Mesh | None = None) -> str:
-        return f"{self.label()}({', '.join(t.render(mesh) for t in self.inputs)}) -> {self.output.render(mesh)}"
+        return f"{self.label}({', '.join(t.render(mesh) for t in self.inputs)}) -> {self.output.render(mesh)}"
 
     def __str__(self) -> str:
         return self.signature()

@@ -24,7 +24,6 @@ from . import caching, symbols
 from .env import Env
 from .layout import Padding, padding
 from .mesh import Mesh
-from .notation import format_axes
 from .pricing import Totals, policy, symbolic_cost, totals
 from .printers import latex as latex_printer
 from .printers import text as text_printer
@@ -43,7 +42,7 @@ def summarize(steps) -> str:
         elif s.is_elementwise:
             parts.append(f"{s.kind} -> {s.after}")
         elif s.is_collective:
-            parts.append(f"{s.kind}{format_axes(s.axes)}({s.tensor})")
+            parts.append(f"{s.label}({s.tensor})")
     return "; ".join(parts) if parts else "local only"
 
 

@@ -28,6 +28,7 @@ from .notation import Apply, Collective, Declaration, Einsum, Ranking, TensorRef
 from .pricing import policy
 from .rewrite import OBJECTIVES, Ranker, plan_chain, product_dims, reshard
 from .rewrite.chains import LAYOUT_LIMIT
+from .explain import explained_steps, final_layout
 from .trace import Step, Trace, Use
 
 #: the moves the engine inserts in a strategy (a program with ``param`` declarations): the book's
@@ -84,48 +85,6 @@ def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", 
     return walk.trace()
 
 
-# ---------------------------------------------------------------------------------- explanations
-
-
-def explain_einsum(e: LocalEinsum) -> str:
-    split = [f"{d} over {format_axes(ax)[1:]}" for d, ax in zip(e.dims, e.axes) if ax]
-    parts = ["local einsum", "splits " + ", ".join(split) if split else "every device does the whole product"]
-    unred = [f"{d} is contracted over {format_axes(ax)[1:]}" for d, ax in zip(e.dims, e.axes)
-             if ax and d in e.contracted]
-    if unred:
-        parts.append("partial sums stay unreduced because " + " and ".join(unred))
-    return "; ".join(parts)
-
-
-def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
-    if nxt is not None and m.before.name in {t.name for t in nxt.inputs}:
-        use = next(t for t in nxt.inputs if t.name == m.before.name)
-        lead = f"{m.before.name} must be {use.render(mesh)} for the local einsum"
-    elif isinstance(target, Layout):
-        lead = f"the result must be {target.render(mesh)}"
-    else:
-        lead = "the result is reduced"
-    return f"{lead}: {m.rule.explain(m)}"
-
-
-def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> list[Step]:
-    """Steps of a route the rewriter chose, each with the reason it is there."""
-    out = []
-    for i, op in enumerate(ops):
-        if isinstance(op, LocalEinsum):
-            why = explain_einsum(op)
-        else:
-            nxt = next((o for o in ops[i + 1:] if isinstance(o, LocalEinsum)), None)
-            why = explain_move(op, nxt, target, mesh)
-        out.append(Step(op, mesh, phase, why, sizes=sizes))
-    return out
-
-
-def final_layout(ops) -> Layout:
-    last = ops[-1]
-    return last.output if isinstance(last, LocalEinsum) else last.after
-
-
 # ---------------------------------------------------------------------------------------- the walk
 
 
@@ -145,6 +104,7 @@ class _Walk:
         self.dtypes: set[str] = set()
         self.notes: list[str] = []
         self.keep = 6
+        self.on_host: dict[str, int] = {}    # tensors in host memory -> the line that moved them there
 
     def trace(self) -> Trace:
         dtype = max(self.dtypes or {dtypes.DEFAULT}, key=dtypes.nbytes)
@@ -223,6 +183,10 @@ class _Walk:
 
     # ------------------------------------------------------------------ einsums
     def einsum(self, stmt: Einsum, line: int) -> None:
+        for ref in stmt.operands:
+            if ref.name in self.on_host:
+                raise self.error(f"{ref.name} is in host memory ({self.where(self.on_host[ref.name])}); bring it "
+                                 f"back with ToDevice({ref.name}[...]) before using it", ref.span)
         layouts = [self.use(ref, line) for ref in stmt.operands]
         out_dims = self.result_dims(stmt, layouts)
         out = stmt.output
@@ -336,6 +300,8 @@ class _Walk:
 
     # ------------------------------------------------------------------ written collectives
     def collective(self, stmt: Collective, line: int) -> None:
+        if stmt.kind == "ToDevice" and stmt.operand.name not in self.known:
+            self.on_host[stmt.operand.name] = 0        # an input kept in host memory
         src = self.use(stmt.operand, line)
         # the book's ReduceScatter_{X,K} / AllToAll_{X,J}: a dimension among the axes names the target
         dims_named = [a for a in stmt.axes if a not in self.mesh and a in src.dims]
@@ -355,24 +321,29 @@ class _Walk:
         kind = rule(stmt.kind)
         ax = format_axes(stmt.axes)[1:]
         hint = f"{stmt.kind}'s signature is {kind.signature}"
-        if not kind.inserted:   # a send keeps the layout; the blocks move
+        label = stmt.kind + format_axes(stmt.axes)
+        self.check_memory(stmt, src)
+        if not kind.inserted:   # a send or a host transfer keeps the layout; the blocks move
             if not want.same_sharding(src):
-                raise self.error(f"{stmt.kind}_{ax} keeps the layout of {src.name}; {want.render(self.mesh)} differs "
+                raise self.error(f"{label} keeps the layout of {src.name}; {want.render(self.mesh)} differs "
                                  f"from {src.render(self.mesh)}", stmt.name_span, hint=hint)
-            moves = [Move(stmt.kind, tuple(stmt.axes), src, src, 1)]
+            if stmt.kind == "Send" and len(stmt.axes) != 1:
+                raise self.error(f"a send goes along one mesh axis, not {ax}", stmt.name_span,
+                                 hint="write Send_Z(...), or Send_{Z,2} for two devices along Z")
+            moves = [Move(stmt.kind, tuple(stmt.axes), src, src, stmt.distance or (1 if stmt.axes else 0))]
         else:
             moves = self.written_moves(kind, set(stmt.axes), src, want)
             if not moves:
                 if src.dims != want.dims:
-                    reason = f"{stmt.kind}_{ax} keeps the dimensions of {src.name}, but the result has different dimensions"
+                    reason = f"{label} keeps the dimensions of {src.name}, but the result has different dimensions"
                 else:
                     r = kind.reason(stmt.axes, src, want)
-                    reason = (f"{stmt.kind}_{ax}: {r}" if r else
-                              f"{stmt.kind}_{ax}({src.render(self.mesh)}) cannot give {want.render(self.mesh)}")
+                    reason = (f"{label}: {r}" if r else
+                              f"{label}({src.render(self.mesh)}) cannot give {want.render(self.mesh)}")
                 raise self.error(reason, stmt.name_span, hint=hint)
         if out.name != src.name:   # the collective names its result: the last move carries the rename
             moves[-1] = replace(moves[-1], after=out)
-        why = f"{kind.explain(moves[0])} (line {line})" if not kind.inserted else f"written on line {line}"
+        why = f"{kind.explain(moves[0], self.mesh)} (line {line})" if not kind.inserted else f"written on line {line}"
         if len(moves) == 2:
             major = ", ".join(a for a in stmt.axes if a in moves[0].after.sharding_axes)
             self.steps.append(Step(moves[0], self.mesh, sizes=self.bound.sizes,
@@ -386,6 +357,25 @@ class _Walk:
         self.known[stmt.output.name] = out
         self.initial.setdefault(stmt.output.name, out)
         self.uses.append(Use(replace(moves[-1], before=src, after=out), line, written=True))
+        if stmt.kind == "ToHost":
+            self.on_host[stmt.output.name] = line
+        elif stmt.kind == "ToDevice":
+            self.on_host.pop(src.name, None)
+            self.on_host.pop(stmt.output.name, None)
+
+    def check_memory(self, stmt: Collective, src: Layout) -> None:
+        """A tensor in host memory is only brought back; one in HBM is not brought back again."""
+        host = self.on_host.get(src.name)
+        if stmt.kind == "ToDevice" and host is None:
+            raise self.error(f"{src.name} is in HBM already; ToDevice brings back what ToHost moved out",
+                             stmt.name_span)
+        if stmt.kind != "ToDevice" and host is not None:
+            raise self.error(f"{src.name} is in host memory ({self.where(host)}); bring it back with "
+                             f"ToDevice({src.name}[...]) first", stmt.name_span)
+
+    @staticmethod
+    def where(line: int) -> str:
+        return f"ToHost on line {line}" if line else "an input kept there"
 
     def written_moves(self, kind, axes: set, src: Layout, want: Layout) -> list[Move]:
         """The move a written collective is, or a Permute then that move when it works on a major axis (the

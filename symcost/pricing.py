@@ -52,7 +52,7 @@ class OpCost(NamedTuple):
     t_hbm: object
     latency: object
     throughput: object
-    axes: tuple[str, ...]
+    axes: tuple[str, ...]     # the channels it occupies: its mesh axes (a host transfer: 'pcie')
     local: bool                # an einsum, elementwise work or a local slice, not a collective
     t_comms: object
     seconds: object
@@ -90,7 +90,7 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
         bw = bw / eta
         t = env.max(lat, bw) + fixed
         lat = lat + fixed
-    return OpCost(z, op.rule.volume(op, env), z, z, lat, bw, op.axes, not op.rule.communicates, t, t)
+    return OpCost(z, op.rule.volume(op, env), z, z, lat, bw, op.rule.channels(op), not op.rule.communicates, t, t)
 
 
 @caching.memoize(maxsize=8192)

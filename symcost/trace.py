@@ -22,7 +22,6 @@ from .einsum import LocalEinsum
 from .elementwise import Elementwise
 from .layout import Layout
 from .mesh import Mesh
-from .notation import format_axes
 from .pricing import OpCost, padded_blocks, symbolic_cost
 from .rewrite import Ranker
 
@@ -75,6 +74,11 @@ class Step:
         return self.op.tensor
 
     @property
+    def label(self) -> str:
+        """The move as written (``AllGather_X``, ``Send_{Z,2}``, ``ToHost``), or ``Einsum``."""
+        return "Einsum" if self.is_einsum else self.op.label
+
+    @property
     def before(self) -> str:
         if self.is_compute:
             return (" * " if self.is_einsum else ", ").join(t.render(self.mesh) for t in self.op.inputs)
@@ -102,7 +106,7 @@ class Step:
             return f"{self.before} -> {self.after}"
         if self.is_elementwise:
             return self.op.signature(self.mesh)
-        return f"{self.kind}{format_axes(self.axes)}({self.before}) -> {self.after}"
+        return f"{self.label}({self.before}) -> {self.after}"
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "axes": list(self.axes), "tensor": self.tensor, "before": self.before,

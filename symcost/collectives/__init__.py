@@ -15,7 +15,8 @@ To add a kind: write a module beside these, register its rule, import it below, 
 parametrized tests over ``RULES`` (the simulator, the adjoint check) cover it at once.
 """
 # registered in the order the layout search explores their edges (ties go to the earlier kind)
-from . import all_gather, slice, all_to_all, permute, all_reduce, reduce_scatter, send  # noqa: F401,I001
+from . import all_gather, slice, all_to_all, permute, all_reduce, reduce_scatter  # noqa: F401,I001
+from . import send, to_host, to_device  # noqa: F401,I001
 from .base import RULES, Move, MoveRule, gradient
 from .blocks import Grid
 from ..errors import ShardingError

@@ -1,6 +1,8 @@
 """AllGather_X: ``A[I_X, J] -> A[I, J]`` removes the last axes of dimensions (book Part 3).
 
-Time V / (W_ici * links) on a ring, V the gathered block; the transpose is a ReduceScatter.
+Time V / (W_ici * links) on a ring, V the gathered block; the transpose is a ReduceScatter. Over axes of
+several link kinds (``AllGather_{SX}``, S between slices) it runs the book's way round (book Part 5,
+multi-slice): across the slow links first, on 1/|X| of the data, then inside the slice.
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from ..notation import format_axes
 from . import links
-from .base import Move, MoveRule, changed_dims, gradient, jax_axes, register
+from .base import Move, MoveRule, changed_dims, gradient, jax_axes, passes, register
 
 
 @register
@@ -20,13 +22,10 @@ class AllGather(MoveRule):
     summary = "removes the last axes of dimensions; every device of the group gets the group's blocks"
 
     def edges(self, layout, mesh):
-        kinds = {a.name: a.kind for a in mesh.axes}
         for cut in itertools.product(*(range(len(ax) + 1) for ax in layout.axes)):
             if not any(cut):
                 continue
             removed = tuple(a for ax, c in zip(layout.axes, cut) for a in ax[len(ax) - c:])
-            if len({kinds[a] for a in removed}) != 1:   # one link kind per collective
-                continue
             kept = tuple(ax[:len(ax) - c] for ax, c in zip(layout.axes, cut))
             yield Move(self.name, mesh.order(removed), layout, replace(layout, axes=kept))
 
@@ -34,11 +33,7 @@ class AllGather(MoveRule):
         return env.local_bytes(move.after)          # the array it produces, on the group
 
     def link_time(self, move, env):
-        g = links.group(move.axes, env)
-        if links.trivial(g):
-            return env.zero, env.zero
-        bw, frac = links.bandwidth(g, env)
-        return env.T_min * links.hops(g, env), self.volume(move, env) * frac / bw
+        return links.hierarchical(move.axes, self.volume(move, env), env)
 
     def ring_bytes(self, move, env):
         n = env.group_size(move.axes)
@@ -50,8 +45,9 @@ class AllGather(MoveRule):
             return None    # gathered from several dimensions: no single ReduceScatter undoes it
         return Move("ReduceScatter", move.axes, gradient(move.after, move.axes), gradient(move.before))
 
-    def explain(self, move):
-        return f"gathers {move.tensor} over {format_axes(move.axes)[1:]}"
+    def explain(self, move, mesh=None):
+        out = f"gathers {move.tensor} over {format_axes(move.axes)[1:]}"
+        return out + passes(move, mesh, ("AllGather",))
 
     def reason(self, axes, src, want):
         missing = [a for a in axes if a not in src.sharding_axes]

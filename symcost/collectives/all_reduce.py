@@ -1,5 +1,8 @@
 """AllReduce_X: ``A[I_Y, J]{U_X} -> A[I_Y, J]`` sums the partial sums over X, keeping the sharding
-(book Part 3). Twice a ReduceScatter's time (a ReduceScatter then an AllGather); its own transpose.
+(book Part 3). Twice a ReduceScatter's time (a ReduceScatter then an AllGather); its own transpose. Over
+an ICI axis X and a DCN axis S (``AllReduce_{SX}``) it is the book's multi-slice reduction (Part 5): a
+ReduceScatter over X inside the slice, an AllReduce over S across slices on 1/|X| of the data, an
+AllGather over X.
 """
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from ..notation import format_axes
 from . import links
-from .base import Move, MoveRule, gradient, jax_axes, one_kind, register, subsets
+from .base import Move, MoveRule, gradient, jax_axes, passes, register, subsets
 
 
 @register
@@ -19,18 +22,14 @@ class AllReduce(MoveRule):
 
     def edges(self, layout, mesh):
         for subset in subsets(mesh.order(layout.unreduced)):
-            if one_kind(subset, mesh):
-                yield Move(self.name, subset, layout, replace(layout, unreduced=layout.unreduced - set(subset)))
+            yield Move(self.name, subset, layout, replace(layout, unreduced=layout.unreduced - set(subset)))
 
     def volume(self, move, env):
         return env.local_bytes(move.before)
 
     def link_time(self, move, env):
-        g = links.group(move.axes, env)
-        if links.trivial(g):
-            return env.zero, env.zero
-        bw, frac = links.bandwidth(g, env)
-        return 2 * env.T_min * links.hops(g, env), 2 * self.volume(move, env) * frac / bw
+        lat, t = links.hierarchical(move.axes, self.volume(move, env), env)
+        return 2 * lat, 2 * t
 
     def ring_bytes(self, move, env):
         n = env.group_size(move.axes)
@@ -39,8 +38,9 @@ class AllReduce(MoveRule):
     def transpose(self, move):
         return Move(self.name, move.axes, gradient(move.after, move.axes), gradient(move.before))
 
-    def explain(self, move):
-        return f"sums the partial sums over {format_axes(move.axes)[1:]}"
+    def explain(self, move, mesh=None):
+        out = f"sums the partial sums over {format_axes(move.axes)[1:]}"
+        return out + passes(move, mesh, ("AllReduce",))
 
     def reason(self, axes, src, want):
         missing = [a for a in axes if a not in src.unreduced]

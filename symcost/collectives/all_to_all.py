@@ -1,6 +1,13 @@
-"""AllToAll_X: ``A[I_X, J] -> A[I, J_X]`` moves the last axis of one dimension to the end of another
-(book Part 3). V / (4 W_ici) on a 1D ring (a quarter of an AllGather), V max(sizes) / (4 N W_ici) on an
-N-device torus; its transpose is the AllToAll the other way.
+"""AllToAll_X: ``A[I_X, J] -> A[I, J_X]`` moves the last axes of one dimension to the end of another
+(book Part 3); ``AllToAll_{XY}(A[I_{XY}, J]) -> A[I, J_{XY}]`` moves a group of them at once, in their
+order. Its transpose is the AllToAll the other way.
+
+Time (book Part 3, "ND AllToAll"): V max(A, B, ...) / (4 N W_ici) on an A x B x ... torus of N devices,
+V the whole array over the group -- V / (4 W_ici) on one ring, a quarter of an AllGather. Each axis a
+carries V |a| / (4 N W_ici links_a) (its rings run concurrently, the largest is the bound); an axis
+without wraparound carries each block (|a|-1)/2 links one way, V (|a|-1) / (N W_ici links_a); a switched
+domain (NVLink, DCN) sends (N-1)/N of each device's block through its link, V (N-1) / (N^2 W). Over axes
+of several link kinds the passes run one kind after another and their times add up (book Part 5).
 """
 from __future__ import annotations
 
@@ -8,7 +15,35 @@ from dataclasses import dataclass, replace
 
 from ..notation import format_axes
 from . import links
-from .base import Move, MoveRule, append_axes, changed_dims, gradient, jax_axes, register, set_axes, shardable
+from .base import (Move, MoveRule, append_axes, changed_dims, gradient, jax_axes, passes, register, set_axes,
+                   shardable)
+
+
+def moved_group(move: Move) -> tuple[str, ...]:
+    """The axes that move, in their order in the dimension they leave (and join)."""
+    i, _ = changed_dims(move)
+    return move.before.axes[i][len(move.after.axes[i]):]
+
+
+def pass_time(g: links.Group, V, env):
+    """(latency, throughput) of one AllToAll pass over the group ``g`` (one link kind), V the array over it."""
+    if links.trivial(g):
+        return env.zero, env.zero
+    if g.kind != "ici":             # switched or DCN: each device sends (n-1)/n of its block
+        bw, _ = links.bandwidth(g, env)
+        return env.T_min * links.hops(g, env), V * (g.n - 1) / (g.n * g.n) / bw
+    if all(g.rings) and len(set(g.link_counts)) == 1:       # the book's V max(A, B, ...) / (4 N W_ici)
+        big = env.max(*g.sizes)
+        return env.T_min * env.total(g.sizes) / 2, V * big / (4 * g.n * env.W_ici * g.link_counts[0])
+    factors, hop = [], env.zero
+    for n, ring, k in zip(g.sizes, g.rings, g.link_counts):
+        if ring:
+            factors.append(n / (4 * k))
+            hop = hop + n / 2
+        else:                       # a line: each block crosses (n-1)/2 links on average, one way
+            factors.append((n - 1) / k)
+            hop = hop + n - 1
+    return env.T_min * hop, V * env.max(*factors) / (g.n * env.W_ici)
 
 
 @register
@@ -16,34 +51,27 @@ from .base import Move, MoveRule, append_axes, changed_dims, gradient, jax_axes,
 class AllToAll(MoveRule):
     name = "AllToAll"
     signature = "AllToAll_X(A[I_X, J]) -> A[I, J_X]"
-    summary = "moves the last axis of one dimension to the end of another"
+    summary = "moves the last axes of one dimension, in their order, to the end of another"
 
     def edges(self, layout, mesh):
         for i, ax in enumerate(layout.axes):
-            if not ax:
-                continue
-            moved = replace(layout, axes=set_axes(layout.axes, i, ax[:-1]))
-            for j in shardable(layout):
-                if j != i:
-                    yield Move(self.name, (ax[-1],), layout, append_axes(moved, j, (ax[-1],)))
+            for k in range(1, len(ax) + 1):
+                group = ax[len(ax) - k:]
+                moved = replace(layout, axes=set_axes(layout.axes, i, ax[:len(ax) - k]))
+                for j in shardable(layout):
+                    if j != i:
+                        yield Move(self.name, mesh.order(group), layout, append_axes(moved, j, group))
 
     def volume(self, move, env):
         return env.local_bytes(move.before) * env.group_size(move.axes)   # the whole array over the group
 
     def link_time(self, move, env):
-        g = links.group(move.axes, env)
-        if links.trivial(g):
-            return env.zero, env.zero
-        bw, frac = links.bandwidth(g, env)
-        V = self.volume(move, env)
-        if g.kind == "ici" and g.ring:
-            big = g.sizes[0] if len(g.sizes) == 1 else env.max(*g.sizes)
-            t = V * big / (4 * g.n * bw)
-        elif g.kind == "ici":        # a line: each block crosses (n-1)/2 links on average, one way
-            t = V * frac / bw / 2
-        else:                        # switched or DCN: each device sends (n-1)/n of its block
-            t = V * (g.n - 1) / (g.n * g.n) / bw
-        return env.T_min * links.hops(g, env), t
+        block = env.local_bytes(move.before)
+        lat = thr = env.zero
+        for g in links.phases(move.axes, env):
+            l, t = pass_time(g, block * g.n, env)
+            lat, thr = lat + l, thr + t
+        return lat, thr
 
     def ring_bytes(self, move, env):
         n = env.group_size(move.axes)
@@ -52,8 +80,12 @@ class AllToAll(MoveRule):
     def transpose(self, move):
         return Move(self.name, move.axes, gradient(move.after), gradient(move.before))
 
-    def explain(self, move):
-        return f"moves axis {format_axes(move.axes)[1:]} to another dimension of {move.tensor}"
+    def explain(self, move, mesh=None):
+        i, j = changed_dims(move)
+        group = format_axes(moved_group(move))[1:]
+        word = "axis" if len(move.axes) == 1 else "axes"
+        return (f"moves {word} {group} of {move.tensor} from {move.before.dims[i]} to {move.before.dims[j]}"
+                + passes(move, mesh, ("AllToAll",)))
 
     def reason(self, axes, src, want):
         missing = [a for a in axes if a not in src.sharding_axes]
@@ -64,22 +96,23 @@ class AllToAll(MoveRule):
     def simulate(self, blocks, move, grid):
         """Split along the gaining dimension, exchange, concatenate along the losing one."""
         import numpy as np   # only when simulating: it costs a tenth of a second to import
-        (a,) = move.axes
+        group = moved_group(move)
         i, j = changed_dims(move)
-        n = grid.size(a)
+        n = grid.count(group)
         out = {}
         for d in blocks:
+            k = grid.block_index(d, group)
             pieces = []
-            for p in grid.group(d, (a,)):
+            for p in grid.group(d, group):      # in block order along the losing dimension
                 blk = blocks[p]
                 size = blk.shape[j] // n
                 sl = [slice(None)] * blk.ndim
-                sl[j] = slice(grid.coord(d, a) * size, (grid.coord(d, a) + 1) * size)
+                sl[j] = slice(k * size, (k + 1) * size)
                 pieces.append(blk[tuple(sl)])
             out[d] = np.concatenate(pieces, axis=i)
         return out
 
     def lower_jax(self, move, mesh, var):
         i, j = changed_dims(move)
-        return [f"{var} = jax.lax.all_to_all({var}, {jax_axes(move.axes)}, split_axis={j}, concat_axis={i}, "
+        return [f"{var} = jax.lax.all_to_all({var}, {jax_axes(moved_group(move))}, split_axis={j}, concat_axis={i}, "
                 f"tiled=True)"]

@@ -17,6 +17,7 @@ from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
 from ..notation import format_axes
+from .links import by_kind
 
 RULES: dict[str, "MoveRule"] = {}
 
@@ -52,8 +53,13 @@ class Move:
     def tensor(self) -> str:
         return self.before.name
 
+    @property
+    def label(self) -> str:
+        """The collective's name as written: ``AllGather_X``, ``Send_{Z,2}`` (a send of two hops), ``ToHost``."""
+        return self.kind + format_axes(self.axes, self.distance if self.distance not in (0, 1) else None)
+
     def signature(self, mesh: Mesh | None = None) -> str:
-        return f"{self.kind}{format_axes(self.axes)}({self.before.render(mesh)}) -> {self.after.render(mesh)}"
+        return f"{self.label}({self.before.render(mesh)}) -> {self.after.render(mesh)}"
 
     def __str__(self) -> str:
         return self.signature()
@@ -91,9 +97,28 @@ def subsets(items):
         yield from itertools.combinations(items, r)
 
 
-def one_kind(axes, mesh: Mesh) -> bool:
-    """A collective runs over axes of one link kind (ICI, NVLink or DCN)."""
-    return len({mesh.axis(a).kind for a in axes}) == 1
+def passes(move: Move, mesh: Mesh | None, steps) -> str:
+    """How a collective over several link kinds runs, as words (empty for one kind): ``steps`` names the
+    pass over the innermost kind first, e.g. ``("ReduceScatter", "AllReduce", "AllGather")``."""
+    if mesh is None:
+        return ""
+    groups = by_kind(move.axes, mesh)
+    if len(groups) < 2:
+        return ""
+    ax = [format_axes(a)[1:] for _, a in groups]
+    inner = "*".join(f"|{a}|" for a in ax[:-1])
+    if steps[0] == "AllReduce":        # AllReduce: reduce-scatter in, all-reduce across, all-gather back
+        parts = [f"ReduceScatter over {a} ({k})" for (k, _), a in zip(groups[:-1], ax[:-1])]
+        parts.append(f"AllReduce over {ax[-1]} ({groups[-1][0]}) on 1/({inner}) of the data")
+        parts += [f"AllGather over {a}" for a in reversed(ax[:-1])]
+    elif steps[0] == "AllGather":      # the outer kinds first, on the smaller data
+        parts = [f"AllGather over {ax[-1]} ({groups[-1][0]}) on 1/({inner}) of the data"]
+        parts += [f"then over {a} ({k})" for (k, _), a in reversed(list(zip(groups[:-1], ax[:-1])))]
+    else:
+        parts = [f"{steps[0]} over {ax[0]} ({groups[0][0]})"]
+        parts += [f"then over {a} ({k})" + (f" on 1/({inner}) of the data" if steps[0] == "ReduceScatter" else "")
+                  for (k, _), a in zip(groups[1:], ax[1:])]
+    return ": " + ", ".join(parts)
 
 
 def jax_axes(ax) -> str:
@@ -129,12 +154,17 @@ class MoveRule:
         """Bytes each device sends on a ring of n devices (the model symcost and XLA are compared in)."""
         raise NotImplementedError
 
+    def channels(self, move: Move) -> tuple[str, ...]:
+        """What the move occupies while it runs: its mesh axes (moves on different axes overlap)."""
+        return move.axes
+
     # ---------------------------------------------------------------- derivations
     def transpose(self, move: Move) -> Move | None:
         """The move that carries the gradient of ``move.after`` back to the gradient of ``move.before``."""
         return None
 
-    def explain(self, move: Move) -> str:
+    def explain(self, move: Move, mesh: Mesh | None = None) -> str:
+        """Why-text for the move (``mesh`` says how a collective over several link kinds runs)."""
         return f"{self.name} over {format_axes(move.axes)[1:]}"
 
     def reason(self, axes, src: Layout, want: Layout) -> str | None:

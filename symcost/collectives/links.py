@@ -13,10 +13,25 @@ busiest link:
 - ``nvlink`` (a switched domain): every GPU reaches every other in one hop; V (n-1)/n through each GPU's
   one-way link (NVIDIA NVLink Switch; HARDWARE.md).
 - ``dcn`` (between slices): the per-chip DCN bandwidth (book Part 5, "scaling between pods").
+- ``pcie`` (host memory): each chip's PCIe link to its host, W_pcie (book Part 2, "PCIe ... about 1.5e10
+  B/s per chip").
+
+A collective over axes of several kinds runs in :func:`phases`, innermost kind first (book Part 5,
+multi-slice training: "ReduceScatter inside the slice, AllReduce across slices, AllGather inside").
+
+A collective-permute (a relabelling of which device holds which block, or a send) is priced by its
+:func:`route`: each block travels the shortest way along each torus axis in mesh order (dimension-order
+routing), or one hop through a switch; the latency floor is ``T_min`` per hop of the longest route, the
+throughput term the most blocks that cross one link one way, over that link's one-way bandwidth.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .. import caching
+
+#: link kinds from the inside of a slice out: a mixed collective runs its phases in this order
+KIND_ORDER = ("ici", "nvlink", "dcn")
 
 
 @dataclass(frozen=True)
@@ -28,7 +43,9 @@ class Group:
     n: object          # devices in the group
     sizes: tuple       # each axis's size
     links: object      # sum of the axes' link counts
-    spans: tuple = ()  # each axis's link count where it is a number (the torus dimensions it spans)
+    spans: tuple = ()        # each axis's link count where it is a number (the torus dimensions it spans)
+    rings: tuple = ()        # each axis wraps around
+    link_counts: tuple = ()  # each axis's link count
 
     @property
     def switched(self) -> bool:
@@ -36,10 +53,41 @@ class Group:
 
 
 def group(axes, env) -> Group:
+    """The group of ``axes`` (of one link kind; see :func:`phases` for several)."""
     info = [env.axis_info(a) for a in axes]
     sizes = tuple(env.axis(a) for a in axes)
-    return Group(info[0].kind, all(a.ring for a in info), env.prod(sizes), sizes,
-                 env.total(env.links(a) for a in axes), tuple(a.links if isinstance(a.links, int) else 1 for a in info))
+    counts = tuple(env.links(a) for a in axes)
+    return Group(info[0].kind, all(a.ring for a in info), env.prod(sizes), sizes, env.total(counts),
+                 tuple(a.links if isinstance(a.links, int) else 1 for a in info), tuple(a.ring for a in info), counts)
+
+
+def phases(axes, env) -> list[Group]:
+    """``axes`` grouped by link kind, innermost first: one group when they share a kind."""
+    kinds = [env.axis_info(a).kind for a in axes]
+    if all(k == kinds[0] for k in kinds):
+        return [group(axes, env)]
+    return [group(tuple(a for a, k in zip(axes, kinds) if k == kind), env) for kind in KIND_ORDER if kind in kinds]
+
+
+def by_kind(axes, mesh) -> list[tuple[str, tuple]]:
+    """(link kind, its axes) for ``axes`` on ``mesh``, innermost kind first."""
+    kinds = {a: mesh.axis(a).kind for a in axes}
+    return [(k, tuple(a for a in axes if kinds[a] == k)) for k in KIND_ORDER if k in kinds.values()]
+
+
+def hierarchical(axes, V, env):
+    """(latency, throughput) of a ReduceScatter consuming V bytes (an AllGather producing them with
+    ``outer_first``) over ``axes``: one pass per link kind, each kind's pass on V over the devices of the
+    kinds inside it (book Part 5: the slow links carry 1/|inside| of the data; an AllGather runs the passes
+    the other way round, on the same data). Passes run one after another, so their latencies and throughput
+    terms add up. One kind: the collective of Part 3."""
+    lat = thr = env.zero
+    inside = env.one
+    for g in phases(axes, env):
+        l, t = gather_time(g, V / inside, env)
+        lat, thr = lat + l, thr + t
+        inside = inside * g.n
+    return lat, thr
 
 
 def bandwidth(g: Group, env):
@@ -79,3 +127,138 @@ def trivial(g: Group) -> bool:
         return bool(g.n == 1)
     except TypeError:
         return False
+
+
+def gather_time(g: Group, V, env):
+    """(latency, throughput) of an AllGather producing V bytes (or a ReduceScatter consuming them) in ``g``."""
+    if trivial(g):
+        return env.zero, env.zero
+    bw, frac = bandwidth(g, env)
+    return env.T_min * hops(g, env), V * frac / bw
+
+
+def pcie_time(V, env):
+    """(latency, throughput) of moving V bytes between a chip's HBM and its host over PCIe."""
+    return env.T_min, V / env.W_pcie
+
+
+# ------------------------------------------------------------------------------- collective-permutes
+
+
+def _number(v):
+    """``v`` as an int when it is a known whole number, else None."""
+    try:
+        f = float(v)
+    except TypeError:
+        return None
+    return int(f) if f == int(f) else None
+
+
+def sizes_known(axes, env):
+    """The sizes of ``axes`` as ints, or None when one is a symbol."""
+    out = tuple(_number(env.axis(a)) for a in axes)
+    return None if any(s is None for s in out) else out
+
+
+def _one_way_axis(a, env):
+    info = env.axis_info(a)
+    if info.kind == "ici":
+        return env.W_ici / 2 * env.links(a)
+    return env.W_dcn if info.kind == "dcn" else env.W_nvlink
+
+
+def _kind_bandwidth(kind, env):
+    return env.W_dcn if kind == "dcn" else env.W_nvlink
+
+
+def permute_time(pairs, axes, block, env):
+    """(latency, throughput) of a collective-permute of ``block`` bytes per device: ``pairs`` are (source,
+    destination) coordinates over ``axes`` (ints)."""
+    kinds = tuple(env.axis_info(a).kind for a in axes)
+    rings = tuple(env.axis_info(a).ring for a in axes)
+    sizes = sizes_known(axes, env)
+    if sizes is None:
+        raise ValueError("a route needs every axis's size")
+    hop, loads = route(tuple(pairs), sizes, rings, kinds)
+    return routed_time(hop, loads, axes, block, env)
+
+
+def routed_time(hop, loads, axes, block, env):
+    """(latency, throughput) of a route found by :func:`route` for blocks of ``block`` bytes."""
+    if hop == 0:
+        return env.zero, env.zero
+    terms = []
+    for key, load in loads:
+        bw = _one_way_axis(axes[key], env) if isinstance(key, int) else _kind_bandwidth(key, env)
+        terms.append(block * load / bw)
+    return env.T_min * hop, env.max(*terms)
+
+
+def diameter_time(axes, block, env):
+    """(latency, throughput) of a collective-permute whose sizes are symbols: the worst route, every ICI axis
+    crossed end to end (|axis|/2 hops on a ring, |axis|-1 on a line), each switch once."""
+    hop, terms, switched = env.zero, [], set()
+    for a in axes:
+        info = env.axis_info(a)
+        if info.kind != "ici":
+            switched.add(info.kind)
+            continue
+        d = env.axis(a) / 2 if info.ring else env.axis(a) - 1
+        hop = hop + d
+        terms.append(block * d / _one_way_axis(a, env))
+    for k in switched:
+        hop = hop + 1
+        terms.append(block / _kind_bandwidth(k, env))
+    return env.T_min * hop, env.max(*terms)
+
+
+@caching.memoize(maxsize=16384)
+def route(pairs: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
+    """Route every block of a permutation: (hops of the longest route, ((axis index or switched kind, most
+    blocks on one link one way), ...)). Torus axes are crossed in order, each the shorter way round (a line
+    has one way); the axes of a switched kind are crossed together in one hop."""
+    pos = [list(s) for s, _ in pairs]
+    dst = [tuple(t) for _, t in pairs]
+    length = [0] * len(pairs)
+    loads = []
+    for k, (n, ring, kind) in enumerate(zip(sizes, rings, kinds)):
+        if kind != "ici":
+            continue
+        links: dict = {}
+        for p, cur in enumerate(pos):
+            s, t = cur[k], dst[p][k]
+            if s == t:
+                continue
+            if ring:
+                fwd = (t - s) % n
+                step, steps = (1, fwd) if fwd <= n - fwd else (-1, n - fwd)
+            else:
+                step, steps = (1 if t > s else -1), abs(t - s)
+            row = tuple(cur[:k] + cur[k + 1:])
+            c = s
+            for _ in range(steps):
+                key = (row, c, step)
+                links[key] = links.get(key, 0) + 1
+                c = (c + step) % n
+            length[p] += steps
+            cur[k] = t
+        if links:
+            loads.append((k, max(links.values())))
+    for kind in ("nvlink", "dcn"):
+        idx = [k for k, kd in enumerate(kinds) if kd == kind]
+        if not idx:
+            continue
+        out: dict = {}
+        into: dict = {}
+        for p, cur in enumerate(pos):
+            if all(cur[k] == dst[p][k] for k in idx):
+                continue
+            src = tuple(cur)
+            for k in idx:
+                cur[k] = dst[p][k]
+            out[src] = out.get(src, 0) + 1
+            into[tuple(cur)] = into.get(tuple(cur), 0) + 1
+            length[p] += 1
+        if out:
+            loads.append((kind, max(max(out.values()), max(into.values()))))
+    return max(length, default=0), tuple(loads)

@@ -1,18 +1,122 @@
-"""Permute: a collective-permute that reorders a dimension's axes, ``A[I_{XY}] -> A[I_{YX}]``.
+"""Permute: a collective-permute. Each device sends its one block to one other device: a relabelling of
+which devices hold which block, every block keeping its shape (each dimension is split into as many
+blocks before as after).
 
-With X-major block order, removing or inserting a major axis leaves blocks on the wrong devices; a
-permute first makes it exact. Each device sends its block to one other device: V/n bytes, one hop over
-the one-way link (as XLA's collective-permute; book Part 3's latency of one hop). Its transpose is the
-permute back.
+- ``Permute_XY(A[I_XY]) -> A[I_YX]`` reorders a dimension's axes (with X-major block order, removing a
+  major axis needs it first);
+- ``Permute_XY(A[I_X]) -> A[I_Y]`` (|X| = |Y|) and ``Permute_XYZ(A[B_YZ, D]) -> A[B_XZ, D]`` put the blocks
+  on other devices, where the engine would otherwise gather and slice.
+
+Which copy a device receives: the one whose coordinates on the axes the move leaves alone are its own, and
+where the old layout was replicated (over X in ``A[I_Y] -> A[I_X]``) the coordinate the new layout frees
+(Y) -- so every device sends exactly one block and receives exactly one, a permutation (as XLA's SPMD
+partitioner relabels). Time: by its route on the link model (:func:`.links.route`): a torus neighbour
+shift is one hop and one block over the one-way link; a switched domain is one hop (book Part 3's
+latency of one hop per step, its one-way ICI bandwidth; with unbound axis sizes the worst route, each axis
+crossed end to end). Its transpose is the permute back.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
 
+import sympy as sp
+
+from .. import caching
 from ..notation import format_axes
 from . import links
-from .base import Move, MoveRule, gradient, jax_axes, register, set_axes
+from .base import Move, MoveRule, gradient, jax_axes, register
+
+
+def differing(before, after) -> list[int]:
+    """Indices of the dimensions whose axes the move changes."""
+    return [i for i, (b, a) in enumerate(zip(before, after)) if b != a]
+
+
+def changes(before, after) -> tuple:
+    """The (old axes, new axes) of each dimension the move changes: all that decides where blocks go."""
+    return tuple(sorted((before[i], after[i]) for i in differing(before, after)))
+
+
+def moved_axes(before, after, order) -> tuple[str, ...]:
+    """The axes the permute runs over (those of the changed dimensions, before or after), in ``order``."""
+    used = {x for old, new in changes(before, after) for x in old + new}
+    return tuple(a for a in order if a in used)
+
+
+def _linear(coords, axes, size) -> int:
+    k = 0
+    for x in axes:
+        k = k * size[x] + coords[x]
+    return k
+
+
+def _assign(coords: dict, axes, k: int, size) -> None:
+    for x in reversed(axes):
+        coords[x] = k % size[x]
+        k //= size[x]
+
+
+def source(coords: dict, change: tuple, size: dict, order) -> dict:
+    """The coordinates of the device whose block the device at ``coords`` receives (``change``: see
+    :func:`changes`; ``order``: the mesh's axis order)."""
+    src = dict(coords)
+    old = {x for o, _ in change for x in o}
+    new = {x for _, n in change for x in n}
+    for o, n in change:
+        _assign(src, o, _linear(coords, n, size), size)
+    freed = [x for x in order if x in old and x not in new]   # replicated after: this device's free coordinates
+    taken = [x for x in order if x in new and x not in old]   # replicated before: the source's free coordinates
+    _assign(src, taken, _linear(coords, freed, size), size)
+    return src
+
+
+@caching.memoize(maxsize=16384)
+def pairs(change: tuple, axes: tuple, sizes: tuple) -> tuple:
+    """(source, destination) coordinates over ``axes`` of every device of the permute (what :func:`source`
+    says, with positions instead of names: this runs for every relabelling the layout search prices)."""
+    pos = {a: i for i, a in enumerate(axes)}
+    old = {x for o, _ in change for x in o}
+    new = {x for _, n in change for x in n}
+    steps = [([pos[x] for x in n], [pos[x] for x in reversed(o)]) for o, n in change]
+    steps.append(([pos[x] for x in axes if x in old and x not in new],
+                  [pos[x] for x in reversed(axes) if x in new and x not in old]))
+    out = []
+    for c in itertools.product(*(range(n) for n in sizes)):
+        src = list(c)
+        for read, write in steps:
+            k = 0
+            for i in read:
+                k = k * sizes[i] + c[i]
+            for i in write:
+                src[i] = k % sizes[i]
+                k //= sizes[i]
+        out.append((tuple(src), c))
+    return tuple(out)
+
+
+@caching.memoize(maxsize=16384)
+def routed(change: tuple, axes: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
+    """:func:`.links.route` of the permute (kept: many layouts share one change)."""
+    return links.route(pairs(change, axes, sizes), sizes, rings, kinds)
+
+
+def _count(axes, mesh):
+    out = sp.Integer(1)
+    for a in axes:
+        out = out * mesh.size_expr(a)
+    return out
+
+
+@caching.memoize(maxsize=4096)
+def _options(current, free, mesh):
+    """Ordered tuples of distinct ``free`` axes splitting a dimension into as many blocks as ``current``."""
+    if not current:
+        return ((),)
+    want = _count(current, mesh)
+    usable = [a for a in free if a in current or mesh.size_expr(a) != 1]
+    return tuple(t for r in range(1, len(usable) + 1) for t in itertools.permutations(usable, r)
+                 if _count(t, mesh) == want)
 
 
 @register
@@ -20,26 +124,32 @@ from .base import Move, MoveRule, gradient, jax_axes, register, set_axes
 class Permute(MoveRule):
     name = "Permute"
     signature = "Permute_XY(A[I_XY, J]) -> A[I_YX, J]"
-    summary = "reorders the blocks of a dimension over its axes (a collective-permute)"
+    summary = "a collective-permute: each device's block goes to one other device (reorders or relabels the axes)"
     premium = 1e-6       # a route without a permute wins a tie
 
     def edges(self, layout, mesh):
-        for i, ax in enumerate(layout.axes):
-            if len(ax) < 2:
+        free = tuple(a for a in mesh.names if a not in layout.unreduced)
+        options = [_options(ax, free, mesh) for ax in layout.axes]
+        for choice in itertools.product(*options):
+            if choice == layout.axes:
                 continue
-            for perm in itertools.permutations(ax):
-                if perm != ax:
-                    yield Move(self.name, tuple(a for a in mesh.names if a in ax), layout,
-                               replace(layout, axes=set_axes(layout.axes, i, perm)))
+            flat = [a for ax in choice for a in ax]
+            if len(flat) != len(set(flat)):
+                continue
+            yield Move(self.name, moved_axes(layout.axes, choice, mesh.names), layout, replace(layout, axes=choice))
 
     def volume(self, move, env):
         return env.local_bytes(move.before)           # one block
 
     def link_time(self, move, env):
-        g = links.group(move.axes, env)
-        if links.trivial(g):
-            return env.zero, env.zero
-        return env.T_min, self.volume(move, env) / links.one_way(g, env)
+        block = self.volume(move, env)
+        sizes = links.sizes_known(move.axes, env)
+        if sizes is None:
+            return links.diameter_time(move.axes, block, env)
+        change = changes(move.before.axes, move.after.axes)
+        info = [env.axis_info(a) for a in move.axes]
+        hop, loads = routed(change, move.axes, sizes, tuple(a.ring for a in info), tuple(a.kind for a in info))
+        return links.routed_time(hop, loads, move.axes, block, env)
 
     def ring_bytes(self, move, env):
         return env.local_bytes(move.before)
@@ -47,36 +157,30 @@ class Permute(MoveRule):
     def transpose(self, move):
         return Move(self.name, move.axes, gradient(move.after), gradient(move.before))
 
-    def explain(self, move):
-        return f"reorders the blocks over {format_axes(move.axes)[1:]} (a collective-permute)"
+    def explain(self, move, mesh=None):
+        diff = differing(move.before.axes, move.after.axes)
+        if len(diff) == 1 and set(move.before.axes[diff[0]]) == set(move.after.axes[diff[0]]):
+            return f"reorders the blocks over {format_axes(move.axes)[1:]} (a collective-permute)"
+        return (f"puts each block of {move.tensor} on another device (a collective-permute over "
+                f"{format_axes(move.axes)[1:]}; no device gathers)")
 
-    def pairs(self, move, mesh) -> list[tuple[int, int]]:
-        """(source, destination) devices, numbered X-major over the permuted axes."""
-        i = next(k for k, (a, b) in enumerate(zip(move.before.axes, move.after.axes)) if a != b)
-        old, new = move.before.axes[i], move.after.axes[i]
-        names = mesh.order(old)
-        sizes = [mesh.axis(x).size for x in names]
+    def device_pairs(self, move, mesh) -> list[tuple[int, int]]:
+        """(source, destination) devices, numbered X-major over the permute's axes (as ``ppermute`` numbers them)."""
+        sizes = tuple(mesh.axis(a).size for a in move.axes)
+        size = dict(zip(move.axes, sizes))
 
-        def linear(coords, order):
-            out = 0
-            for x in order:
-                out = out * mesh.axis(x).size + coords[x]
-            return out
-        coords = [dict(zip(names, c)) for c in itertools.product(*(range(s) for s in sizes))]
-        return [(linear(next(s for s in coords if linear(s, old) == linear(c, new)), names), linear(c, names))
-                for c in coords]
+        def lin(c):
+            return _linear(dict(zip(move.axes, c)), move.axes, size)
+        return [(lin(s), lin(t)) for s, t in pairs(changes(move.before.axes, move.after.axes), move.axes, sizes)]
 
     def simulate(self, blocks, move, grid):
-        i = next(k for k, (a, b) in enumerate(zip(move.before.axes, move.after.axes)) if a != b)
-        old, new = move.before.axes[i], move.after.axes[i]
+        size = {a: grid.size(a) for a in grid.names}
         out = {}
         for d in blocks:
-            want = grid.block_index(d, new)
-            src = next(p for p in grid.group(d, old) if grid.block_index(p, old) == want)
-            out[d] = blocks[src].copy()
+            coords = dict(zip(grid.names, d))
+            src = source(coords, changes(move.before.axes, move.after.axes), size, grid.names)
+            out[d] = blocks[tuple(src[a] for a in grid.names)].copy()
         return out
 
     def lower_jax(self, move, mesh, var):
-        names = mesh.order(move.before.axes[next(k for k, (a, b) in enumerate(
-            zip(move.before.axes, move.after.axes)) if a != b)])
-        return [f"{var} = jax.lax.ppermute({var}, {jax_axes(names)}, perm={self.pairs(move, mesh)})"]
+        return [f"{var} = jax.lax.ppermute({var}, {jax_axes(move.axes)}, perm={self.device_pairs(move, mesh)})"]

@@ -1,6 +1,7 @@
 """ReduceScatter_{X,K}: ``A[I, K]{U_X} -> A[I, K_X]`` sums the partial sums over X and scatters them
 along K, appending X last (book Part 3). Time V / (W_ici * links) on a ring, V the consumed array; the
-transpose is an AllGather.
+transpose is an AllGather. Over axes of several link kinds it reduces inside the slice first and crosses
+the slow links with 1/|inside| of the data (book Part 5, multi-slice).
 """
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from dataclasses import dataclass, replace
 
 from ..notation import format_axes
 from . import links
-from .base import (Move, MoveRule, append_axes, changed_dims, gradient, jax_axes, one_kind, register, shardable,
-                   subsets)
+from .base import Move, MoveRule, append_axes, changed_dims, gradient, jax_axes, passes, register, shardable, subsets
 
 
 @register
@@ -22,8 +22,6 @@ class ReduceScatter(MoveRule):
 
     def edges(self, layout, mesh):
         for subset in subsets(mesh.order(layout.unreduced)):
-            if not one_kind(subset, mesh):
-                continue
             rest = replace(layout, unreduced=layout.unreduced - set(subset))
             for order in itertools.permutations(subset):
                 for j in shardable(layout):
@@ -33,11 +31,7 @@ class ReduceScatter(MoveRule):
         return env.local_bytes(move.before)         # the array it consumes
 
     def link_time(self, move, env):
-        g = links.group(move.axes, env)
-        if links.trivial(g):
-            return env.zero, env.zero
-        bw, frac = links.bandwidth(g, env)
-        return env.T_min * links.hops(g, env), self.volume(move, env) * frac / bw
+        return links.hierarchical(move.axes, self.volume(move, env), env)
 
     def ring_bytes(self, move, env):
         n = env.group_size(move.axes)
@@ -46,8 +40,9 @@ class ReduceScatter(MoveRule):
     def transpose(self, move):
         return Move("AllGather", move.axes, gradient(move.after), gradient(move.before))
 
-    def explain(self, move):
-        return f"sums the partial sums over {format_axes(move.axes)[1:]} and scatters them"
+    def explain(self, move, mesh=None):
+        out = f"sums the partial sums over {format_axes(move.axes)[1:]} and scatters them"
+        return out + passes(move, mesh, ("ReduceScatter",))
 
     def reason(self, axes, src, want):
         missing = [a for a in axes if a not in src.unreduced]

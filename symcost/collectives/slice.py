@@ -36,7 +36,7 @@ class Slice(MoveRule):
     def transpose(self, move):
         return Move("AllGather", move.axes, gradient(move.after), gradient(move.before))
 
-    def explain(self, move):
+    def explain(self, move, mesh=None):
         return f"slices the replicated {move.tensor} over {format_axes(move.axes)[1:]} (no communication)"
 
     def simulate(self, blocks, move, grid):

@@ -8,9 +8,9 @@
 builds them with the grammar ``symcost/grammar/symcost.lark``. Nothing here knows of meshes or costs.
 """
 from .parser import GRAMMAR_PATH, parse, parse_tensor
-from .records import (COLLECTIVE_KINDS, NO_SPAN, Apply, Collective, Declaration, DimRef, Einsum, Program, Ranking,
-                      Span, Statement, TensorRef, format_axes, format_tensor)
+from .records import (COLLECTIVE_KINDS, HOST_KINDS, NO_SPAN, Apply, Collective, Declaration, DimRef, Einsum,
+                      Program, Ranking, Span, Statement, TensorRef, format_axes, format_tensor)
 
-__all__ = ["parse", "parse_tensor", "GRAMMAR_PATH", "COLLECTIVE_KINDS", "NO_SPAN", "Apply", "Collective", "Declaration",
-           "DimRef", "Einsum", "Program", "Ranking", "Span", "Statement", "TensorRef", "format_axes",
+__all__ = ["parse", "parse_tensor", "GRAMMAR_PATH", "COLLECTIVE_KINDS", "HOST_KINDS", "NO_SPAN", "Apply", "Collective",
+           "Declaration", "DimRef", "Einsum", "Program", "Ranking", "Span", "Statement", "TensorRef", "format_axes",
            "format_tensor"]

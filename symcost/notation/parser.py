@@ -17,7 +17,7 @@ import lark
 
 from .. import caching, dtypes
 from ..errors import NotationError
-from .records import (COLLECTIVE_KINDS, NO_SPAN, Apply, Collective, Declaration, DimRef, Einsum, Program,
+from .records import (COLLECTIVE_KINDS, HOST_KINDS, NO_SPAN, Apply, Collective, Declaration, DimRef, Einsum, Program,
                       Ranking, Span, Statement, TensorRef)
 
 GRAMMAR_PATH = Path(__file__).parent.parent / "grammar" / "symcost.lark"
@@ -107,10 +107,19 @@ class _Builder:
     @staticmethod
     def group_axes(node) -> tuple[str, ...]:
         """``B_{XY}`` (one-letter axes run together), ``B_{X,Y}``, ``B_{data,model}``."""
-        names = [str(t) for t in node.children[1:]]
+        names = [str(t) for t in node.children[1:] if isinstance(t, lark.Token)]
         if len(names) == 1 and len(names[0]) > 1 and names[0].isupper() and names[0].isalpha():
             return tuple(names[0])
         return tuple(names)
+
+    def shift(self, node) -> int | None:
+        """The hop count of ``Send_{Z,2}`` / ``Send_{Z,-1}`` (None when the braces hold only axes)."""
+        shifts = [t for t in node.children[1:] if isinstance(t, lark.Tree)]
+        if not shifts:
+            return None
+        if len(shifts) > 1 or node.children[-1] is not shifts[0]:
+            raise self.error("a hop count comes once, after the mesh axes: Send_{Z,2}", _span(shifts[-1].meta))
+        return int("".join(str(t) for t in shifts[0].children if t is not None))
 
     def dim(self, node) -> DimRef:
         first = node.children[0]
@@ -118,6 +127,9 @@ class _Builder:
         if isinstance(first, lark.Token) and first.type == "INT":
             return DimRef(str(first), (), int(str(first)), span=span)
         if isinstance(first, lark.Tree):  # B_{X,Y}
+            if self.shift(first) is not None:
+                raise self.error("a number among a dimension's mesh axes: only a send takes a hop count "
+                                 "(Send_{Z,2})", span)
             base = str(first.children[0])[:-2]
             if not re.match(r"^[A-Za-z][A-Za-z0-9]*$", base):
                 raise self.error(f"{base!r} is not a dimension name (a letter, then letters or digits)", span)
@@ -241,12 +253,13 @@ class _Builder:
     def collective(self, node, span: Span) -> Collective:
         head, operand, output = node.children
         nspan = _span(head.meta if isinstance(head, lark.Tree) else head)
-        if isinstance(head, lark.Tree):  # AllGather_{X,Y}
-            kind, axes = str(head.children[0])[:-2], self.group_axes(head)
+        distance = None
+        if isinstance(head, lark.Tree):  # AllGather_{X,Y}, Send_{Z,2}
+            kind, axes, distance = str(head.children[0])[:-2], self.group_axes(head), self.shift(head)
         else:
             kind, _, run = str(head).partition("_")
             if not run:
-                if kind in COLLECTIVE_KINDS:
+                if kind in COLLECTIVE_KINDS and kind not in HOST_KINDS:
                     raise self.error(f"collective {kind} names no mesh axis", nspan, hint=f"write {kind}_X(...)")
             elif not run.isalpha():
                 raise self.error(f"axes {run!r} are not one-letter axis names", nspan,
@@ -254,7 +267,16 @@ class _Builder:
             axes = tuple(run)
         if kind not in COLLECTIVE_KINDS:
             raise self.error(f"unknown collective {kind!r}", nspan, hint="collectives: " + ", ".join(COLLECTIVE_KINDS))
-        return Collective(kind, axes, self.tensor(operand), self.tensor(output), span=span, name_span=nspan)
+        if kind in HOST_KINDS and axes:
+            raise self.error(f"{kind} moves each device's block between its HBM and its host's memory; it names no "
+                             f"mesh axis", nspan, hint=f"write {kind}(A[...]) -> A[...]")
+        if distance is not None and kind != "Send":
+            raise self.error(f"only a send takes a hop count, not {kind}", nspan,
+                             hint="write Send_{Z,2}(A[...]) -> A[...]")
+        if distance == 0:
+            raise self.error("a send of zero hops moves nothing", nspan, hint="write Send_{Z,1} or leave it out")
+        return Collective(kind, axes, self.tensor(operand), self.tensor(output), span=span, name_span=nspan,
+                          distance=distance)
 
 
 def parse(text: str) -> Program:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: the collectives a user may write (the engine's move kinds live in symcost.collectives)
-COLLECTIVE_KINDS = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Send")
+COLLECTIVE_KINDS = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Permute", "Send", "ToHost", "ToDevice")
+#: the written moves that name no mesh axis: between a chip's HBM and its host's memory
+HOST_KINDS = ("ToHost", "ToDevice")
 
 
 @dataclass(frozen=True)
@@ -31,13 +33,18 @@ class Span:
 NO_SPAN = Span(0, 0, 0, 0)
 
 
-def format_axes(axes) -> str:
-    """The one spelling of a tuple of mesh axes after a dimension or a collective.
+def format_axes(axes, shift: int | None = None) -> str:
+    """The one spelling of a tuple of mesh axes after a dimension or a collective (``shift``: a send's
+    hops, written after the axes when it is not one).
 
     >>> format_axes(("X",)), format_axes(("X", "Y")), format_axes(("data", "model")), format_axes(())
     ('_X', '_XY', '_{data,model}', '')
+    >>> format_axes(("Z",), 2), format_axes(("Z",), -1)
+    ('_{Z,2}', '_{Z,-1}')
     """
     axes = tuple(axes)
+    if shift is not None:
+        return "_{" + ",".join(axes + (str(shift),)) + "}"
     if not axes:
         return ""
     if all(len(a) == 1 for a in axes):
@@ -137,13 +144,14 @@ class Collective:
     output: TensorRef
     span: Span = field(default=NO_SPAN, compare=False, repr=False)
     name_span: Span = field(default=NO_SPAN, compare=False, repr=False)
+    distance: int | None = None      # Send_{Z,2}: the hops each block travels (None: one)
 
     @property
     def tensors(self) -> tuple[TensorRef, ...]:
         return (self.operand, self.output)
 
     def __str__(self) -> str:
-        return f"{self.kind}{format_axes(self.axes)}({self.operand}) -> {self.output}"
+        return f"{self.kind}{format_axes(self.axes, self.distance)}({self.operand}) -> {self.output}"
 
 
 @dataclass(frozen=True)

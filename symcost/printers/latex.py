@@ -16,7 +16,6 @@ from __future__ import annotations
 import sympy as sp
 
 from .. import symbols
-from ..notation import format_axes
 from .text import fmt_bytes, fmt_count, fmt_seconds
 
 #: how the hardware symbols read in LaTeX (SymPy would set W_hbm's "bm" in bold)
@@ -64,7 +63,9 @@ def step_tex(step) -> str:
         sub = "_{" + op.reduce + "}" if op.reduce else ""
         return (r"\mathrm{" + name + "}" + sub + "(" + ", ".join(layout_tex(t, mesh) for t in op.inputs) + r") \rightarrow "
                 + layout_tex(op.output, mesh))
-    return (r"\textbf{" + step.kind + "}_" + axes_tex(step.axes) + r"\," + layout_tex(op.before, mesh)
+    shift = (op.distance,) if op.distance not in (0, 1) else ()
+    sub = "_" + axes_tex(tuple(step.axes) + tuple(str(k) for k in shift)) if step.axes else ""
+    return (r"\textbf{" + step.kind + "}" + sub + r"\," + layout_tex(op.before, mesh)
             + r" \rightarrow " + layout_tex(op.after, mesh))
 
 
@@ -142,7 +143,7 @@ def plan_to_latex(plan, fragment: bool = False, math_only: bool = False) -> str:
                  r"\end{align*}", r"\begin{center}\small", r"\begin{tabular}{rllll}", r"\toprule",
                  r"& step & bytes & FLOPs & time \\ \midrule"]
         for i, s in enumerate(steps, 1):
-            label = s.kind + (format_axes(s.axes) if not s.is_einsum else "")
+            label = s.kind if s.is_einsum else s.label
             t = _num(plan, s.seconds, "s")
             body.append(f"{i} & {escape(label)} & ${tex(s.bytes)}$ & ${tex(s.flops)}$ & {t or '$' + tex(s.seconds) + '$'} \\\\")
         body += [r"\bottomrule", r"\end{tabular}", r"\end{center}"]

@@ -20,6 +20,8 @@ from ..layout import Layout
 from ..mesh import Mesh
 from .ranking import Ranker
 
+INF = float("inf")
+
 
 @dataclass
 class Entry:
@@ -43,6 +45,7 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
     whether anything was left).
     """
     best = Found()
+    tentative: dict[Layout, float] = {}
     heap = []
     counter = itertools.count()
     for lay, ent in sources.items():
@@ -63,8 +66,13 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
             best.complete = False
             break
         for m in out:
-            if m.after not in best:   # priced only when it may still matter
-                heapq.heappush(heap, (cost + ranker.weight(m), next(counter), m.after, steps + (m,)))
+            after = m.after
+            if after in best:   # priced only when it may still matter
+                continue
+            new = cost + ranker.weight(m)
+            if new < tentative.get(after, INF):
+                tentative[after] = new
+                heapq.heappush(heap, (new, next(counter), after, steps + (m,)))
     return best
 
 

@@ -1,0 +1,57 @@
+"""Why each step of a plan is there: the sentence ``derive`` prints under every step.
+
+    >>> from symcost.layout import Layout
+    >>> from symcost.einsum import LocalEinsum
+    >>> a, b = Layout.of("A", "IJ", [(), ("X",)]), Layout.of("B", "JK", [("X",), ()])
+    >>> c = Layout("C", ("I", "K"), ((), ()), frozenset({"X"}))
+    >>> explain_einsum(LocalEinsum((a, b), c, ("I", "J", "K"), ((), ("X",), ())))
+    'local einsum; splits J over X; partial sums stay unreduced because J is contracted over X'
+"""
+from __future__ import annotations
+
+from . import caching
+from .collectives import Move
+from .einsum import LocalEinsum
+from .layout import Layout
+from .notation import format_axes
+from .trace import Step
+
+
+def explain_einsum(e: LocalEinsum) -> str:
+    split = [f"{d} over {format_axes(ax)[1:]}" for d, ax in zip(e.dims, e.axes) if ax]
+    parts = ["local einsum", "splits " + ", ".join(split) if split else "every device does the whole product"]
+    unred = [f"{d} is contracted over {format_axes(ax)[1:]}" for d, ax in zip(e.dims, e.axes)
+             if ax and d in e.contracted]
+    if unred:
+        parts.append("partial sums stay unreduced because " + " and ".join(unred))
+    return "; ".join(parts)
+
+
+@caching.memoize(maxsize=4096)
+def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
+    if nxt is not None and m.before.name in {t.name for t in nxt.inputs}:
+        use = next(t for t in nxt.inputs if t.name == m.before.name)
+        lead = f"{m.before.name} must be {use.render(mesh)} for the local einsum"
+    elif isinstance(target, Layout):
+        lead = f"the result must be {target.render(mesh)}"
+    else:
+        lead = "the result is reduced"
+    return f"{lead}: {m.rule.explain(m, mesh)}"
+
+
+def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> list[Step]:
+    """Steps of a route the rewriter chose, each with the reason it is there."""
+    out = []
+    for i, op in enumerate(ops):
+        if isinstance(op, LocalEinsum):
+            why = explain_einsum(op)
+        else:
+            nxt = next((o for o in ops[i + 1:] if isinstance(o, LocalEinsum)), None)
+            why = explain_move(op, nxt, target, mesh)
+        out.append(Step(op, mesh, phase, why, sizes=sizes))
+    return out
+
+
+def final_layout(ops) -> Layout:
+    last = ops[-1]
+    return last.output if isinstance(last, LocalEinsum) else last.after
