@@ -258,6 +258,13 @@ def test_bounded_search_says_so():
     assert [s.kind for s in plan.collectives] == ["ReduceScatter", "AllGather"]
 
 
+def test_four_axes_stay_exact():
+    import symcost
+    plan = symcost.derive("A[I_XY, J_ZV] * B[J_ZV, K] -> C[I_XY, K]", mesh="X=2,Y=2,Z=2,V=2")
+    assert plan.notes == ()
+    assert [(s.kind, s.axes) for s in plan.collectives] == [("AllReduce", ("Z", "V"))]
+
+
 # ------------------------------------------------------------------------- physical meshes
 
 @pytest.mark.parametrize("mesh,hw,says", [

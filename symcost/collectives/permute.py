@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
+import numpy as np
 import sympy as sp
 
 from .. import caching
@@ -71,34 +72,61 @@ def source(coords: dict, change: tuple, size: dict, order) -> dict:
     return src
 
 
-@caching.memoize(maxsize=16384)
-def pairs(change: tuple, axes: tuple, sizes: tuple) -> tuple:
-    """(source, destination) coordinates over ``axes`` of every device of the permute (what :func:`source`
-    says, with positions instead of names: this runs for every relabelling the layout search prices)."""
+def _sources(change: tuple, axes: tuple, sizes: tuple) -> np.ndarray:
+    """The source coordinates of every device of the permute, one row each, devices X-major (what
+    :func:`source` says, with positions instead of names and all devices at once: this runs for every
+    relabelling the layout search prices)."""
     pos = {a: i for i, a in enumerate(axes)}
     old = {x for o, _ in change for x in o}
     new = {x for _, n in change for x in n}
     steps = [([pos[x] for x in n], [pos[x] for x in reversed(o)]) for o, n in change]
     steps.append(([pos[x] for x in axes if x in old and x not in new],
                   [pos[x] for x in reversed(axes) if x in new and x not in old]))
-    out = []
-    for c in itertools.product(*(range(n) for n in sizes)):
-        src = list(c)
-        for read, write in steps:
-            k = 0
-            for i in read:
-                k = k * sizes[i] + c[i]
-            for i in write:
-                src[i] = k % sizes[i]
-                k //= sizes[i]
-        out.append((tuple(src), c))
-    return tuple(out)
+    grid = _grid(sizes)
+    src = grid.copy()
+    for read, write in steps:
+        k = np.zeros(len(grid), dtype=np.int64)
+        for i in read:
+            k = k * sizes[i] + grid[:, i]
+        for i in write:
+            src[:, i] = k % sizes[i]
+            k //= sizes[i]
+    return src
+
+
+@caching.memoize(maxsize=64)
+def _grid(sizes: tuple) -> np.ndarray:
+    """Every device's coordinates, X-major (the order of ``itertools.product``), one row each."""
+    grid = np.indices(sizes, dtype=np.int64).reshape(len(sizes), -1).T.copy()
+    grid.flags.writeable = False
+    return grid
+
+
+@caching.memoize(maxsize=64)
+def _grid_tuples(sizes: tuple) -> tuple:
+    return tuple(map(tuple, _grid(sizes).tolist()))
+
+
+def _as_pairs(src: np.ndarray, sizes: tuple) -> tuple:
+    return tuple(zip(map(tuple, src.tolist()), _grid_tuples(sizes)))
+
+
+def pairs(change: tuple, axes: tuple, sizes: tuple) -> tuple:
+    """(source, destination) coordinates over ``axes`` of every device of the permute."""
+    return _as_pairs(_sources(change, axes, sizes), sizes)
+
+
+@caching.memoize(maxsize=65536)
+def routed(change: tuple, axes: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
+    """:func:`.links.route` of the permute (kept: many layouts share one change, and many changes one
+    permutation, so the route is also kept by the permutation itself)."""
+    return _route_by(_sources(change, axes, sizes).tobytes(), sizes, rings, kinds)
 
 
 @caching.memoize(maxsize=16384)
-def routed(change: tuple, axes: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
-    """:func:`.links.route` of the permute (kept: many layouts share one change)."""
-    return links.route(pairs(change, axes, sizes), sizes, rings, kinds)
+def _route_by(sources: bytes, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
+    src = np.frombuffer(sources, dtype=np.int64).reshape(-1, len(sizes))
+    return links.route(_as_pairs(src, sizes), sizes, rings, kinds)
 
 
 def _count(axes, mesh):
@@ -115,8 +143,10 @@ def _options(current, free, mesh):
         return ((),)
     want = _count(current, mesh)
     usable = [a for a in free if a in current or mesh.size_expr(a) != 1]
+    fits = {frozenset(c) for r in range(1, len(usable) + 1) for c in itertools.combinations(usable, r)
+            if _count(c, mesh) == want}                   # the product depends only on which axes
     return tuple(t for r in range(1, len(usable) + 1) for t in itertools.permutations(usable, r)
-                 if _count(t, mesh) == want)
+                 if frozenset(t) in fits)
 
 
 @register

@@ -112,8 +112,8 @@ def _route_key(steps):
 
 #: the most moves one search looks at (layouts are settled cheapest first, so the routes to those it
 #: settles stay exact); past it, costlier layouts are not explored and the plan says so. Meshes of up to
-#: five axes stay under it.
-LAYOUT_LIMIT = 80_000
+#: four axes stay under it (every relabelling of six axes is a move, so five axes already do not).
+LAYOUT_LIMIT = 20_000
 
 
 class _Bounded:
