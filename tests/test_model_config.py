@@ -52,10 +52,11 @@ def test_dense_presets_hold_the_published_numbers(name):
     assert cfg.source
 
 
-def test_deepseek_preset_is_moe_with_its_mla_approximation_noted():
+def test_deepseek_preset_is_moe_with_latent_attention():
     cfg = load_model_config("deepseek-v3")
     assert dims(cfg) == (61, 7168, 18432, 128, 128, 128, 129280)
     assert (cfg.E, cfg.k, cfg.shared_experts, cfg.F_expert, cfg.dense_layers) == (256, 8, 1, 2048, 3)
+    assert (cfg.kv_lora, cfg.q_lora, cfg.rope_dim) == (512, 1536, 64) and cfg.is_mla
     assert cfg.is_moe and not cfg.tied_embeddings
     assert "latent attention" in cfg.notes and "KV cache" in cfg.notes
     assert "deepseek-ai/DeepSeek-V3" in cfg.source
@@ -144,10 +145,11 @@ def test_hf_deepseek_moe_import():
     cfg = from_hf_config(DEEPSEEK_HF, "DeepSeek-V3", "https://huggingface.co/deepseek-ai/DeepSeek-V3")
     assert dims(cfg) == (61, 7168, 18432, 128, 128, 128, 129280)  # H from v_head_dim, not 7168 // 128
     assert (cfg.E, cfg.k, cfg.shared_experts, cfg.F_expert, cfg.dense_layers) == (256, 8, 1, 2048, 3)
-    assert cfg.gated and cfg.is_moe and "latent attention" in cfg.notes
+    assert cfg.gated and cfg.is_moe and (cfg.kv_lora, cfg.q_lora, cfg.rope_dim) == (512, 1536, 64)
     preset = load_model_config("deepseek-v3")
-    assert dims(cfg) + (cfg.E, cfg.k, cfg.shared_experts, cfg.F_expert, cfg.dense_layers) == \
-        dims(preset) + (preset.E, preset.k, preset.shared_experts, preset.F_expert, preset.dense_layers)
+    keys = ("L", "D", "F", "N", "K", "H", "V", "E", "k", "shared_experts", "F_expert", "dense_layers",
+            "kv_lora", "q_lora", "rope_dim", "gated", "tied_embeddings")
+    assert [getattr(cfg, k) for k in keys] == [getattr(preset, k) for k in keys]
 
 
 def test_hf_mixtral_and_qwen_moe_import():

@@ -12,7 +12,8 @@
 The book's names: L layers, D model width, F MLP width, N query heads, K key/value heads, H head width,
 V vocabulary; a gated MLP has three matrices (in1, in2, out), an ungated one two; an MoE model has E routed
 experts of width F_expert, k of them active per token, shared experts that every token uses, and
-``dense_layers`` leading layers with an ordinary MLP of width F.
+``dense_layers`` leading layers with an ordinary MLP of width F. Multi-head latent attention (DeepSeek)
+caches a ``kv_lora``-wide latent and a ``rope_dim``-wide rotary key a token (:mod:`symcost.models.mla`).
 """
 from __future__ import annotations
 
@@ -54,6 +55,9 @@ class ModelConfig:
     shared_experts: int = 0
     F_expert: int | None = None     # per-expert MLP width (None = F)
     dense_layers: int = 0           # leading layers with a dense MLP of width F (DeepSeek-V3: 3)
+    kv_lora: int = 0                # multi-head latent attention: the cached key-value latent (0: ordinary)
+    q_lora: int = 0                 # MLA: the query latent (0: queries projected from D directly)
+    rope_dim: int = 0               # MLA: the decoupled rotary key width, cached beside the latent
     source: str = ""                # where the numbers come from (config.json URL, book section)
     notes: str = ""
 
@@ -63,6 +67,10 @@ class ModelConfig:
     @property
     def is_moe(self) -> bool:
         return self.E > 1
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora > 0
 
     @property
     def G(self) -> int:
@@ -87,7 +95,7 @@ def _validate(d: Mapping, where: str) -> None:
     for f in FIELDS + ("E", "k"):
         if _bad_int(d.get(f, 1 if f in ("E", "k") else None), 1):
             raise UsageError(f"{where}: field {f!r} must be a positive integer, not {d.get(f)!r}.")
-    for f in ("shared_experts", "dense_layers"):
+    for f in ("shared_experts", "dense_layers", "kv_lora", "q_lora", "rope_dim"):
         if _bad_int(d.get(f, 0), 0):
             raise UsageError(f"{where}: field {f!r} must be a non-negative integer, not {d.get(f)!r}.")
     if d.get("F_expert") is not None and _bad_int(d["F_expert"], 1):
@@ -102,6 +110,11 @@ def _validate(d: Mapping, where: str) -> None:
         raise UsageError(f"{where}: N={d['N']} query heads do not divide into K={d['K']} key/value heads.")
     if d.get("k", 1) > d.get("E", 1):
         raise UsageError(f"{where}: field 'k' ({d['k']} active experts) exceeds field 'E' ({d.get('E', 1)} experts).")
+    if (d.get("q_lora", 0) or d.get("rope_dim", 0)) and not d.get("kv_lora", 0):
+        raise UsageError(f"{where}: fields 'q_lora' and 'rope_dim' describe latent attention: give 'kv_lora' too.")
+    if d.get("kv_lora", 0) and d["K"] != d["N"]:
+        raise UsageError(f"{where}: latent attention gives every head its own keys: field 'K' ({d['K']}) must "
+                         f"equal field 'N' ({d['N']}).")
     if d.get("dense_layers", 0) > d["L"]:
         raise UsageError(f"{where}: field 'dense_layers' ({d['dense_layers']}) exceeds field 'L' ({d['L']}).")
 
@@ -160,8 +173,8 @@ def from_hf_config(d: dict, name: str, source: str = "") -> ModelConfig:
     n_layer); MoE from n_routed_experts / num_local_experts / num_experts, num_experts_per_tok,
     n_shared_experts, moe_intermediate_size and first_k_dense_replace. Whether the MLP is gated follows
     model_type / architectures (LLaMA, Mistral, Qwen, Gemma, DeepSeek, ... gated; GPT-2, GPT-NeoX, OPT, ...
-    not), else hidden_act (silu gated). Multi-head latent attention (kv_lora_rank) becomes ordinary
-    attention with H = v_head_dim, which overstates attention weights and the KV cache (see ``notes``).
+    not), else hidden_act (silu gated). Multi-head latent attention from kv_lora_rank, q_lora_rank and
+    qk_rope_head_dim, with H = v_head_dim (:mod:`symcost.models.mla`).
     """
     where = source or name
     if not isinstance(d, dict):
@@ -175,11 +188,15 @@ def from_hf_config(d: dict, name: str, source: str = "") -> ModelConfig:
     D, N = _int(d, "hidden_size", where), _int(d, "num_attention_heads", where)
     K = _int(d, "num_key_value_heads", where, N)
     H = _int(d, "head_dim", where, max(1, D // N))
+    mla: dict = {}
     if d.get("kv_lora_rank") is not None:  # DeepSeek multi-head latent attention
         H = _int(d, "v_head_dim", where, _int(d, "qk_nope_head_dim", where, H))
-        notes.append(f"multi-head latent attention approximated by {N} heads of {H} with K={K}: attention "
-                     f"weights and the KV cache are overstated (MLA caches kv_lora_rank + qk_rope_head_dim "
-                     f"values per token and layer)")
+        K = N
+        mla = dict(kv_lora=_int(d, "kv_lora_rank", where), q_lora=_count(d, "q_lora_rank", where),
+                   rope_dim=_count(d, "qk_rope_head_dim", where))
+        nope = _int(d, "qk_nope_head_dim", where, H)
+        if nope != H:
+            notes.append(f"query-key head width qk_nope_head_dim {nope} taken as v_head_dim {H}")
     F = _int(d, "intermediate_size", where)
     moe: dict = {}
     ekey = next((key for key in ("n_routed_experts", "num_local_experts", "num_experts") if d.get(key)), None)
@@ -195,7 +212,7 @@ def from_hf_config(d: dict, name: str, source: str = "") -> ModelConfig:
     tied = d.get("tie_word_embeddings", any(n.startswith(_TIED_BY_DEFAULT) for n in _family(d)))
     values = dict(name=name, L=_int(d, "num_hidden_layers", where), D=D, F=F, N=N, K=K, H=H,
                   V=_int(d, "vocab_size", where), gated=_is_gated(d), tied_embeddings=bool(tied),
-                  source=source, notes="; ".join(notes), **moe)
+                  source=source, notes="; ".join(notes), **moe, **mla)
     _validate(values, where)
     return ModelConfig(**values)
 

@@ -28,10 +28,7 @@ from ..pricing import op_cost, totals
 from ..program import derive_program
 from .config import ModelConfig
 from .transformer import (Sharding, checkpoint_bytes, flops_per_token, forward_flops, head_program,
-                          kv_bytes_per_token, layer_program, param_counts, sizes)
-
-
-FUSED = ("A",)  # intermediates that stay on chip
+                          kv_bytes_per_token, layer_program, on_chip, param_counts, sizes)
 
 
 def _canon(dtype: str | None) -> str | None:
@@ -89,6 +86,25 @@ class Serving:
         return kv_bytes_per_token(self.cfg, self.kv_dtype)
 
     @property
+    def kv_copies(self) -> int:
+        """How many devices hold each block of the KV cache: one where the cache is split over every
+        axis; with latent attention the latent is shared by all heads, so splitting the heads copies it
+        onto every device of those axes (only the cache's batch axes split it)."""
+        from ..mesh import parse_mesh
+        mesh = parse_mesh(self.mesh)
+        split = set(self.sharding.kv_batch or self.sharding.batch)
+        if not self.cfg.is_mla:
+            split |= set(self.sharding.heads)
+        n = 1
+        for a in split:
+            n *= mesh.axis(a).size or 1
+        return max(1, self.chips // n)
+
+    def _kv_bytes(self, batch: int, seq: int) -> float:
+        """Bytes the KV caches of ``batch`` sequences of ``seq`` tokens take on the slice, copies included."""
+        return batch * seq * self.kv_bytes_per_token * self.kv_copies
+
+    @property
     def hbm_total(self) -> float:
         return self.chips * self.hw.hbm_bytes
 
@@ -101,7 +117,8 @@ class Serving:
         plan = self._plans.get(key)
         if plan is None:
             if which == "layer":
-                text = layer_program(self.cfg, self.sharding, dtype=self.dtype, kv_dtype=self.kv_dtype, moe=moe)
+                text = layer_program(self.cfg, self.sharding, dtype=self.dtype, kv_dtype=self.kv_dtype, moe=moe,
+                                     absorbed=True)
             else:
                 text = head_program(self.cfg, self.sharding, dtype=self.dtype)
             dims = sizes(self.cfg, batch=batch, seq=seq, context=context, experts_moe=moe)
@@ -111,11 +128,11 @@ class Serving:
 
     def _roofline(self, plan, override=None) -> tuple[float, float, float, float]:
         """(sum over einsums of max(T_math, T_hbm), T_math, T_hbm, T_comms) per device, in seconds, under
-        the ``step`` overlap policy. The attention scores ``A`` never reach HBM (the two attention einsums
-        run fused, as flash attention does), so their bytes are not counted. ``override`` rebinds sizes
+        the ``step`` overlap policy. The attention scores never reach HBM (the attention einsums run fused,
+        as flash attention does), so their bytes are not counted. ``override`` rebinds sizes
         (the plan is symbolic in them), so one derivation serves a sweep."""
         env = Env.numeric(plan.mesh, {**dict(plan.sizes), **(override or {})}, self._constants(plan))
-        t = totals((op_cost(s.op, env, FUSED) for s in plan.steps), env, "step")
+        t = totals((op_cost(s.op, env, on_chip(self.cfg)) for s in plan.steps), env, "step")
         return t.t_einsums, t.t_math, t.t_hbm, t.t_comms
 
     # ------------------------------------------------------------------ decode
@@ -144,11 +161,11 @@ class Serving:
         h = self._roofline(self._plan("head", at, new_tokens, seq), {"B": run_batch})
         roof, tm, th, tc = roof + h[0], tm + h[1], th + h[2], tc + h[3]
         step = max(roof, tc)
-        memory = self.param_bytes + batch * seq * self.kv_bytes_per_token
+        memory = self.param_bytes + self._kv_bytes(batch, seq)
         return {"step_time": step, "t_math": tm, "t_hbm": th, "t_comms": tc,
                 "tokens_per_s": batch * new_tokens / step,
                 "tokens_per_s_per_chip": batch * new_tokens / step / self.chips,
-                "max_batch": self.max_batch(seq), "memory_bytes": memory,
+                "max_batch": self.max_batch(seq), "memory_bytes": memory, "kv_copies": self.kv_copies,
                 "fits": memory <= self.hbm_total}
 
     def _padded(self, batch: int) -> int:
@@ -163,7 +180,7 @@ class Serving:
     def max_batch(self, seq: int) -> int:
         """Largest batch whose weights and KV caches fit in the slice's HBM."""
         free = self.hbm_total - self.param_bytes
-        return max(0, int(free // (seq * self.kv_bytes_per_token)))
+        return max(0, int(free // (seq * self.kv_bytes_per_token * self.kv_copies)))
 
     def frontier(self, seq: int, batches=None) -> list[dict]:
         """Latency and throughput by batch size (book Part 7's LLaMA-2 13B tables, Part 8's Pareto)."""
@@ -199,7 +216,7 @@ class Serving:
             else:
                 mfu, source = 0.4, "the book's assumption (the preset has no efficiency data)"
         floor = self.param_bytes / (self.chips * self.hw.hbm_bandwidth * eff.hbm)
-        memory = self.param_bytes + batch * seq * self.kv_bytes_per_token
+        memory = self.param_bytes + self._kv_bytes(batch, seq)
         return {"batch": batch, "flops": flops, "seconds": max(flops / (self.chips * C * mfu), floor),
                 "mfu": mfu, "mfu_source": source, "hbm_floor": floor,
                 "memory_bytes": memory, "fits": memory <= self.hbm_total}

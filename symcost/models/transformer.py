@@ -22,6 +22,7 @@ from ..errors import UsageError
 from ..layout import global_bytes
 from ..notation import format_axes
 from ..program import derive_program
+from . import mla
 from .config import ModelConfig
 
 WEIGHTS_ATTN = ("Wq", "Wk", "Wv", "Wo")
@@ -48,8 +49,10 @@ class Sharding:
 
 
 def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: str | None = None,
-                  moe: bool | None = None) -> str:
-    """The program of one layer, with ``param`` declarations, laid out by ``sharding``."""
+                  moe: bool | None = None, absorbed: bool = False) -> str:
+    """The program of one layer, with ``param`` declarations, laid out by ``sharding``. A model with
+    latent attention has its attention from :func:`symcost.models.mla.attention` (``absorbed``: the form
+    a decoder runs, attention in the latent)."""
     sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))
     kv_dtype = kv_dtype or dtype
     b, kb = format_axes(sh.batch), format_axes(sh.kv_batch or sh.batch)
@@ -57,20 +60,25 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     w = f":{dtype}" if dtype != "bf16" else ""
     kv = f":{kv_dtype}" if kv_dtype != "bf16" else ""
     moe = cfg.is_moe if moe is None else moe
-    lines = [f"param Wq{w}[D{f}, K{h}, G, H], Wk{w}[D{f}, K{h}, H], Wv{w}[D{f}, K{h}, H], Wo{w}[K{h}, G, H, D{f}]"]
+    if cfg.is_mla:
+        params, attn, _ = mla.attention(cfg, b, kb, h, f, w, kv, absorbed=absorbed)
+        lines = [params]
+    else:
+        lines = [f"param Wq{w}[D{f}, K{h}, G, H], Wk{w}[D{f}, K{h}, H], Wv{w}[D{f}, K{h}, H], Wo{w}[K{h}, G, H, D{f}]"]
+        attn = [
+            f"Q[B{b}, T, K{h}, G, H] = X[B{b}, T, D] *_D Wq[D, K, G, H]",
+            f"Kn{kv}[B{b}, T, K{h}, H] = X[B, T, D] *_D Wk[D, K, H]",
+            f"Vn{kv}[B{b}, T, K{h}, H] = X[B, T, D] *_D Wv[D, K, H]",
+            f"A[B{kb}, T, S, K{h}, G] = Q[B, T, K, G, H] *_H Kc{kv}[B{kb}, S, K{h}, H]",
+            f"Ctx[B{kb}, T, K{h}, G, H] = A[B, T, S, K, G] *_S Vc{kv}[B{kb}, S, K{h}, H]",
+            f"Y[B{b}, T, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]",
+        ]
     if moe:
         lines.append(f"param W1{w}[E{m}, D{f}, F], W2{w}[E{m}, D{f}, F], W3{w}[E{m}, F, D{f}]")
     else:
         lines.append(f"param W1{w}[D{f}, F{m}]" + (f", W2{w}[D{f}, F{m}]" if cfg.gated else "")
                      + f", W3{w}[F{m}, D{f}]")
-    lines += [
-        f"Q[B{b}, T, K{h}, G, H] = X[B{b}, T, D] *_D Wq[D, K, G, H]",
-        f"Kn{kv}[B{b}, T, K{h}, H] = X[B, T, D] *_D Wk[D, K, H]",
-        f"Vn{kv}[B{b}, T, K{h}, H] = X[B, T, D] *_D Wv[D, K, H]",
-        f"A[B{kb}, T, S, K{h}, G] = Q[B, T, K, G, H] *_H Kc{kv}[B{kb}, S, K{h}, H]",
-        f"Ctx[B{kb}, T, K{h}, G, H] = A[B, T, S, K, G] *_S Vc{kv}[B{kb}, S, K{h}, H]",
-        f"Y[B{b}, T, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]",
-    ]
+    lines += attn
     if moe:  # R = B T k / E tokens reach each expert (uniform routing)
         lines += [f"U1[E{m}, R, F] = Xe[E{m}, R, D] *_D W1[E, D, F]",
                   f"U2[E{m}, R, F] = Xe[E{m}, R, D] *_D W2[E, D, F]",
@@ -96,6 +104,7 @@ def sizes(cfg: ModelConfig, *, batch=1, seq=1, context=None, experts_moe: bool |
     out = {"D": cfg.D, "F": cfg.F_expert if (cfg.is_moe and experts_moe is not False and cfg.F_expert)
            else cfg.F, "K": cfg.K, "G": cfg.G, "H": cfg.H, "V": cfg.V, "B": int(batch), "T": int(seq),
            "S": int(context if context is not None else seq)}
+    out.update(mla.sizes(cfg))
     if cfg.is_moe:
         out["E"] = cfg.E
         out["R"] = max(1, int(round(batch * seq * cfg.k / cfg.E)))
@@ -112,7 +121,7 @@ def param_counts(cfg: ModelConfig) -> dict:
     dense = derive_program(layer_program(cfg, {}, moe=False), mesh="X=1", moves="none")
     lay = {l.name: l for l in dense.layouts}
     dims = sizes(cfg, experts_moe=False)
-    attn = sum(_elements(lay[n], dims) for n in WEIGHTS_ATTN)
+    attn = sum(_elements(lay[n], dims) for n in attention_weights(cfg))
     mlp_dense = sum(_elements(lay[n], dims) for n in WEIGHTS_MLP if n in lay)
     head = derive_program(head_program(cfg, {}), mesh="X=1", moves="none")
     unembed = _elements({l.name: l for l in head.layouts}["Wu"], dims)
@@ -133,13 +142,39 @@ def param_counts(cfg: ModelConfig) -> dict:
             "mlp_active": int(mlp_active), "attention": int(attention), "embedding": int(embedding)}
 
 
+def _names(cfg: ModelConfig) -> dict:
+    if cfg.is_mla:
+        return mla.attention(cfg, "", "", "", "", "", "")[2]
+    return {"weights": WEIGHTS_ATTN, "cache": ("Kn", "Vn"), "context": ATTENTION, "fused": ("A",)}
+
+
+def attention_weights(cfg: ModelConfig) -> tuple[str, ...]:
+    return _names(cfg)["weights"]
+
+
+def cache_entries(cfg: ModelConfig) -> tuple[str, ...]:
+    """The tensors a new token adds to the KV cache (keys and values; the latent and rotary key for MLA)."""
+    return _names(cfg)["cache"]
+
+
+def context_einsums(cfg: ModelConfig) -> tuple[str, ...]:
+    """The einsums whose FLOPs grow with the context (causal masking halves them)."""
+    return _names(cfg)["context"]
+
+
+def on_chip(cfg: ModelConfig) -> tuple[str, ...]:
+    """Intermediates that never reach HBM (the attention scores, fused as flash attention runs them)."""
+    return _names(cfg)["fused"]
+
+
 @caching.memoize(maxsize=64)
 def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str = "bf16") -> int:
-    """2 L K H bytes: the new keys and values a token adds, read off the layer program."""
+    """The bytes a token adds to the KV cache, read off the layer program: 2 L K H for ordinary attention,
+    L (kv_lora + rope_dim) for latent attention."""
     plan = derive_program(layer_program(cfg, {}, kv_dtype=kv_dtype, moe=False), mesh="X=1", moves="none")
     lay = {l.name: l for l in plan.layouts}
     dims = sizes(cfg, batch=1, seq=1, experts_moe=False)
-    per_layer = sum(sp.sympify(global_bytes(lay[n], dims)) for n in ("Kn", "Vn"))
+    per_layer = sum(sp.sympify(global_bytes(lay[n], dims)) for n in cache_entries(cfg))
     return int(cfg.L * per_layer)
 
 
@@ -162,7 +197,7 @@ def forward_flops(cfg: ModelConfig, *, batch=1, seq=1, context=None, causal: boo
             if not s.is_einsum:
                 continue
             f = plan.evaluate(s.flops)
-            if s.tensor in ATTENTION:
+            if s.tensor in context_einsums(cfg):
                 if not attention:
                     continue
                 f *= 0.5 if causal else 1.0

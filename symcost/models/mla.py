@@ -1,0 +1,82 @@
+"""Multi-head latent attention (DeepSeek-V2/V3, arXiv 2405.04434 section 2.1) as einsums of the layer
+program: keys and values come from one low-rank latent a token caches, so the KV cache holds
+``kv_lora + rope_dim`` values a token and layer (DeepSeek-V3: 512 + 64 = 576) where ordinary attention
+holds ``2 K H`` (32,768).
+
+The dimensions: ``Rq`` the query latent (``q_lora``), ``Rkv`` the key-value latent (``kv_lora``), ``Hr``
+the decoupled rotary key width (``rope_dim``, one rotary key a token shared by every head); the heads are
+``K`` (with ``G = 1``: after the up-projections every head has its own key and value) of width ``H``.
+
+Two forms of the same weights (the paper's appendix; every serving stack does this):
+
+- ``naive`` (training, prefill): the cached latent ``Cc`` is projected up to keys ``Kc`` and values ``Vc``,
+  then attention is the ordinary one over ``H + Hr`` query-key widths;
+- ``absorbed`` (decoding): the key up-projection is folded into the query (``Qa = Qn W_kb``) and the value
+  up-projection applied after attention, so attention runs in the latent and only the latent is read.
+
+    >>> from symcost.models.config import load_model_config
+    >>> params, lines, names = attention(load_model_config("deepseek-v3"), "", "", "", "", "", "", absorbed=True)
+    >>> next(line for line in lines if line.startswith("An"))
+    'An[B, T, S, K, G] = Qa[B, T, K, G, Rkv] *_Rkv Cc[B, S, Rkv]'
+    >>> names["cache"], names["fused"]
+    (('Cn', 'Rn'), ('An', 'Ar', 'A'))
+"""
+from __future__ import annotations
+
+
+def attention(cfg, b: str, kb: str, h: str, f: str, w: str, kv: str, *, absorbed: bool = False) -> tuple:
+    """(params line, statements, names) of the attention of ``cfg`` (an MLA model), laid out with the
+    formatted axes ``b`` (batch), ``kb`` (the cache's batch), ``h`` (heads), ``f`` (FSDP) and the dtype
+    suffixes ``w`` (weights) and ``kv`` (cache). ``names``: the weights, the new cache entries (what a
+    token adds to the cache), the attention einsums (their FLOPs grow with the context) and the
+    intermediates that stay on chip."""
+    weights = []
+    if cfg.q_lora:
+        weights += [f"Wqa{w}[D{f}, Rq]", f"Wqn{w}[Rq, K{h}, G, H]", f"Wqr{w}[Rq, K{h}, G, Hr]"]
+        q_in, q_dim = "Cq[B, T, Rq]", "Rq"
+    else:
+        weights += [f"Wqn{w}[D{f}, K{h}, G, H]", f"Wqr{w}[D{f}, K{h}, G, Hr]"]
+        q_in, q_dim = "X[B, T, D]", "D"
+    weights += [f"Wkv{w}[D{f}, Rkv]", f"Wkr{w}[D{f}, Hr]", f"Wkb{w}[Rkv, K{h}, H]", f"Wvb{w}[Rkv, K{h}, H]",
+                f"Wo{w}[K{h}, G, H, D{f}]"]
+    lines = [f"Cq[B{b}, T, Rq] = X[B{b}, T, D] *_D Wqa[D, Rq]"] if cfg.q_lora else []
+    lines += [
+        f"Qn[B{b}, T, K{h}, G, H] = {q_in} *_{q_dim} Wqn[{q_dim}, K, G, H]",
+        f"Qr[B{b}, T, K{h}, G, Hr] = {q_in} *_{q_dim} Wqr[{q_dim}, K, G, Hr]",
+        f"Cn{kv}[B{b}, T, Rkv] = X[B, T, D] *_D Wkv[D, Rkv]",
+        f"Rn{kv}[B{b}, T, Hr] = X[B, T, D] *_D Wkr[D, Hr]",
+    ]
+    if absorbed:
+        lines += [
+            f"Qa[B{b}, T, K{h}, G, Rkv] = Qn[B, T, K, G, H] *_H Wkb[Rkv, K, H]",
+            f"An[B{kb}, T, S, K{h}, G] = Qa[B, T, K, G, Rkv] *_Rkv Cc{kv}[B{kb}, S, Rkv]",
+            f"Ar[B{kb}, T, S, K{h}, G] = Qr[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S, Hr]",
+            f"A[B{kb}, T, S, K{h}, G] = Add(An[B, T, S, K, G], Ar[B, T, S, K, G])",
+            f"Cl[B{kb}, T, K{h}, G, Rkv] = A[B, T, S, K, G] *_S Cc[B, S, Rkv]",
+            f"Ctx[B{b}, T, K{h}, G, H] = Cl[B, T, K, G, Rkv] *_Rkv Wvb[Rkv, K, H]",
+        ]
+        context = ("An", "Ar", "Cl")
+    else:
+        lines += [
+            f"Kc[B{kb}, S, K{h}, H] = Cc{kv}[B{kb}, S, Rkv] *_Rkv Wkb[Rkv, K, H]",
+            f"Vc[B{kb}, S, K{h}, H] = Cc[B, S, Rkv] *_Rkv Wvb[Rkv, K, H]",
+            f"An[B{kb}, T, S, K{h}, G] = Qn[B, T, K, G, H] *_H Kc[B{kb}, S, K{h}, H]",
+            f"Ar[B{kb}, T, S, K{h}, G] = Qr[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S, Hr]",
+            f"A[B{kb}, T, S, K{h}, G] = Add(An[B, T, S, K, G], Ar[B, T, S, K, G])",
+            f"Ctx[B{kb}, T, K{h}, G, H] = A[B, T, S, K, G] *_S Vc[B, S, K, H]",
+        ]
+        context = ("An", "Ar", "Ctx")
+    lines.append(f"Y[B{b}, T, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]")
+    names = {"weights": tuple(x.split(":")[0].split("[")[0] for x in weights), "cache": ("Cn", "Rn"),
+             "context": context, "fused": ("An", "Ar", "A")}
+    return "param " + ", ".join(weights), lines, names
+
+
+def sizes(cfg) -> dict:
+    """The MLA dimensions' bindings (empty for ordinary attention)."""
+    if not cfg.kv_lora:
+        return {}
+    out = {"Rkv": cfg.kv_lora, "Hr": cfg.rope_dim}
+    if cfg.q_lora:
+        out["Rq"] = cfg.q_lora
+    return out
