@@ -98,7 +98,11 @@ def cmd_model(args) -> int:
         out["prefill"] = serving.prefill(args.seq, args.mfu, batch=int(args.batch or 1))
     if args.frontier:
         out["frontier"] = serving.frontier(args.seq)
-    if args.train and train.wanted(args):
+    if args.train and args.search:
+        out["train"] = train.search(args, cfg, hw)
+    elif args.search:
+        raise UsageError("--search chooses a training run: give --train")
+    elif args.train and train.wanted(args):
         out["train"] = train.execute(args, cfg, hw)
     elif args.train:
         if not args.batch:
@@ -129,7 +133,9 @@ def _no_fit(what: str, need: float, have: float) -> str:
 def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
     from ..printers.text import fmt_bytes, fmt_seconds
     print(f"{cfg.name}: L={cfg.L} D={cfg.D} F={cfg.F} N={cfg.N} K={cfg.K} H={cfg.H} V={cfg.V}"
-          + (f" E={cfg.E} k={cfg.k}" if cfg.is_moe else ""))
+          + (f" E={cfg.E} k={cfg.k}" if cfg.is_moe else "")
+          + (f"; latent attention: kv_lora={cfg.kv_lora} q_lora={cfg.q_lora} rope_dim={cfg.rope_dim}"
+             if cfg.is_mla else ""))
     print(f"  parameters: {params['total']:.4g} total, {params['active']:.4g} active "
           f"(MLP {params['mlp']:.4g}, attention {params['attention']:.4g}, embeddings {params['embedding']:.4g})")
     print(f"  weights in {dtype}: {fmt_bytes(params['total'] * dtypes.nbytes(dtype))}")
@@ -144,6 +150,9 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
         print(f"  decode on {args.chips} x {hw.name}, batch {int(args.batch)}, context {args.seq}:")
         print(f"    step {fmt_seconds(d['step_time'])} (T_hbm {fmt_seconds(d['t_hbm'])}, T_math "
               f"{fmt_seconds(d['t_math'])}, T_comms {fmt_seconds(d['t_comms'])})")
+        if d.get("kv_copies", 1) > 1:
+            print(f"    the KV cache is held {d['kv_copies']} times: one latent serves every head, so splitting "
+                  f"the heads copies it (--mesh Y=..,Z=.. splits the cache's batch over Z)")
         if d["fits"]:
             print(f"    {d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.0f} per chip; memory "
                   f"{fmt_bytes(d['memory_bytes'])} of {fmt_bytes(have)}; largest batch {d['max_batch']}")
@@ -162,7 +171,9 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
         for r in out["frontier"]:
             print(f"  {r['batch']:>6} {fmt_seconds(r['step_time']):>10} {r['tokens_per_s']:>10.0f} "
                   f"{r['tokens_per_s_per_chip']:>9.1f} {fmt_bytes(r['memory_bytes']):>9}")
-    if "train" in out and "step_time" in out["train"]:
+    if "train" in out and "searched" in out["train"]:
+        train.show_search(out["train"], hw)
+    elif "train" in out and "step_time" in out["train"]:
         train.show(out["train"], hw)
     elif "train" in out:
         t = out["train"]

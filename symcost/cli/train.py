@@ -29,6 +29,42 @@ def add_arguments(m) -> None:
     g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"),
                    help="pipeline schedule (default: interleaved with --interleave > 1, else 1F1B)")
     g.add_argument("--tp-overlap", action="store_true", help="TP collectives overlapped with the matmuls")
+    g.add_argument("--search", action="store_true",
+                   help="choose the run: every TP x PP x DP split of --chips with microbatch, interleave, ZeRO, "
+                        "recomputation and sequence parallelism, ranked by iteration time among those that fit")
+    g.add_argument("--top", type=int, default=5, help="runs --search lists (default 5)")
+
+
+def search(args, cfg, hw) -> dict:
+    from ..models.runs import search_runs
+    given = [f"--{k.replace('_', '-')}" for k in OPTIONS if getattr(args, k, None) not in (None, False)]
+    if given:
+        raise UsageError(f"--search chooses the run itself; drop {', '.join(given)}")
+    if args.top < 1:
+        raise UsageError(f"--top must be at least 1, not {args.top}")
+    if not args.batch:
+        raise UsageError("--train --search needs --batch (tokens per iteration)")
+    sequences = int(args.batch // args.seq)
+    if sequences < 1:
+        raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq}")
+    res = search_runs(cfg, hw, args.chips, sequences, args.seq, top=args.top)
+    res.update(chips=args.chips, sequences=sequences, seq=args.seq, fits=bool(res["runs"]))
+    return res
+
+
+def show_search(res: dict, hw) -> None:
+    from ..models.runs import describe
+    from ..printers.text import fmt_bytes
+    print(f"  run search on {res['chips']} x {hw.name}, {res['sequences']} sequences of {res['seq']}: priced "
+          f"{res['searched']:,} runs; {res['feasible']:,} fit in "
+          f"{fmt_bytes(hw.hbm_bytes)}")
+    if not res["runs"]:
+        print("    NONE FITS: more chips, or fewer sequences")
+        return
+    for i, r in enumerate(res["runs"], 1):
+        why = (f"; +{r['loses_by']:.3g} s, mostly {r['mostly'].replace('_', ' ')}" if r["mostly"] else "")
+        print(f"    {i}. {describe(r['config'])}: {r['step_time']:.3g} s, MFU {r['mfu']:.1%}, "
+              f"{fmt_bytes(r['memory_bytes'])}{why}")
 
 
 def wanted(args) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from .. import caching
 from ..elementwise import RULES
 from ..errors import UsageError
 from . import recompute as rc
@@ -28,6 +29,13 @@ from .schedule import Schedule, default_schedule
 #: bytes an Adam step reads and writes per parameter in mixed precision: reads the fp32 gradient, master
 #: weight and two moments (16), writes the master weight, the moments and the bf16 weight (14)
 ADAM_BYTES = 30
+
+
+@caching.memoize(maxsize=1024)
+def _numeric(expr):
+    """``expr`` (in the layer's symbols s, b, h, a, t) as a plain function of them: a run's figures are the
+    same few expressions at other numbers, and a search prices thousands of runs."""
+    return sp.lambdify((rc.s, rc.b, rc.h, rc.a, rc.t), expr, "math")
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,7 @@ class Run:
         return {rc.s: self.seq, rc.b: self.microbatch, rc.h: self.cfg.D, rc.a: self.cfg.N, rc.t: self.tp}
 
     def _n(self, expr) -> float:
-        return float(sp.sympify(expr).subs(self._subs()))
+        return float(_numeric(sp.sympify(expr))(self.seq, self.microbatch, self.cfg.D, self.cfg.N, self.tp))
 
     @property
     def _policy(self) -> str:
