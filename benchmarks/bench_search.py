@@ -37,4 +37,20 @@ def report():
     dt = time.perf_counter() - t
     rows.append((f"re-pricing those {r.priced} closed forms at {len(xs)} values of B (vectorised)",
                  f"{r.priced * len(xs) / dt:8.0f} candidates/s"))
+    rows.append(_runs())
     return rows
+
+
+def _runs():
+    """``model --train --search``: runs priced by the execution model (those that do not fit are dropped
+    after their memory, before their iteration is priced)."""
+    from symcost.hardware import hardware
+    from symcost.models.config import load_model_config
+    from symcost.models.runs import search_runs
+    cfg, hw = load_model_config("gpt3-175b"), hardware("a100")
+    search_runs(cfg, hw, 8, 8, 2048)          # compiles the layer's expressions once
+    t = time.perf_counter()
+    res = search_runs(cfg, hw, 64, 64, 2048)
+    dt = time.perf_counter() - t
+    return (f"run search GPT-3 175B on 64 x a100: {res['searched']:,} runs ({res['feasible']} fit)",
+            f"{res['searched'] / dt:8.0f} runs/s")
