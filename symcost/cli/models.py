@@ -32,9 +32,49 @@ def register(sub):
                    "preset's efficiency data, else 0.4; training 0.4)")
     m.add_argument("--checkpoints-per-layer", type=int, metavar="K",
                    help="K saved tensors a layer (default 1; with the run knobs: K of [B, D], book Part 6)")
+    m.add_argument("--latency", metavar="TIME",
+                   help="with --decode --search: the longest decode step allowed (40ms, 0.04, 500us)")
     m.add_argument("--json", action="store_true")
     train.add_arguments(m)
     m.set_defaults(handler=cmd_model)
+
+
+def _seconds(text: str) -> float:
+    """A duration as the user writes it: 40ms, 0.04, 0.04s, 500us."""
+    import re
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us|µs)?\s*", text)
+    if not m:
+        raise UsageError(f"--latency {text!r}: write a duration such as 40ms, 0.04 or 500us")
+    return float(m.group(1)) * {"s": 1.0, None: 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}[m.group(2)]
+
+
+def _search_serving(args, cfg, hw, dtype) -> dict:
+    from ..models.serving_search import search_serving
+    if args.batch or args.mesh:
+        raise UsageError("--decode --search chooses the mesh and the batch itself; drop --batch and --mesh")
+    if args.top < 1:
+        raise UsageError(f"--top must be at least 1, not {args.top}")
+    latency = _seconds(args.latency) if args.latency is not None else None
+    res = search_serving(cfg, hw, args.chips, args.seq, latency=latency, top=args.top, dtype=dtype,
+                         kv_dtype=dtypes.canonical(args.kv_dtype) if args.kv_dtype else None)
+    res["fits"] = bool(res["runs"])
+    return res
+
+
+def _show_serving(res: dict, args, hw) -> None:
+    from ..printers.text import fmt_bytes, fmt_seconds
+    target = f", steps of at most {fmt_seconds(res['latency'])}" if res["latency"] else ""
+    print(f"  serving search on {args.chips} x {hw.name}, context {args.seq}{target}: priced "
+          f"{res['searched']} (mesh, batch) pairs over {len(res['meshes'])} meshes; {res['feasible']} qualify")
+    if not res["runs"]:
+        print("    NONE QUALIFIES: more chips, a shorter context, a smaller --dtype"
+              + (" or a longer --latency" if res["latency"] else ""))
+        return
+    for i, r in enumerate(res["runs"], 1):
+        copies = f", KV cache x{r['kv_copies']}" if r["kv_copies"] > 1 else ""
+        print(f"    {i}. mesh {r['mesh']}, batch {r['batch']}: step {fmt_seconds(r['step_time'])}, "
+              f"{r['tokens_per_s_per_chip']:.0f} tokens/s per chip, {r['bound']}-bound, "
+              f"{fmt_bytes(r['memory_bytes'])}{copies}")
 
 
 def _need_hw(args):
@@ -90,7 +130,9 @@ def cmd_model(args) -> int:
             sharding = Sharding(model=names, heads=names[:1], kv_batch=names[1:])
         serving = Serving(cfg, hw, chips=args.chips, dtype=dtype, kv_dtype=args.kv_dtype,
                           compute_dtype=args.compute_dtype, mesh=args.mesh, sharding=sharding)
-    if args.decode:
+    if args.decode and args.search:
+        out["decode"] = _search_serving(args, cfg, hw, dtype)
+    elif args.decode:
         if not args.batch:
             raise UsageError("--decode needs --batch (sequences)")
         out["decode"] = serving.decode(int(args.batch), args.seq)
@@ -100,8 +142,8 @@ def cmd_model(args) -> int:
         out["frontier"] = serving.frontier(args.seq)
     if args.train and args.search:
         out["train"] = train.search(args, cfg, hw)
-    elif args.search:
-        raise UsageError("--search chooses a training run: give --train")
+    elif args.search and not args.decode:
+        raise UsageError("--search chooses a training run (--train) or how to serve (--decode)")
     elif args.train and train.wanted(args):
         out["train"] = train.execute(args, cfg, hw)
     elif args.train:
@@ -145,7 +187,9 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
         print(f"  decode matmuls compute-bound above B = {out['critical_batch']:.0f} on {hw.name}"
               + (f" (each routed expert sees B k / E = B x {cfg.k}/{cfg.E} tokens)" if cfg.is_moe else ""))
     have = args.chips * hw.hbm_bytes if hw else 0
-    if "decode" in out:
+    if "decode" in out and "searched" in out["decode"]:
+        _show_serving(out["decode"], args, hw)
+    elif "decode" in out:
         d = out["decode"]
         print(f"  decode on {args.chips} x {hw.name}, batch {int(args.batch)}, context {args.seq}:")
         print(f"    step {fmt_seconds(d['step_time'])} (T_hbm {fmt_seconds(d['t_hbm'])}, T_math "

@@ -32,7 +32,7 @@ def add_arguments(m) -> None:
     g.add_argument("--search", action="store_true",
                    help="choose the run: every TP x PP x DP split of --chips with microbatch, interleave, ZeRO, "
                         "recomputation and sequence parallelism, ranked by iteration time among those that fit")
-    g.add_argument("--top", type=int, default=5, help="runs --search lists (default 5)")
+    g.add_argument("--top", type=int, default=5, help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
 
 
 def search(args, cfg, hw) -> dict:

@@ -1,0 +1,78 @@
+"""Choosing how to serve (``model --decode --search``): meshes over the heads and the KV cache's batch,
+batches that fit, a latency target, ranked by tokens a second per chip."""
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from symcost.cli import main
+from symcost.hardware import hardware
+from symcost.models.config import load_model_config
+from symcost.models.inference import Serving
+from symcost.models.serving_search import meshes, search_serving
+
+ROOT = Path(__file__).resolve().parent.parent
+V5E = hardware("tpu-v5e")
+
+
+def test_meshes_split_the_key_value_heads():
+    assert [m for m, _ in meshes(load_model_config("llama3-70b"), 16)] == ["Z=16", "Y=2,Z=8", "Y=4,Z=4", "Y=8,Z=2"]
+    # latent attention: every head has its own keys, so the heads (128) may split further
+    assert "Y=64" in [m for m, _ in meshes(load_model_config("deepseek-v3"), 64)]
+
+
+def test_the_best_meets_the_target_and_beats_the_default_layout():
+    cfg = load_model_config("llama3-70b")
+    res = search_serving(cfg, V5E, 16, 8192, latency=0.04, dtype="int8", top=50)
+    runs = res["runs"]
+    assert runs and all(r["step_time"] <= 0.04 and r["memory_bytes"] <= 16 * V5E.hbm_bytes for r in runs)
+    rates = [r["tokens_per_s_per_chip"] for r in runs]
+    assert rates == sorted(rates, reverse=True)
+    default = Serving(cfg, V5E, chips=16, dtype="int8")       # heads over Y=8, batch over Z=2
+    best_default = max(f["tokens_per_s_per_chip"] for f in default.frontier(8192)
+                       if f["fits"] and f["step_time"] <= 0.04)
+    assert rates[0] >= best_default * (1 - 1e-9)
+
+
+def test_a_tight_target_trades_throughput_for_latency():
+    cfg = load_model_config("llama3-8b")
+    loose = search_serving(cfg, hardware("h100"), 8, 4096)
+    tight = search_serving(cfg, hardware("h100"), 8, 4096, latency=0.004)
+    assert tight["runs"][0]["step_time"] <= 0.004 < loose["runs"][0]["step_time"]
+    assert tight["runs"][0]["tokens_per_s_per_chip"] < loose["runs"][0]["tokens_per_s_per_chip"]
+    assert tight["runs"][0]["batch"] < loose["runs"][0]["batch"]
+
+
+@pytest.mark.slow
+def test_latent_attention_prefers_to_split_the_cache():
+    res = search_serving(load_model_config("deepseek-v3"), hardware("h100"), 64, 4096, latency=0.05, top=1)
+    assert res["runs"][0]["kv_copies"] < 64          # splitting all heads would copy the latent 64 times
+
+
+def test_command_line_and_json(capsys):
+    args = ["model", "llama3-70b", "--decode", "--search", "--hw", "tpu-v5e", "--chips", "16", "--seq", "8192",
+            "--dtype", "int8", "--latency", "40ms", "--top", "2"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "serving search on 16 x tpu-v5e, context 8192, steps of at most 40 ms" in out
+    assert "    1. mesh " in out and "tokens/s per chip, hbm-bound" in out
+    assert main(args + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    jsonschema.validate(data, json.loads((ROOT / "symcost" / "schemas" / "model.json").read_text()))
+    assert len(data["decode"]["runs"]) == 2 and data["decode"]["latency"] == pytest.approx(0.04)
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--latency", "fast"], "write a duration such as 40ms"),
+    (["--latency", "0"], "--latency must be positive"),
+    (["--batch", "8"], "drop --batch and --mesh"),
+])
+def test_errors(capsys, extra, says):
+    code = main(["model", "llama3-8b", "--decode", "--search", "--hw", "h100", "--chips", "8"] + extra)
+    assert code == 2 and says in capsys.readouterr().err
+
+
+def test_nothing_qualifies_exits_one(capsys):
+    code = main(["model", "llama3-70b", "--decode", "--search", "--hw", "h100", "--chips", "1", "--seq", "8192"])
+    assert code == 1 and "NONE QUALIFIES" in capsys.readouterr().out
