@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import UsageError
 
 #: the options that ask for the execution model
-OPTIONS = ("tp", "pp", "dp", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
+OPTIONS = ("tp", "pp", "dp", "cp", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
            "tp_overlap", "zero", "fsdp")
 # --checkpoints-per-layer also applies to the run (K saved [B, D] tensors a layer, the rest recomputed)
 
@@ -16,6 +16,8 @@ def add_arguments(m) -> None:
     g.add_argument("--tp", type=int, help="tensor-parallel degree (inside the NVLink domain where it fits)")
     g.add_argument("--pp", type=int, help="pipeline stages")
     g.add_argument("--dp", type=int, help="data-parallel replicas")
+    g.add_argument("--cp", type=int, help="context parallelism: each sequence split over this many ranks, "
+                   "keys and values passed round a ring (inside the NVLink domain with TP where they fit)")
     g.add_argument("--microbatch", type=int, help="sequences per microbatch (default 1)")
     g.add_argument("--interleave", type=int, help="model chunks per pipeline stage (interleaved 1F1B)")
     g.add_argument("--sequences", type=int, help="sequences per iteration (instead of --batch tokens)")
@@ -32,6 +34,8 @@ def add_arguments(m) -> None:
     g.add_argument("--search", action="store_true",
                    help="choose the run: every TP x PP x DP split of --chips with microbatch, interleave, ZeRO, "
                         "recomputation and sequence parallelism, ranked by iteration time among those that fit")
+    g.add_argument("--max-cp", type=int, default=1, metavar="N",
+                   help="with --search: also try context parallelism over 2, 4, ... up to N ranks (default 1: none)")
     g.add_argument("--top", type=int, default=5, help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
 
 
@@ -47,7 +51,9 @@ def search(args, cfg, hw) -> dict:
     sequences = int(args.batch // args.seq)
     if sequences < 1:
         raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq}")
-    res = search_runs(cfg, hw, args.chips, sequences, args.seq, top=args.top)
+    if args.max_cp < 1:
+        raise UsageError(f"--max-cp must be at least 1, not {args.max_cp}")
+    res = search_runs(cfg, hw, args.chips, sequences, args.seq, top=args.top, max_cp=args.max_cp)
     res.update(chips=args.chips, sequences=sequences, seq=args.seq, fits=bool(res["runs"]))
     return res
 
@@ -78,15 +84,16 @@ def execute(args, cfg, hw) -> dict:
         raise UsageError(f"--recompute {args.recompute!r}: choose one of {', '.join(RECOMPUTE)}")
     if args.fsdp and args.zero not in (None, 3):
         raise UsageError(f"--fsdp is --zero 3; it contradicts --zero {args.zero}")
-    tp, pp, dp = args.tp or 1, args.pp or 1, args.dp
+    tp, pp, dp, cp = args.tp or 1, args.pp or 1, args.dp, args.cp or 1
     if dp is None:
-        dp = max(1, args.chips // (tp * pp))
-    if args.chips not in (1, tp * pp * dp):
-        raise UsageError(f"--chips {args.chips} is not --tp {tp} x --pp {pp} x --dp {dp} = {tp * pp * dp}")
+        dp = max(1, args.chips // (tp * pp * cp))
+    if args.chips not in (1, tp * pp * dp * cp):
+        raise UsageError(f"--chips {args.chips} is not --tp {tp} x --pp {pp} x --dp {dp}"
+                         + (f" x --cp {cp}" if cp > 1 else "") + f" = {tp * pp * dp * cp}")
     if args.sequences is None and not args.batch:
         raise UsageError("--train needs --sequences (per iteration) or --batch (tokens per iteration)")
     sequences = args.sequences if args.sequences is not None else int(args.batch // args.seq)
-    run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
+    run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, cp=cp, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
               interleave=args.interleave or 1, recompute=args.recompute or "none", seq_parallel=args.seq_parallel,
               schedule=args.schedule, tp_overlap=args.tp_overlap, zero=3 if args.fsdp else (args.zero or 0),
               checkpoints=args.checkpoints_per_layer)
@@ -103,7 +110,7 @@ def execute(args, cfg, hw) -> dict:
                          "activations": mem["activations"], "total": mem["total"]},
         "breakdown": {k: v for k, v in it.items() if k != "iteration"},
         "schedule": rep["schedule"],
-        "config": {"tp": tp, "pp": pp, "dp": dp, "chips": run.chips, "microbatch": run.microbatch,
+        "config": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "cp_link": run.cp_link, "chips": run.chips, "microbatch": run.microbatch,
                    "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
                    "seq_parallel": run.seq_parallel, "checkpoints_per_layer": run.checkpoints, "tp_overlap": run.tp_overlap, "zero": run.zero,
                    "tp_link": run.tp_link, "pp_link": run.pp_link, "dp_link": run.dp_link},
@@ -121,12 +128,13 @@ def show(rep: dict, hw) -> None:
     it, p, fl, sch = rep["breakdown"], rep["config"], rep["model_flops_per_token"], rep["schedule"]
     print(f"  run on {p['chips']} x {hw.name}: TP {p['tp']} ({p['tp_link']}), PP {p['pp']} ({p['pp_link']}), "
           f"DP {p['dp']}" + (f" ({p['dp_link']}" + (f", ZeRO {p['zero']}" if p["zero"] else "") + ")" if p["dp"] > 1
-                             else "") + f"; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
+                             else "") + (f", CP {p['cp']} ({p['cp_link']})" if p["cp"] > 1 else "")
+          + f"; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
           f"{sch['schedule']} schedule ({sch['microbatches']} microbatch{'' if sch['microbatches'] == 1 else 'es'}, "
           f"interleave {sch['interleave']}); "
           f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else ""))
     parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in
-                      ("forward", "backward", "recompute", "tp_comms", "head", "bubble", "p2p", "dp_comms",
+                      ("forward", "backward", "recompute", "tp_comms", "cp_comms", "head", "bubble", "p2p", "dp_comms",
                        "optimizer") if it[k])
     print(f"    iteration {rep['step_time']:.3g} s ({parts})")
     if rep["seconds"] is not None:

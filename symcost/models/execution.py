@@ -11,7 +11,9 @@ a ReduceScatter of the same bytes). A microbatch on a stage is its layers forwar
 forward's FLOPs, elementwise work reading the gradient and the saved tensor and writing a gradient) and
 the recomputed operations; the last stage adds the logits and cross-entropy. An iteration is
 ``(m + (p - 1) / v)`` microbatch-times (the schedule's bubble), the point-to-point sends, the data-parallel
-gradient reduction not hidden behind the last backward pass, and the optimizer step.
+gradient reduction not hidden behind the last backward pass, and the optimizer step. With context
+parallelism (``cp``) each rank holds ``s / cp`` of every sequence, so its share of every operation is
+``1 / cp``, and ring attention passes the keys and values round the ``cp`` ranks beside the attention core.
 """
 from __future__ import annotations
 
@@ -55,12 +57,13 @@ class Run:
     tp_overlap: bool = False    # TP collectives overlapped with the matmuls (not on the critical path)
     zero: int = 0               # ZeRO stage over the data-parallel replicas (3 = FSDP)
     checkpoints: int | None = None  # k saved [B, D] tensors a layer (book Part 6), the rest recomputed
+    cp: int = 1                 # context parallelism: each sequence split over cp ranks (ring attention)
 
     def __post_init__(self):
         if self.recompute not in rc.RECOMPUTE:
             raise UsageError(f"--recompute must be one of {', '.join(rc.RECOMPUTE)}, not {self.recompute!r}")
         for what, v in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp), ("--microbatch", self.microbatch),
-                        ("--sequences", self.sequences), ("--seq", self.seq)):
+                        ("--sequences", self.sequences), ("--seq", self.seq), ("--cp", self.cp)):
             if v < 1:
                 raise UsageError(f"{what} must be at least 1, not {v}")
         if self.checkpoints is not None and self.checkpoints < 0:
@@ -73,6 +76,8 @@ class Run:
         if self.cfg.L % (self.pp * self.interleave):
             raise UsageError(f"{self.cfg.name} has {self.cfg.L} layers, which do not split into {self.pp} stages "
                              f"x {self.interleave} chunks")
+        if self.seq % self.cp:
+            raise UsageError(f"--seq {self.seq} does not split over --cp {self.cp}")
         if self.cfg.N % self.tp:
             raise UsageError(f"{self.cfg.N} heads do not split over --tp {self.tp}")
         if self.sequences % (self.dp * self.microbatch):
@@ -82,7 +87,13 @@ class Run:
 
     @property
     def chips(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def replicas(self) -> int:
+        """Devices holding the same weights: the data-parallel replicas and the context-parallel ranks
+        (gradients are summed, and ZeRO shards, over both)."""
+        return self.dp * self.cp
 
     @property
     def pipeline(self) -> Schedule:
@@ -94,7 +105,10 @@ class Run:
         return {rc.s: self.seq, rc.b: self.microbatch, rc.h: self.cfg.D, rc.a: self.cfg.N, rc.t: self.tp}
 
     def _n(self, expr) -> float:
-        return float(_numeric(sp.sympify(expr))(self.seq, self.microbatch, self.cfg.D, self.cfg.N, self.tp))
+        """A per-layer figure on one device; with context parallelism a rank holds ``s / cp`` of each
+        sequence's tokens and attends them to all ``s`` keys, so every term (``s`` and ``s^2``) is a
+        ``1 / cp`` share."""
+        return float(_numeric(sp.sympify(expr))(self.seq, self.microbatch, self.cfg.D, self.cfg.N, self.tp)) / self.cp
 
     @property
     def _policy(self) -> str:
@@ -138,7 +152,7 @@ class Run:
         out = float(w["h4"]) / (2 if self.cfg.gated else 1)   # a gated MLP: two first matrices, then F x D
         return {"qkv": 2 * float(w["h3"]) * b * s * h * h, "scores": 2 * float(w["q"]) * b * s * s * h,
                 "context": 2 * float(w["q"]) * b * s * s * h, "proj": 2 * float(w["ctx"]) * b * s * h * h,
-                "fc1": 2 * float(w["h4"]) * b * s * h * h, "fc2": 2 * out * b * s * h * h}[op.name] / t
+                "fc1": 2 * float(w["h4"]) * b * s * h * h, "fc2": 2 * out * b * s * h * h}[op.name] / (t * self.cp)
 
     def _einsum_bytes(self, op) -> float:
         """HBM bytes an einsum reads and writes (its activations; weights for the projections)."""
@@ -175,7 +189,7 @@ class Run:
         """TP collectives of one layer's forward pass on the critical path."""
         if self.tp == 1 or self.tp_overlap:
             return 0.0
-        v = 2 * self.seq * self.microbatch * self.cfg.D
+        v = 2 * self.seq * self.microbatch * self.cfg.D / self.cp
         if self.seq_parallel:
             return 2 * (self._collective("AllGather", v, self.tp, self.tp_link)
                         + self._collective("ReduceScatter", v, self.tp, self.tp_link))
@@ -186,7 +200,26 @@ class Run:
         pass gathers them again for the weight gradients (Korthikanti et al. 2022, section 4.2.2)."""
         if self.tp == 1 or self.tp_overlap or not self.seq_parallel or self._policy == "full":
             return 0.0
-        return 2 * self._collective("AllGather", 2 * self.seq * self.microbatch * self.cfg.D, self.tp, self.tp_link)
+        return 2 * self._collective("AllGather", 2 * self.seq * self.microbatch * self.cfg.D / self.cp, self.tp,
+                                    self.tp_link)
+
+    @property
+    def cp_link(self) -> str:
+        return "nvlink" if self.tp * self.cp <= (self.hw.nvlink_domain or 1) else "dcn"
+
+    def _cp_comms(self) -> float:
+        """Ring attention's exposed time in one layer (forward and backward): each rank passes its keys and
+        values round the ring, ``cp - 1`` sends of ``s / cp`` tokens, overlapped with attention over the
+        chunk it holds; the backward pass passes them again with their gradients (twice the bytes)."""
+        if self.cp == 1:
+            return 0.0
+        chunk = 2 * 2 * (self.seq / self.cp) * self.microbatch * float(self._w["k"]) * self.cfg.D / self.tp
+        eta, lat = self._eff().net(self.cp_link, "")
+        bw = self.hw.dcn_bandwidth if self.cp_link == "dcn" else self.hw.ici_one_way
+        ring = (self.cp - 1) * (chunk / (bw * eta) + lat)
+        core = [op for op in rc.LAYER if op.core]
+        fwd, bwd = sum(self._ops(core, False)), sum(self._ops(core, True))
+        return max(0.0, ring - fwd) + max(0.0, 2 * ring - bwd)
 
     def layer(self) -> dict:
         """Seconds one layer takes for one microbatch on one device, by part."""
@@ -196,11 +229,11 @@ class Run:
         comms = self._tp_comms()
         re_comms = comms if self._policy == "full" else 0.0
         return {"forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
-                "tp_comms": 2 * comms + self._tp_regather(), "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec}
+                "tp_comms": 2 * comms + self._tp_regather(), "cp_comms": self._cp_comms(), "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec}
 
     def head(self) -> float:
         """The logits (forward and backward) and cross-entropy of one microbatch on the last stage."""
-        tokens, v = self.seq * self.microbatch, self.cfg.V / self.tp
+        tokens, v = self.seq * self.microbatch / self.cp, self.cfg.V / self.tp
         f = 2 * tokens * self.cfg.D * v
         ce = RULES["CrossEntropy"]
         return 3 * self._matmul(f) + self._hbm(4 * tokens * v * 2, (ce.flops + ce.grad_flops) * tokens * v)
@@ -214,17 +247,20 @@ class Run:
         sch = self.pipeline
         lay = self.layer()
         per_stage = self.cfg.L // self.pp
-        mb = per_stage * (lay["forward"] + lay["backward"] + lay["recompute"] + lay["tp_comms"]) + self.head()
+        mb = per_stage * (lay["forward"] + lay["backward"] + lay["recompute"] + lay["tp_comms"] + lay["cp_comms"]) \
+            + self.head()
         m = sch.microbatches
         eta, lat = self._eff().net(self.pp_link, "")
         bw = self.hw.dcn_bandwidth if self.pp_link == "dcn" else self.hw.ici_one_way
-        send = 2 * self.seq * self.microbatch * self.cfg.D / self.tp / (bw * eta) + lat if sch.stages > 1 else 0.0
+        send = 2 * self.seq * self.microbatch * self.cfg.D / (self.tp * self.cp) / (bw * eta) + lat \
+            if sch.stages > 1 else 0.0
         p2p = m * sch.sends_per_microbatch * send
         params = self._params_per_device()
         dp_exposed = self._dp_comms(params, per_stage * lay["backward"], per_stage * lay["forward"], m)
         optimizer = self._hbm(ADAM_BYTES * params, 0.0)
         parts = {"forward": m * per_stage * lay["forward"], "backward": m * per_stage * lay["backward"],
                  "recompute": m * per_stage * lay["recompute"], "tp_comms": m * per_stage * lay["tp_comms"],
+                 "cp_comms": m * per_stage * lay["cp_comms"],
                  "head": m * self.head(), "bubble": sch.bubble_microbatches * mb, "p2p": p2p,
                  "dp_comms": dp_exposed, "optimizer": optimizer}
         parts["iteration"] = sum(parts.values())
@@ -238,14 +274,16 @@ class Run:
         """Data-parallel collectives not hidden behind compute. Gradients (fp32) are reduced while the last
         microbatch's backward pass runs: an AllReduce, or with ZeRO a ReduceScatter and, after the step, an
         AllGather of the bf16 weights (on the critical path). ZeRO-3 (FSDP) also gathers each stage's
-        weights before every microbatch's forward and backward pass, prefetched behind that pass."""
-        if self.dp == 1:
+        weights before every microbatch's forward and backward pass, prefetched behind that pass. The group
+        is the replicas: the data-parallel ones and the context-parallel ranks."""
+        n = self.replicas
+        if n == 1:
             return 0.0
         link = self.dp_link
         if self.zero == 0:
-            return max(0.0, self._collective("AllReduce", 4 * params, self.dp, link) - backward)
-        exposed = max(0.0, self._collective("ReduceScatter", 4 * params, self.dp, link) - backward)
-        gather = self._collective("AllGather", 2 * params, self.dp, link)
+            return max(0.0, self._collective("AllReduce", 4 * params, n, link) - backward)
+        exposed = max(0.0, self._collective("ReduceScatter", 4 * params, n, link) - backward)
+        gather = self._collective("AllGather", 2 * params, n, link)
         if self.zero < 3:
             return exposed + gather
         return exposed + m * (max(0.0, gather - forward) + max(0.0, gather - backward))
@@ -255,11 +293,12 @@ class Run:
         backward, attention and logits included: what MFU counts) and the hardware's (with recomputation: HFU)."""
         from .transformer import param_counts
         tokens = self.sequences * self.seq
-        per_mb = self.tp * sum(self._einsum_flops(op) for op in rc.LAYER if op.kind == "Einsum")     # one layer, one microbatch
+        per_mb = self.tp * self.cp * sum(self._einsum_flops(op) for op in rc.LAYER if op.kind == "Einsum")  # a layer, a microbatch
         logits = 2 * self.seq * self.microbatch * self.cfg.D * self.cfg.V
         microbatches = self.sequences // self.microbatch
         model = 3 * microbatches * (self.cfg.L * per_mb + logits)
-        redo = self.tp * sum(self._einsum_flops(op) for op in rc.recompute_ops(self._policy) if op.kind == "Einsum")
+        redo = self.tp * self.cp * sum(self._einsum_flops(op) for op in rc.recompute_ops(self._policy)
+                                       if op.kind == "Einsum")
         return {"6N": 6 * param_counts(self.cfg)["total"] * tokens, "model": model,
                 "hardware": model + microbatches * self.cfg.L * redo}
 
@@ -283,7 +322,7 @@ class Run:
                                                                      width=self._w)), sp.Integer(0)))
         layers = self.cfg.L // self.pp
         acts = per_layer * layers * self.pipeline.in_flight
-        dp = self.dp
+        dp = self.replicas
         out = {"weights": 2 * params / (dp if self.zero >= 3 else 1),
                "gradients": 4 * params / (dp if self.zero >= 2 else 1),
                "optimizer": 12 * params / (dp if self.zero >= 1 else 1), "activations": acts}

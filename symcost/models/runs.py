@@ -15,7 +15,8 @@ HBM and ranked by iteration time.
 The space: TP over divisors of the chips that divide the heads and fit in the fast domain (an NVLink node);
 PP over divisors of the layers; DP the rest (it must divide the sequences); microbatches of 1, 2, 4, 8
 ... sequences; interleaving 1 to 8 chunks where the layers and microbatches allow; ZeRO 0, 1 and 3 with
-data parallelism; recomputation none, selective and full; sequence parallelism with TP. Each runner-up says
+data parallelism; recomputation none, selective and full; sequence parallelism with TP; context
+parallelism up to ``max_cp`` ranks (``--max-cp``; off by default: long sequences want it). Each runner-up says
 what it loses by: the part of the iteration (bubble, TP comms, recomputation, ...) whose time exceeds
 the best run's by the most.
 """
@@ -29,7 +30,7 @@ from ..errors import UsageError
 from .execution import Run
 
 RECOMPUTE = ("none", "selective", "full")
-PARTS = ("forward", "backward", "recompute", "tp_comms", "head", "bubble", "p2p", "dp_comms", "optimizer")
+PARTS = ("forward", "backward", "recompute", "tp_comms", "cp_comms", "head", "bubble", "p2p", "dp_comms", "optimizer")
 
 
 def _divisors(n: int) -> list[int]:
@@ -37,16 +38,18 @@ def _divisors(n: int) -> list[int]:
 
 
 def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None = None,
-               max_microbatch: int = 8, max_interleave: int = 8):
-    """Every run of the space (as :class:`Run` keyword arguments) that the execution model accepts."""
+               max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1):
+    """Every run of the space (as :class:`Run` keyword arguments) that the execution model accepts;
+    context parallelism up to ``max_cp`` ranks (powers of two dividing the sequence)."""
     domain = max_tp or getattr(hw, "nvlink_domain", None) or 8
-    for tp in _divisors(chips):
-        if tp > domain or cfg.N % tp:
+    cps = [c for c in (2 ** i for i in range(0, 8)) if c <= max_cp and seq % c == 0]
+    for tp, cp in itertools.product(_divisors(chips), cps):
+        if tp > domain or cfg.N % tp or chips % (tp * cp):
             continue
-        for pp in _divisors(chips // tp):
+        for pp in _divisors(chips // (tp * cp)):
             if cfg.L % pp:
                 continue
-            dp = chips // (tp * pp)
+            dp = chips // (tp * pp * cp)
             if sequences % dp:
                 continue
             per_replica = sequences // dp
@@ -56,8 +59,8 @@ def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | N
                 chunks = [1] + ([v for v in range(2, max_interleave + 1)
                                  if cfg.L % (pp * v) == 0 and m % pp == 0] if pp > 1 else [])
                 for v, rec, sp_, zero in itertools.product(chunks, RECOMPUTE, (False, True) if tp > 1 else (False,),
-                                                           (0, 1, 3) if dp > 1 else (0,)):
-                    yield dict(tp=tp, pp=pp, dp=dp, sequences=sequences, microbatch=mb, seq=seq, interleave=v,
+                                                           (0, 1, 3) if dp * cp > 1 else (0,)):
+                    yield dict(tp=tp, pp=pp, dp=dp, cp=cp, sequences=sequences, microbatch=mb, seq=seq, interleave=v,
                                recompute=rec, seq_parallel=sp_, zero=zero)
 
 
@@ -97,7 +100,9 @@ def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, **s
 def describe(cfg: dict) -> str:
     """One line of a run's knobs, as ``model --train`` takes them."""
     out = f"tp {cfg['tp']}, pp {cfg['pp']}, dp {cfg['dp']}"
-    if cfg["dp"] > 1 and cfg["zero"]:
+    if cfg.get("cp", 1) > 1:
+        out += f", cp {cfg['cp']}"
+    if cfg["zero"]:
         out += f", zero {cfg['zero']}"
     out += f", microbatch {cfg['microbatch']}"
     if cfg["interleave"] > 1:

@@ -1,0 +1,78 @@
+"""Context parallelism (``--cp``): each sequence split over ``cp`` ranks, keys and values passed round a
+ring beside attention. Every figure below is derived, then checked against its closed form."""
+import pytest
+
+from symcost.cli import main
+from symcost.errors import UsageError
+from symcost.hardware import hardware
+from symcost.models.config import load_model_config
+from symcost.models.execution import Run
+from symcost.models.recompute import LAYER
+from symcost.models.runs import candidates
+
+H100 = hardware("h100")            # no efficiency table: every figure at its peak, so shares are exact
+A100 = hardware("a100")
+LLAMA = load_model_config("llama3-8b")
+
+
+def _run(cp, **kw):
+    base = dict(tp=4, pp=1, dp=1, sequences=8, seq=32768, recompute="selective", seq_parallel=True)
+    return Run(LLAMA, kw.pop("hw", H100), cp=cp, **{**base, **kw})
+
+
+def test_a_rank_does_one_cp_th_of_every_layer():
+    one, two = _run(1).layer(), _run(2).layer()
+    for part in ("forward", "backward", "recompute", "tp_comms", "matmul", "elementwise"):
+        assert two[part] == pytest.approx(one[part] / 2), part
+
+
+def test_activations_split_weights_do_not_and_zero_shards_over_cp():
+    one, two = _run(1).memory(), _run(2).memory()
+    assert two["activations"] == pytest.approx(one["activations"] / 2)
+    assert (two["weights"], two["gradients"], two["optimizer"]) == (one["weights"], one["gradients"], one["optimizer"])
+    assert _run(2, zero=1).memory()["optimizer"] == pytest.approx(one["optimizer"] / 2)
+
+
+def test_model_flops_do_not_depend_on_how_the_sequence_is_split():
+    assert _run(2).flops()["model"] == pytest.approx(_run(1).flops()["model"])
+    assert _run(2).chips == 8 and _run(2).replicas == 2
+
+
+def test_ring_attention_shows_only_where_the_ring_outlasts_the_attention_core():
+    """TP 8 x CP 4 leaves the NVLink node: GPT-3's keys and values (96 heads of 128) cross InfiniBand.
+    The ring passes cp - 1 chunks of 2 (K and V) x 2 bytes x s/cp tokens x K H values / tp forward, twice
+    that backward; only what outlasts the attention core it runs beside is exposed."""
+    gpt3 = load_model_config("gpt3-175b")
+    run = Run(gpt3, A100, tp=8, cp=4, sequences=4, seq=2048, recompute="selective", seq_parallel=True)
+    assert run.cp_link == "dcn"
+    eta, lat = A100.efficiency.net("dcn", "")
+    chunk = 2 * 2 * (2048 / 4) * 1 * gpt3.K * gpt3.H / 8
+    ring = 3 * (chunk / (A100.dcn_bandwidth * eta) + lat)
+    core = [op for op in LAYER if op.core]
+    fwd, bwd = sum(run._ops(core, False)), sum(run._ops(core, True))
+    assert run.layer()["cp_comms"] == pytest.approx(max(0.0, ring - fwd) + max(0.0, 2 * ring - bwd))
+    assert run.layer()["cp_comms"] > 0
+    # inside the node, or with a long sequence's attention to hide behind, nothing shows
+    assert Run(gpt3, A100, tp=4, cp=2, sequences=4, seq=2048).cp_link == "nvlink"
+    assert _run(2, tp=8, seq=32768, hw=A100).layer()["cp_comms"] == 0
+
+
+def test_bad_splits_name_the_flag():
+    with pytest.raises(UsageError, match="--seq 1000 does not split over --cp 3"):
+        _run(3, seq=1000)
+    with pytest.raises(UsageError, match="--cp must be at least 1"):
+        _run(0)
+
+
+def test_command_line(capsys):
+    args = ["model", "llama3-8b", "--train", "--hw", "h100", "--chips", "8", "--tp", "4", "--cp", "2",
+            "--sequences", "8", "--seq", "32768", "--recompute", "selective", "--seq-parallel"]
+    assert main(args) == 0
+    assert "DP 1, CP 2 (nvlink)" in capsys.readouterr().out
+    assert main(args[:6] + ["16"] + args[7:] + ["--dp", "1"]) == 2
+    assert "--chips 16 is not --tp 4 x --pp 1 x --dp 1 x --cp 2 = 8" in capsys.readouterr().err
+
+
+def test_the_run_search_tries_context_parallelism_when_asked():
+    assert {c["cp"] for c in candidates(LLAMA, H100, 16, 16, 32768)} == {1}
+    assert {c["cp"] for c in candidates(LLAMA, H100, 16, 16, 32768, max_cp=4)} == {1, 2, 4}
