@@ -7,7 +7,7 @@ from ..errors import UsageError
 
 #: the options that ask for the execution model
 OPTIONS = ("tp", "pp", "dp", "cp", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
-           "tp_overlap", "zero", "fsdp")
+           "tp_overlap", "zero", "fsdp", "attention")
 # --checkpoints-per-layer also applies to the run (K saved [B, D] tensors a layer, the rest recomputed)
 
 
@@ -31,6 +31,9 @@ def add_arguments(m) -> None:
     g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"),
                    help="pipeline schedule (default: interleaved with --interleave > 1, else 1F1B)")
     g.add_argument("--tp-overlap", action="store_true", help="TP collectives overlapped with the matmuls")
+    g.add_argument("--attention", choices=("unfused", "flash"),
+                   help="the attention core: unfused (scores, softmax and dropout through HBM, as Megatron ran in "
+                        "2022; the default) or flash (one fused kernel, as current stacks run)")
     g.add_argument("--search", action="store_true",
                    help="choose the run: every TP x PP x DP split of --chips with microbatch, interleave, ZeRO, "
                         "recomputation and sequence parallelism, ranked by iteration time among those that fit")
@@ -41,7 +44,8 @@ def add_arguments(m) -> None:
 
 def search(args, cfg, hw) -> dict:
     from ..models.runs import search_runs
-    given = [f"--{k.replace('_', '-')}" for k in OPTIONS if getattr(args, k, None) not in (None, False)]
+    given = [f"--{k.replace('_', '-')}" for k in OPTIONS
+             if k != "attention" and getattr(args, k, None) not in (None, False)]
     if given:
         raise UsageError(f"--search chooses the run itself; drop {', '.join(given)}")
     if args.top < 1:
@@ -53,7 +57,8 @@ def search(args, cfg, hw) -> dict:
         raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq}")
     if args.max_cp < 1:
         raise UsageError(f"--max-cp must be at least 1, not {args.max_cp}")
-    res = search_runs(cfg, hw, args.chips, sequences, args.seq, top=args.top, max_cp=args.max_cp)
+    res = search_runs(cfg, hw, args.chips, sequences, args.seq, top=args.top, max_cp=args.max_cp,
+                      attention=args.attention or "unfused")
     res.update(chips=args.chips, sequences=sequences, seq=args.seq, fits=bool(res["runs"]))
     return res
 
@@ -96,7 +101,7 @@ def execute(args, cfg, hw) -> dict:
     run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, cp=cp, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
               interleave=args.interleave or 1, recompute=args.recompute or "none", seq_parallel=args.seq_parallel,
               schedule=args.schedule, tp_overlap=args.tp_overlap, zero=3 if args.fsdp else (args.zero or 0),
-              checkpoints=args.checkpoints_per_layer)
+              checkpoints=args.checkpoints_per_layer, attention=args.attention or "unfused")
     rep = run.report()
     it, fl, mem = rep["iteration"], rep["flops"], rep["memory"]
     tokens = sequences * args.seq
@@ -112,7 +117,7 @@ def execute(args, cfg, hw) -> dict:
         "schedule": rep["schedule"],
         "config": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "cp_link": run.cp_link, "chips": run.chips, "microbatch": run.microbatch,
                    "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
-                   "seq_parallel": run.seq_parallel, "checkpoints_per_layer": run.checkpoints, "tp_overlap": run.tp_overlap, "zero": run.zero,
+                   "seq_parallel": run.seq_parallel, "attention": run.attention, "checkpoints_per_layer": run.checkpoints, "tp_overlap": run.tp_overlap, "zero": run.zero,
                    "tp_link": run.tp_link, "pp_link": run.pp_link, "dp_link": run.dp_link},
         "efficiency": "; ".join([lines[0].strip()] + [x.strip() for x in lines[1:]]),
         "efficiency_source": dict(hw.sources).get("efficiency", ""),
@@ -132,7 +137,8 @@ def show(rep: dict, hw) -> None:
           + f"; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
           f"{sch['schedule']} schedule ({sch['microbatches']} microbatch{'' if sch['microbatches'] == 1 else 'es'}, "
           f"interleave {sch['interleave']}); "
-          f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else ""))
+          f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else "")
+          + (", flash attention" if p["attention"] == "flash" else ""))
     parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in
                       ("forward", "backward", "recompute", "tp_comms", "cp_comms", "head", "bubble", "p2p", "dp_comms",
                        "optimizer") if it[k])

@@ -28,6 +28,9 @@ from . import recompute as rc
 from .config import ModelConfig
 from .schedule import Schedule, default_schedule
 
+#: how the attention core runs
+ATTENTION = ("unfused", "flash")
+
 #: bytes an Adam step reads and writes per parameter in mixed precision: reads the fp32 gradient, master
 #: weight and two moments (16), writes the master weight, the moments and the bf16 weight (14)
 ADAM_BYTES = 30
@@ -58,6 +61,7 @@ class Run:
     zero: int = 0               # ZeRO stage over the data-parallel replicas (3 = FSDP)
     checkpoints: int | None = None  # k saved [B, D] tensors a layer (book Part 6), the rest recomputed
     cp: int = 1                 # context parallelism: each sequence split over cp ranks (ring attention)
+    attention: str = "unfused"  # the attention core: "unfused" (scores through HBM, Megatron 2022) or "flash"
 
     def __post_init__(self):
         if self.recompute not in rc.RECOMPUTE:
@@ -76,6 +80,8 @@ class Run:
         if self.cfg.L % (self.pp * self.interleave):
             raise UsageError(f"{self.cfg.name} has {self.cfg.L} layers, which do not split into {self.pp} stages "
                              f"x {self.interleave} chunks")
+        if self.attention not in ATTENTION:
+            raise UsageError(f"--attention must be one of {', '.join(ATTENTION)}, not {self.attention!r}")
         if self.seq % self.cp:
             raise UsageError(f"--seq {self.seq} does not split over --cp {self.cp}")
         if self.cfg.N % self.tp:
@@ -175,8 +181,12 @@ class Run:
         return self._hbm(nbytes, rule.flops * out)
 
     def _ops(self, ops, backward: bool) -> tuple[float, float]:
-        """(matmul seconds, elementwise seconds) of ``ops`` on one device."""
+        """(matmul seconds, elementwise seconds) of ``ops`` on one device; with flash attention the
+        attention core is one kernel (:meth:`_flash`)."""
         mm = vec = 0.0
+        if self.attention == "flash" and any(op.core for op in ops):
+            mm += self._flash(backward)
+            ops = [op for op in ops if not op.core]
         for op in ops:
             if op.kind == "Einsum":   # backward: both operands' gradients, each as many FLOPs and bytes
                 f, nbytes = self._einsum_flops(op), self._einsum_bytes(op)
@@ -184,6 +194,29 @@ class Run:
             else:
                 vec += self._elementwise(op, backward)
         return mm, vec
+
+    def _flash(self, backward: bool) -> float:
+        """The attention core as one fused kernel (FlashAttention): the scores never reach HBM. Forward: the
+        two attention matmuls, reading Q, K and V and writing the context and its log-sum-exp (fp32, one a
+        query and head); backward: five matmuls (the scores again, then the gradients of V, the
+        probabilities, Q and K: 2.5 times the forward's FLOPs), reading Q, K, V, the context, its gradient
+        and the log-sum-exp, writing the gradients of Q, K and V."""
+        core = [op for op in rc.LAYER if op.kind == "Einsum" and op.core]
+        flops = sum(self._einsum_flops(op) for op in core)
+        qkv = sum(self._n(rc.elements(r, True, False, self._w)) for r in ("q", "k", "v"))
+        ctx = self._n(rc.elements("ctx", True, False, self._w))
+        lse = self._n(rc.a * rc.s * rc.b / rc.t)
+        if backward:
+            return max(self._matmul(2.5 * flops), self._hbm(2 * (2 * qkv + 2 * ctx) + 4 * lse, 0.0))
+        return max(self._matmul(flops), self._hbm(2 * (qkv + ctx) + 4 * lse, 0.0))
+
+    def _recomputed(self) -> tuple:
+        """The operations the backward pass runs again: with flash attention the core's recomputation is
+        inside its backward kernel, so only full recomputation runs the core again."""
+        ops = rc.recompute_ops(self._policy)
+        if self.attention == "flash" and self._policy != "full":
+            ops = tuple(op for op in ops if not op.core)
+        return ops
 
     def _tp_comms(self) -> float:
         """TP collectives of one layer's forward pass on the critical path."""
@@ -225,7 +258,7 @@ class Run:
         """Seconds one layer takes for one microbatch on one device, by part."""
         fwd_mm, fwd_vec = self._ops(rc.LAYER, False)
         bwd_mm, bwd_vec = self._ops(rc.LAYER, True)
-        re_mm, re_vec = self._ops(rc.recompute_ops(self._policy), False)
+        re_mm, re_vec = self._ops(self._recomputed(), False)
         comms = self._tp_comms()
         re_comms = comms if self._policy == "full" else 0.0
         return {"forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
@@ -297,8 +330,9 @@ class Run:
         logits = 2 * self.seq * self.microbatch * self.cfg.D * self.cfg.V
         microbatches = self.sequences // self.microbatch
         model = 3 * microbatches * (self.cfg.L * per_mb + logits)
-        redo = self.tp * self.cp * sum(self._einsum_flops(op) for op in rc.recompute_ops(self._policy)
-                                       if op.kind == "Einsum")
+        redo = self.tp * self.cp * sum(self._einsum_flops(op) for op in self._recomputed() if op.kind == "Einsum")
+        if self.attention == "flash":   # the backward kernel computes the scores again
+            redo += self.tp * self.cp * self._einsum_flops(next(op for op in rc.LAYER if op.name == "scores"))
         return {"6N": 6 * param_counts(self.cfg)["total"] * tokens, "model": model,
                 "hardware": model + microbatches * self.cfg.L * redo}
 
@@ -318,8 +352,13 @@ class Run:
         if self.checkpoints is not None:   # book Part 6: k tensors of [B, D] a layer, in bf16
             per_layer = self._n(2 * self.checkpoints * rc.elements("x", self.tp > 1, self.seq_parallel))
         else:
-            per_layer = self._n(sum((v for _, v in rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel,
-                                                                     width=self._w)), sp.Integer(0)))
+            saved = rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel, width=self._w)
+            if self.attention == "flash" and self._policy != "full":   # the core keeps Q, K, V and the lse
+                core = {op.name for op in rc.LAYER if op.core}
+                saved = [(n, v) for n, v in saved if n not in core]
+                saved += [("flash", 2 * rc.elements(r, True, False, self._w)) for r in ("q", "k", "v")]
+                saved.append(("flash", 4 * rc.a * rc.s * rc.b / rc.t))
+            per_layer = self._n(sum((v for _, v in saved), sp.Integer(0)))
         layers = self.cfg.L // self.pp
         acts = per_layer * layers * self.pipeline.in_flight
         dp = self.replicas

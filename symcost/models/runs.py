@@ -38,7 +38,7 @@ def _divisors(n: int) -> list[int]:
 
 
 def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None = None,
-               max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1):
+               max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1, attention: str = "unfused"):
     """Every run of the space (as :class:`Run` keyword arguments) that the execution model accepts;
     context parallelism up to ``max_cp`` ranks (powers of two dividing the sequence)."""
     domain = max_tp or getattr(hw, "nvlink_domain", None) or 8
@@ -61,7 +61,7 @@ def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | N
                 for v, rec, sp_, zero in itertools.product(chunks, RECOMPUTE, (False, True) if tp > 1 else (False,),
                                                            (0, 1, 3) if dp * cp > 1 else (0,)):
                     yield dict(tp=tp, pp=pp, dp=dp, cp=cp, sequences=sequences, microbatch=mb, seq=seq, interleave=v,
-                               recompute=rec, seq_parallel=sp_, zero=zero)
+                               recompute=rec, seq_parallel=sp_, zero=zero, attention=attention)
 
 
 def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, **space) -> dict:
@@ -89,7 +89,7 @@ def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, **s
         it = rep["iteration"]
         worse = {p: it[p] - best[p] for p in PARTS}
         mostly = max(worse, key=worse.get)
-        runs.append({"config": {k: v for k, v in kw.items() if k not in ("sequences", "seq")},
+        runs.append({"config": {k: v for k, v in kw.items() if k not in ("sequences", "seq", "attention")},
                      "step_time": t, "mfu": rep["mfu"], "hfu": rep["hfu"], "memory_bytes": rep["memory"]["total"],
                      "breakdown": {p: it[p] for p in PARTS},
                      "loses_by": t - priced[0][0], "mostly": mostly if t > priced[0][0] else None})

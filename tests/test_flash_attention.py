@@ -1,0 +1,68 @@
+"""Flash attention in the execution model (``--attention flash``): the attention core as one kernel whose
+scores never reach HBM. Each figure is derived and checked against its closed form."""
+import pytest
+import sympy as sp
+
+from symcost.cli import main
+from symcost.errors import UsageError
+from symcost.hardware import hardware
+from symcost.models.config import load_model_config
+from symcost.models.execution import Run
+from symcost.models.recompute import saved_bytes
+
+H100 = hardware("h100")            # no efficiency table: every figure at its peak
+GPT3 = load_model_config("gpt3-175b")
+
+
+def _run(attention, **kw):
+    base = dict(tp=8, sequences=4, microbatch=1, seq=8192, recompute="none", seq_parallel=True)
+    return Run(GPT3, H100, attention=attention, **{**base, **kw})
+
+
+def test_the_core_is_its_matmuls_or_its_reads_whichever_is_longer():
+    s, b, h, a, t = 8192, 1, GPT3.D, GPT3.N, 8
+    flops = 2 * (2 * b * s * s * h) / t                  # scores and context, all heads of this rank
+    io = 2 * (4 * b * s * h / t) + 4 * a * s * b / t     # Q, K, V, context (bf16) and the lse (fp32)
+    fwd = max(flops / H100.C, io / H100.hbm_bandwidth)
+    bwd = max(2.5 * flops / H100.C, (2 * 8 * b * s * h / t + 4 * a * s * b / t) / H100.hbm_bandwidth)
+    run = _run("flash")
+    assert run._flash(False) == pytest.approx(fwd) and run._flash(True) == pytest.approx(bwd)
+
+
+def test_no_scores_in_memory():
+    """Korthikanti et al.'s 5as^2b/t (scores, probabilities, dropout mask) is gone: the core keeps Q, K, V
+    and the lse, what selective recomputation keeps plus 4asb/t."""
+    flash, unfused, selective = (_run(att, recompute=rec).memory()["activations"] for att, rec in
+                                 (("flash", "none"), ("unfused", "none"), ("unfused", "selective")))
+    layers = GPT3.L
+    per_layer_sel = float(saved_bytes("selective", tp=True, seq_parallel=True).subs(
+        {sp.Symbol(n, positive=True): v for n, v in zip("sbhat", (8192, 1, GPT3.D, GPT3.N, 8))}))
+    assert selective == pytest.approx(per_layer_sel * layers)
+    assert flash == pytest.approx(selective + layers * 4 * GPT3.N * 8192 / 8)
+    assert unfused > 4 * flash
+
+
+def test_selective_recomputation_has_nothing_left_to_redo():
+    one, two = _run("flash", recompute="selective"), _run("flash", recompute="none")
+    assert one.layer()["recompute"] == 0 and one.iteration()["iteration"] == pytest.approx(two.iteration()["iteration"])
+    assert _run("flash", recompute="full").layer()["recompute"] > 0
+
+
+def test_the_hardware_flops_count_the_scores_again():
+    run = _run("flash")
+    fl = run.flops()
+    scores = 2 * 8192 * 8192 * GPT3.D          # one sequence, every head
+    assert fl["hardware"] - fl["model"] == pytest.approx(4 * GPT3.L * scores)     # 4 microbatches
+
+
+def test_faster_than_unfused_at_long_sequences():
+    assert _run("flash").iteration()["iteration"] < 0.8 * _run("unfused").iteration()["iteration"]
+
+
+def test_command_line_and_errors(capsys):
+    args = ["model", "gpt3-175b", "--train", "--hw", "h100", "--chips", "8", "--tp", "8", "--sequences", "4",
+            "--seq", "8192", "--seq-parallel", "--attention", "flash"]
+    assert main(args) in (0, 1)
+    assert "sequence parallel, flash attention" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="--attention must be one of unfused, flash"):
+        _run("paged")
