@@ -21,7 +21,7 @@ TABLE5 = [("megatron-22b", 8, 1, 4, 4, 1), ("gpt3-175b", 64, 8, 64, 1, 3)]
 @pytest.mark.parametrize("model, gpus, pp, seqs, mb, v", TABLE5)
 def test_published_runs_are_in_the_space_and_the_best_is_no_slower(model, gpus, pp, seqs, mb, v):
     cfg = load_model_config(model)
-    published = dict(tp=8, pp=pp, dp=1, cp=1, sequences=seqs, microbatch=mb, seq=2048, interleave=v,
+    published = dict(tp=8, pp=pp, dp=1, cp=1, ep=1, sequences=seqs, microbatch=mb, seq=2048, interleave=v,
                      recompute="selective", seq_parallel=True, zero=0, attention="unfused")
     assert published in list(candidates(cfg, A100, gpus, seqs, 2048))
     res = search_runs(cfg, A100, gpus, seqs, 2048, top=3)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import UsageError
 
 #: the options that ask for the execution model
-OPTIONS = ("tp", "pp", "dp", "cp", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
+OPTIONS = ("tp", "pp", "dp", "cp", "ep", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
            "tp_overlap", "zero", "fsdp", "attention")
 # --checkpoints-per-layer also applies to the run (K saved [B, D] tensors a layer, the rest recomputed)
 
@@ -18,6 +18,8 @@ def add_arguments(m) -> None:
     g.add_argument("--dp", type=int, help="data-parallel replicas")
     g.add_argument("--cp", type=int, help="context parallelism: each sequence split over this many ranks, "
                    "keys and values passed round a ring (inside the NVLink domain with TP where they fit)")
+    g.add_argument("--ep", type=int, help="expert parallelism (MoE models): the routed experts split over this "
+                   "many of the data-parallel replicas, tokens sent to them and back with AllToAlls")
     g.add_argument("--microbatch", type=int, help="sequences per microbatch (default 1)")
     g.add_argument("--interleave", type=int, help="model chunks per pipeline stage (interleaved 1F1B)")
     g.add_argument("--sequences", type=int, help="sequences per iteration (instead of --batch tokens)")
@@ -98,7 +100,7 @@ def execute(args, cfg, hw) -> dict:
     if args.sequences is None and not args.batch:
         raise UsageError("--train needs --sequences (per iteration) or --batch (tokens per iteration)")
     sequences = args.sequences if args.sequences is not None else int(args.batch // args.seq)
-    run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, cp=cp, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
+    run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=args.ep or 1, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
               interleave=args.interleave or 1, recompute=args.recompute or "none", seq_parallel=args.seq_parallel,
               schedule=args.schedule, tp_overlap=args.tp_overlap, zero=3 if args.fsdp else (args.zero or 0),
               checkpoints=args.checkpoints_per_layer, attention=args.attention or "unfused")
@@ -115,7 +117,7 @@ def execute(args, cfg, hw) -> dict:
                          "activations": mem["activations"], "total": mem["total"]},
         "breakdown": {k: v for k, v in it.items() if k != "iteration"},
         "schedule": rep["schedule"],
-        "config": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "cp_link": run.cp_link, "chips": run.chips, "microbatch": run.microbatch,
+        "config": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "cp_link": run.cp_link, "ep": run.ep, "chips": run.chips, "microbatch": run.microbatch,
                    "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
                    "seq_parallel": run.seq_parallel, "attention": run.attention, "checkpoints_per_layer": run.checkpoints, "tp_overlap": run.tp_overlap, "zero": run.zero,
                    "tp_link": run.tp_link, "pp_link": run.pp_link, "dp_link": run.dp_link},
@@ -134,13 +136,14 @@ def show(rep: dict, hw) -> None:
     print(f"  run on {p['chips']} x {hw.name}: TP {p['tp']} ({p['tp_link']}), PP {p['pp']} ({p['pp_link']}), "
           f"DP {p['dp']}" + (f" ({p['dp_link']}" + (f", ZeRO {p['zero']}" if p["zero"] else "") + ")" if p["dp"] > 1
                              else "") + (f", CP {p['cp']} ({p['cp_link']})" if p["cp"] > 1 else "")
+          + (f", EP {p['ep']}" if p["ep"] > 1 else "")
           + f"; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
           f"{sch['schedule']} schedule ({sch['microbatches']} microbatch{'' if sch['microbatches'] == 1 else 'es'}, "
           f"interleave {sch['interleave']}); "
           f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else "")
           + (", flash attention" if p["attention"] == "flash" else ""))
     parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in
-                      ("forward", "backward", "recompute", "tp_comms", "cp_comms", "head", "bubble", "p2p", "dp_comms",
+                      ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms", "head", "bubble", "p2p", "dp_comms",
                        "optimizer") if it[k])
     print(f"    iteration {rep['step_time']:.3g} s ({parts})")
     if rep["seconds"] is not None:

@@ -17,13 +17,14 @@ parallelism (``cp``) each rank holds ``s / cp`` of every sequence, so its share 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
 from .. import caching
 from ..elementwise import RULES
 from ..errors import UsageError
+from . import experts
 from . import recompute as rc
 from .config import ModelConfig
 from .schedule import Schedule, default_schedule
@@ -62,6 +63,8 @@ class Run:
     checkpoints: int | None = None  # k saved [B, D] tensors a layer (book Part 6), the rest recomputed
     cp: int = 1                 # context parallelism: each sequence split over cp ranks (ring attention)
     attention: str = "unfused"  # the attention core: "unfused" (scores through HBM, Megatron 2022) or "flash"
+    ep: int = 1                 # expert parallelism: an MoE model's routed experts split over ep replicas
+    _moe: bool = field(default=False, repr=False)   # price an MoE model's MoE layer (not its dense ones)
 
     def __post_init__(self):
         if self.recompute not in rc.RECOMPUTE:
@@ -82,6 +85,7 @@ class Run:
                              f"x {self.interleave} chunks")
         if self.attention not in ATTENTION:
             raise UsageError(f"--attention must be one of {', '.join(ATTENTION)}, not {self.attention!r}")
+        experts.check(self.cfg, self.ep, self.replicas)
         if self.seq % self.cp:
             raise UsageError(f"--seq {self.seq} does not split over --cp {self.cp}")
         if self.cfg.N % self.tp:
@@ -123,7 +127,17 @@ class Run:
 
     @property
     def _w(self) -> dict:
+        if self._moe:   # a token's MLP in an MoE layer: its k routed experts and the shared ones
+            return rc.widths(replace(self.cfg, F=experts.active_width(self.cfg)))
         return rc.widths(self.cfg)
+
+    def _kinds(self) -> list:
+        """(share of the layers, the run pricing them): an MoE model's dense and MoE layers."""
+        n = experts.moe_layers(self.cfg)
+        if not n:
+            return [(1.0, self)]
+        return [((self.cfg.L - n) / self.cfg.L, self), (n / self.cfg.L, replace(self, _moe=True))]
+
 
     def _eff(self):
         return self.hw.efficiency
@@ -140,10 +154,9 @@ class Run:
         """Ring AllReduce / AllGather / ReduceScatter of ``nbytes`` (the full tensor) over ``group`` devices."""
         if group == 1:
             return 0.0
-        eta, lat = self._eff().net(link, kind)
-        bw = self.hw.dcn_bandwidth if link == "dcn" else self.hw.ici_one_way
+        bw, lat = self._net(link, kind)
         share = (group - 1) / group * (2 if kind == "AllReduce" else 1)
-        return share * nbytes / (bw * eta) + lat
+        return share * nbytes / bw + lat
 
     @property
     def tp_link(self) -> str:
@@ -179,6 +192,11 @@ class Run:
             return self._hbm(nbytes, rule.grad_flops * ins)
         nbytes = 2 * (ins + out) + (out if rule.saves == "mask" else 0)
         return self._hbm(nbytes, rule.flops * out)
+
+    def _net(self, link: str, kind: str = "") -> tuple[float, float]:
+        """(bandwidth in bytes/s, latency in s) a collective of ``kind`` gets over ``link``."""
+        eta, lat = self._eff().net(link, kind)
+        return (self.hw.dcn_bandwidth if link == "dcn" else self.hw.ici_one_way) * eta, lat
 
     def _ops(self, ops, backward: bool) -> tuple[float, float]:
         """(matmul seconds, elementwise seconds) of ``ops`` on one device; with flash attention the
@@ -247,22 +265,26 @@ class Run:
         if self.cp == 1:
             return 0.0
         chunk = 2 * 2 * (self.seq / self.cp) * self.microbatch * float(self._w["k"]) * self.cfg.D / self.tp
-        eta, lat = self._eff().net(self.cp_link, "")
-        bw = self.hw.dcn_bandwidth if self.cp_link == "dcn" else self.hw.ici_one_way
-        ring = (self.cp - 1) * (chunk / (bw * eta) + lat)
+        bw, lat = self._net(self.cp_link)
+        ring = (self.cp - 1) * (chunk / bw + lat)
         core = [op for op in rc.LAYER if op.core]
         fwd, bwd = sum(self._ops(core, False)), sum(self._ops(core, True))
         return max(0.0, ring - fwd) + max(0.0, 2 * ring - bwd)
 
     def layer(self) -> dict:
-        """Seconds one layer takes for one microbatch on one device, by part."""
+        """Seconds one layer takes for one microbatch on one device, by part (an MoE model: the mean over
+        its dense and MoE layers)."""
+        parts = [(w, r._layer()) for w, r in self._kinds()]
+        return {k: sum(w * p[k] for w, p in parts) for k in parts[0][1]}
+
+    def _layer(self) -> dict:
         fwd_mm, fwd_vec = self._ops(rc.LAYER, False)
         bwd_mm, bwd_vec = self._ops(rc.LAYER, True)
         re_mm, re_vec = self._ops(self._recomputed(), False)
         comms = self._tp_comms()
         re_comms = comms if self._policy == "full" else 0.0
         return {"forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
-                "tp_comms": 2 * comms + self._tp_regather(), "cp_comms": self._cp_comms(), "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec}
+                "tp_comms": 2 * comms + self._tp_regather(), "cp_comms": self._cp_comms(), "ep_comms": experts.alltoalls(self) if self._moe else 0.0, "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec}
 
     def head(self) -> float:
         """The logits (forward and backward) and cross-entropy of one microbatch on the last stage."""
@@ -273,27 +295,26 @@ class Run:
 
     def _params_per_device(self) -> float:
         from .transformer import param_counts
-        return param_counts(self.cfg)["total"] / (self.tp * self.pp)
+        routed = experts.routed_params(self.cfg)
+        return (param_counts(self.cfg)["total"] - routed + routed / self.ep) / (self.tp * self.pp)
 
     def iteration(self) -> dict:
         """Seconds per iteration, by part, and the FLOPs behind MFU and HFU."""
         sch = self.pipeline
         lay = self.layer()
         per_stage = self.cfg.L // self.pp
-        mb = per_stage * (lay["forward"] + lay["backward"] + lay["recompute"] + lay["tp_comms"] + lay["cp_comms"]) \
+        mb = per_stage * sum(lay[k] for k in ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms")) \
             + self.head()
         m = sch.microbatches
-        eta, lat = self._eff().net(self.pp_link, "")
-        bw = self.hw.dcn_bandwidth if self.pp_link == "dcn" else self.hw.ici_one_way
-        send = 2 * self.seq * self.microbatch * self.cfg.D / (self.tp * self.cp) / (bw * eta) + lat \
-            if sch.stages > 1 else 0.0
+        bw, lat = self._net(self.pp_link)
+        send = 2 * self.seq * self.microbatch * self.cfg.D / (self.tp * self.cp) / bw + lat if sch.stages > 1 else 0.0
         p2p = m * sch.sends_per_microbatch * send
         params = self._params_per_device()
         dp_exposed = self._dp_comms(params, per_stage * lay["backward"], per_stage * lay["forward"], m)
         optimizer = self._hbm(ADAM_BYTES * params, 0.0)
         parts = {"forward": m * per_stage * lay["forward"], "backward": m * per_stage * lay["backward"],
                  "recompute": m * per_stage * lay["recompute"], "tp_comms": m * per_stage * lay["tp_comms"],
-                 "cp_comms": m * per_stage * lay["cp_comms"],
+                 "cp_comms": m * per_stage * lay["cp_comms"], "ep_comms": m * per_stage * lay["ep_comms"],
                  "head": m * self.head(), "bubble": sch.bubble_microbatches * mb, "p2p": p2p,
                  "dp_comms": dp_exposed, "optimizer": optimizer}
         parts["iteration"] = sum(parts.values())
@@ -326,14 +347,16 @@ class Run:
         backward, attention and logits included: what MFU counts) and the hardware's (with recomputation: HFU)."""
         from .transformer import param_counts
         tokens = self.sequences * self.seq
-        per_mb = self.tp * self.cp * sum(self._einsum_flops(op) for op in rc.LAYER if op.kind == "Einsum")  # a layer, a microbatch
+        per_mb = redo = 0.0      # one layer, one microbatch (an MoE model: the mean over its layers)
+        for w, r in self._kinds():
+            per_mb += w * self.tp * self.cp * sum(r._einsum_flops(op) for op in rc.LAYER if op.kind == "Einsum")
+            redo += w * self.tp * self.cp * sum(r._einsum_flops(op) for op in r._recomputed() if op.kind == "Einsum")
+        if self.attention == "flash":   # the backward kernel computes the scores again
+            redo += self.tp * self.cp * self._einsum_flops(next(op for op in rc.LAYER if op.name == "scores"))
         logits = 2 * self.seq * self.microbatch * self.cfg.D * self.cfg.V
         microbatches = self.sequences // self.microbatch
         model = 3 * microbatches * (self.cfg.L * per_mb + logits)
-        redo = self.tp * self.cp * sum(self._einsum_flops(op) for op in self._recomputed() if op.kind == "Einsum")
-        if self.attention == "flash":   # the backward kernel computes the scores again
-            redo += self.tp * self.cp * self._einsum_flops(next(op for op in rc.LAYER if op.name == "scores"))
-        return {"6N": 6 * param_counts(self.cfg)["total"] * tokens, "model": model,
+        return {"6N": 6 * param_counts(self.cfg)["active"] * tokens, "model": model,
                 "hardware": model + microbatches * self.cfg.L * redo}
 
     def report(self) -> dict:
@@ -352,13 +375,7 @@ class Run:
         if self.checkpoints is not None:   # book Part 6: k tensors of [B, D] a layer, in bf16
             per_layer = self._n(2 * self.checkpoints * rc.elements("x", self.tp > 1, self.seq_parallel))
         else:
-            saved = rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel, width=self._w)
-            if self.attention == "flash" and self._policy != "full":   # the core keeps Q, K, V and the lse
-                core = {op.name for op in rc.LAYER if op.core}
-                saved = [(n, v) for n, v in saved if n not in core]
-                saved += [("flash", 2 * rc.elements(r, True, False, self._w)) for r in ("q", "k", "v")]
-                saved.append(("flash", 4 * rc.a * rc.s * rc.b / rc.t))
-            per_layer = self._n(sum((v for _, v in saved), sp.Integer(0)))
+            per_layer = sum(w * r._saved_per_layer() for w, r in self._kinds())
         layers = self.cfg.L // self.pp
         acts = per_layer * layers * self.pipeline.in_flight
         dp = self.replicas
@@ -367,6 +384,16 @@ class Run:
                "optimizer": 12 * params / (dp if self.zero >= 1 else 1), "activations": acts}
         out["total"] = sum(out.values())
         return out
+
+    def _saved_per_layer(self) -> float:
+        """Bytes of activations one layer keeps for its backward pass on one device."""
+        saved = rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel, width=self._w)
+        if self.attention == "flash" and self._policy != "full":   # the core keeps Q, K, V and the lse
+            core = {op.name for op in rc.LAYER if op.core}
+            saved = [(n, v) for n, v in saved if n not in core]
+            saved += [("flash", 2 * rc.elements(r, True, False, self._w)) for r in ("q", "k", "v")]
+            saved.append(("flash", 4 * rc.a * rc.s * rc.b / rc.t))
+        return self._n(sum((v for _, v in saved), sp.Integer(0)))
 
 
 __all__ = ["Run", "ADAM_BYTES"]

@@ -16,7 +16,8 @@ The space: TP over divisors of the chips that divide the heads and fit in the fa
 PP over divisors of the layers; DP the rest (it must divide the sequences); microbatches of 1, 2, 4, 8
 ... sequences; interleaving 1 to 8 chunks where the layers and microbatches allow; ZeRO 0, 1 and 3 with
 data parallelism; recomputation none, selective and full; sequence parallelism with TP; context
-parallelism up to ``max_cp`` ranks (``--max-cp``; off by default: long sequences want it). Each runner-up says
+parallelism up to ``max_cp`` ranks (``--max-cp``; off by default: long sequences want it); for an MoE
+model, expert parallelism over every power of two that divides the experts and the replicas. Each runner-up says
 what it loses by: the part of the iteration (bubble, TP comms, recomputation, ...) whose time exceeds
 the best run's by the most.
 """
@@ -30,7 +31,7 @@ from ..errors import UsageError
 from .execution import Run
 
 RECOMPUTE = ("none", "selective", "full")
-PARTS = ("forward", "backward", "recompute", "tp_comms", "cp_comms", "head", "bubble", "p2p", "dp_comms", "optimizer")
+PARTS = ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms", "head", "bubble", "p2p", "dp_comms", "optimizer")
 
 
 def _divisors(n: int) -> list[int]:
@@ -58,9 +59,11 @@ def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | N
                 m = per_replica // mb
                 chunks = [1] + ([v for v in range(2, max_interleave + 1)
                                  if cfg.L % (pp * v) == 0 and m % pp == 0] if pp > 1 else [])
-                for v, rec, sp_, zero in itertools.product(chunks, RECOMPUTE, (False, True) if tp > 1 else (False,),
-                                                           (0, 1, 3) if dp * cp > 1 else (0,)):
-                    yield dict(tp=tp, pp=pp, dp=dp, cp=cp, sequences=sequences, microbatch=mb, seq=seq, interleave=v,
+                eps = [e for e in (2 ** i for i in range(0, 12)) if cfg.is_moe and cfg.E % e == 0
+                       and (dp * cp) % e == 0] or [1]
+                for v, rec, sp_, zero, ep in itertools.product(chunks, RECOMPUTE, (False, True) if tp > 1 else (False,),
+                                                               (0, 1, 3) if dp * cp > 1 else (0,), eps):
+                    yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, sequences=sequences, microbatch=mb, seq=seq, interleave=v,
                                recompute=rec, seq_parallel=sp_, zero=zero, attention=attention)
 
 
@@ -102,6 +105,8 @@ def describe(cfg: dict) -> str:
     out = f"tp {cfg['tp']}, pp {cfg['pp']}, dp {cfg['dp']}"
     if cfg.get("cp", 1) > 1:
         out += f", cp {cfg['cp']}"
+    if cfg.get("ep", 1) > 1:
+        out += f", ep {cfg['ep']}"
     if cfg["zero"]:
         out += f", zero {cfg['zero']}"
     out += f", microbatch {cfg['microbatch']}"

@@ -1,0 +1,67 @@
+"""Mixture-of-experts layers in a training run: expert parallelism (``ep``) and what it costs.
+
+An MoE model's first ``dense_layers`` layers have an ordinary MLP of width F; the others route each token
+to ``k`` of ``E`` experts of width ``F_expert`` (plus the shared experts every token uses). A token's
+MLP work is that of a dense MLP of width ``(k + shared) F_expert`` (uniform routing, as the book assumes);
+the experts' weights, ``E`` of them, are split over the ``ep`` expert-parallel ranks (carved out of the
+data-parallel replicas, as Megatron does), and every MoE layer moves its tokens to their experts and back
+with two AllToAlls forward and two backward (each token's ``k`` copies of ``D`` values).
+
+    >>> from symcost.models.config import load_model_config
+    >>> ds = load_model_config("deepseek-v3")
+    >>> active_width(ds), round(routed_params(ds) / 1e9, 1)
+    (18432, 653.9)
+"""
+from __future__ import annotations
+
+from ..errors import UsageError
+
+
+def active_width(cfg) -> int:
+    """The MLP width a token sees in an MoE layer: its k routed experts and the shared ones."""
+    return (cfg.k + cfg.shared_experts) * (cfg.F_expert or cfg.F)
+
+
+def moe_layers(cfg) -> int:
+    return cfg.L - cfg.dense_layers if cfg.is_moe else 0
+
+
+def routed_params(cfg) -> float:
+    """Parameters of the routed experts, all layers (what expert parallelism splits)."""
+    per_expert = (3 if cfg.gated else 2) * cfg.D * (cfg.F_expert or cfg.F)
+    return moe_layers(cfg) * cfg.E * per_expert
+
+
+def check(cfg, ep: int, replicas: int) -> None:
+    if ep < 1:
+        raise UsageError(f"--ep must be at least 1, not {ep}")
+    if ep == 1:
+        return
+    if not cfg.is_moe:
+        raise UsageError(f"--ep {ep}: {cfg.name} has no experts to split")
+    if cfg.E % ep:
+        raise UsageError(f"--ep {ep} does not divide {cfg.name}'s {cfg.E} experts")
+    if replicas % ep:
+        raise UsageError(f"--ep {ep} must divide the data-parallel replicas (--dp x --cp = {replicas}): expert "
+                         f"parallelism splits them")
+
+
+def dispatch_bytes(cfg, tokens: float) -> float:
+    """Bytes one AllToAll moves for ``tokens`` tokens on a rank: each token's k copies of D bf16 values."""
+    return 2 * tokens * cfg.k * cfg.D
+
+
+def alltoalls(run) -> float:
+    """Seconds of an MoE layer's AllToAlls over ``run``'s expert-parallel ranks (a
+    :class:`symcost.models.execution.Run`): tokens to their experts and back, forward and backward, and
+    forward again with full recomputation; over NVLink where ``tp x ep`` fits in the node."""
+    if run.ep == 1:
+        return 0.0
+    tokens = run.seq * run.microbatch / (run.cp * (run.tp if run.seq_parallel else 1))
+    link = "nvlink" if run.tp * run.ep <= (run.hw.nvlink_domain or 1) else "dcn"
+    bw, lat = run._net(link, "AllToAll")
+    one = dispatch_bytes(run.cfg, tokens) * (run.ep - 1) / run.ep / bw + lat
+    return one * (6 if run._policy == "full" else 4)
+
+
+__all__ = ["active_width", "moe_layers", "routed_params", "check", "dispatch_bytes", "alltoalls"]

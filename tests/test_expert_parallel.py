@@ -1,0 +1,84 @@
+"""MoE models in the execution model and expert parallelism (``--ep``): a token's MLP is its k routed
+experts and the shared ones; the routed experts' weights split over the EP ranks; tokens go to their
+experts and back with AllToAlls. Each figure is derived and checked against its closed form."""
+import dataclasses
+
+import pytest
+
+from symcost.cli import main
+from symcost.errors import UsageError
+from symcost.hardware import hardware
+from symcost.models.config import load_model_config
+from symcost.models.execution import Run
+from symcost.models.experts import routed_params
+from symcost.models.runs import candidates
+from symcost.models.transformer import param_counts
+
+H100 = hardware("h100")
+DS = load_model_config("deepseek-v3")
+MIXTRAL_LIKE = dataclasses.replace(load_model_config("llama3-8b"), name="moe-8x", E=8, k=2, F_expert=14336)
+
+
+def _run(cfg=DS, **kw):
+    base = dict(tp=8, dp=8, sequences=64, seq=4096, recompute="full", attention="flash", zero=1)
+    return Run(cfg, H100, **{**base, **kw})
+
+
+def test_a_token_sees_k_experts_and_the_shared_ones():
+    """The MoE layer's matmul FLOPs are a dense layer's with F = (k + shared) F_expert; the model's
+    FLOPs count the active parameters (6N with N = 37.4e9 for DeepSeek-V3, not 671e9)."""
+    fl = _run().flops()
+    tokens = 64 * 4096
+    assert fl["6N"] == pytest.approx(6 * param_counts(DS)["active"] * tokens)
+    dense_layer = dataclasses.replace(DS, E=1, k=1, shared_experts=0, F_expert=None, dense_layers=0,
+                                      F=(8 + 1) * 2048)
+    same = Run(dense_layer, H100, tp=8, dp=8, sequences=64, seq=4096, recompute="full", attention="flash", zero=1)
+    moe_part = _run(ep=1)._kinds()[1][1]
+    assert moe_part.layer()["matmul"] == pytest.approx(same.layer()["matmul"])
+
+
+def test_expert_parallelism_splits_the_routed_experts():
+    one, eight = _run(ep=1), _run(ep=8)
+    routed = routed_params(DS)
+    assert routed == 58 * 256 * 3 * 7168 * 2048
+    total = param_counts(DS)["total"]
+    assert one._params_per_device() == pytest.approx(total / 8)
+    assert eight._params_per_device() == pytest.approx((total - routed + routed / 8) / 8)
+    assert eight.memory()["weights"] < one.memory()["weights"] / 6
+
+
+def test_the_alltoalls():
+    """Each MoE layer: tokens s b / (cp tp) on a rank with sequence parallelism, each sent as k copies of D
+    bf16 values, (ep - 1) / ep of them leaving the rank; two AllToAlls forward, two backward, two more
+    with full recomputation. TP 8 x EP 8 leaves the node: InfiniBand."""
+    run = _run(ep=8, seq_parallel=True)
+    eta, lat = H100.efficiency.net("dcn", "AllToAll")
+    tokens = 4096 * 1 / 8
+    one = 2 * tokens * 8 * 7168 * 7 / 8 / (H100.dcn_bandwidth * eta) + lat
+    moe_share = (61 - 3) / 61
+    assert run.layer()["ep_comms"] == pytest.approx(moe_share * 6 * one)
+    assert _run(ep=1).layer()["ep_comms"] == 0
+
+
+def test_bad_expert_splits_say_why():
+    with pytest.raises(UsageError, match="has no experts to split"):
+        Run(load_model_config("llama3-8b"), H100, dp=2, ep=2)
+    with pytest.raises(UsageError, match="does not divide deepseek-v3's 256 experts"):
+        _run(ep=3, dp=3, sequences=3)
+    with pytest.raises(UsageError, match=r"must divide the data-parallel replicas \(--dp x --cp = 8\)"):
+        _run(ep=16)
+
+
+def test_the_run_search_tries_expert_parallelism_on_moe_models():
+    eps = {c["ep"] for c in candidates(MIXTRAL_LIKE, H100, 16, 16, 4096)}
+    assert eps == {1, 2, 4, 8}
+    assert {c["ep"] for c in candidates(load_model_config("llama3-8b"), H100, 16, 16, 4096)} == {1}
+
+
+def test_command_line(capsys):
+    code = main(["model", "deepseek-v3", "--train", "--hw", "h100", "--chips", "512", "--tp", "8", "--pp", "1",
+                 "--dp", "64", "--ep", "64", "--sequences", "512", "--seq", "4096", "--recompute", "full",
+                 "--attention", "flash", "--zero", "1"])
+    out = capsys.readouterr().out
+    assert "DP 64 (dcn, ZeRO 1), EP 64" in out and "ep comms" in out
+    assert code in (0, 1)
