@@ -169,7 +169,7 @@ def test_model_train_json(capsys):
 
 @pytest.mark.parametrize("argv", [
     ["--chips", "16", "--tp", "8", "--pp", "1", "--dp", "1", "--sequences", "8"],       # chips != tp x pp x dp
-    ["--tp", "8", "--pp", "5", "--sequences", "40"],                                      # 96 layers over 5 stages
+    ["--tp", "8", "--pp", "5", "--interleave", "2", "--sequences", "40"],                 # 96 layers in 10 chunks
     ["--tp", "7", "--sequences", "8"],                                                    # 96 heads over 7
     ["--tp", "8", "--sequences", "6", "--microbatch", "4"],                               # not whole microbatches
     ["--tp", "8", "--pp", "8", "--sequences", "60", "--interleave", "3"],                 # interleaved needs m % p

@@ -80,9 +80,10 @@ class Run:
                              "JAX policy")
         if self.zero not in (0, 1, 2, 3):
             raise UsageError(f"--zero is a ZeRO stage, 0 to 3, not {self.zero}")
-        if self.cfg.L % (self.pp * self.interleave):
+        if self.interleave > 1 and self.cfg.L % (self.pp * self.interleave) or self.pp > self.cfg.L:
             raise UsageError(f"{self.cfg.name} has {self.cfg.L} layers, which do not split into {self.pp} stages "
-                             f"x {self.interleave} chunks")
+                             f"x {self.interleave} chunks" + (" (interleaved chunks must be equal)"
+                                                              if self.pp <= self.cfg.L else ""))
         if self.attention not in ATTENTION:
             raise UsageError(f"--attention must be one of {', '.join(ATTENTION)}, not {self.attention!r}")
         experts.check(self.cfg, self.ep, self.replicas)
@@ -100,6 +101,12 @@ class Run:
         return self.tp * self.pp * self.dp * self.cp
 
     @property
+    def layers_per_stage(self) -> int:
+        """Layers on the fullest pipeline stage (uneven stages: the slowest sets the pace, as when LLaMA 3
+        405B's 126 layers run on 16 stages of at most 8)."""
+        return -(-self.cfg.L // self.pp)
+
+    @property
     def replicas(self) -> int:
         """Devices holding the same weights: the data-parallel replicas and the context-parallel ranks
         (gradients are summed, and ZeRO shards, over both)."""
@@ -111,9 +118,6 @@ class Run:
         return Schedule(name, self.pp, self.sequences // (self.dp * self.microbatch), self.interleave)
 
     # ------------------------------------------------------------------ figures
-    def _subs(self) -> dict:
-        return {rc.s: self.seq, rc.b: self.microbatch, rc.h: self.cfg.D, rc.a: self.cfg.N, rc.t: self.tp}
-
     def _n(self, expr) -> float:
         """A per-layer figure on one device; with context parallelism a rank holds ``s / cp`` of each
         sequence's tokens and attends them to all ``s`` keys, so every term (``s`` and ``s^2``) is a
@@ -302,7 +306,7 @@ class Run:
         """Seconds per iteration, by part, and the FLOPs behind MFU and HFU."""
         sch = self.pipeline
         lay = self.layer()
-        per_stage = self.cfg.L // self.pp
+        per_stage = self.layers_per_stage
         mb = per_stage * sum(lay[k] for k in ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms")) \
             + self.head()
         m = sch.microbatches
@@ -376,7 +380,7 @@ class Run:
             per_layer = self._n(2 * self.checkpoints * rc.elements("x", self.tp > 1, self.seq_parallel))
         else:
             per_layer = sum(w * r._saved_per_layer() for w, r in self._kinds())
-        layers = self.cfg.L // self.pp
+        layers = self.layers_per_stage
         acts = per_layer * layers * self.pipeline.in_flight
         dp = self.replicas
         out = {"weights": 2 * params / (dp if self.zero >= 3 else 1),

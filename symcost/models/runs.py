@@ -13,7 +13,8 @@ HBM and ranked by iteration time.
     (4, 2, 8, 'none', True)
 
 The space: TP over divisors of the chips that divide the heads and fit in the fast domain (an NVLink node);
-PP over divisors of the layers; DP the rest (it must divide the sequences); microbatches of 1, 2, 4, 8
+PP over the divisors of what is left (stages may hold unequal numbers of layers; interleaved chunks
+may not); DP the rest (it must divide the sequences); microbatches of 1, 2, 4, 8
 ... sequences; interleaving 1 to 8 chunks where the layers and microbatches allow; ZeRO 0, 1 and 3 with
 data parallelism; recomputation none, selective and full; sequence parallelism with TP; context
 parallelism up to ``max_cp`` ranks (``--max-cp``; off by default: long sequences want it); for an MoE
@@ -48,7 +49,7 @@ def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | N
         if tp > domain or cfg.N % tp or chips % (tp * cp):
             continue
         for pp in _divisors(chips // (tp * cp)):
-            if cfg.L % pp:
+            if pp > cfg.L:
                 continue
             dp = chips // (tp * pp * cp)
             if sequences % dp:
