@@ -15,7 +15,8 @@ from symcost.models.runs import candidates, describe, search_runs
 ROOT = Path(__file__).resolve().parent.parent
 A100 = hardware("a100")
 # Korthikanti et al. 2022, Table 5 (model, GPUs, PP, sequences, microbatch, interleave); TP 8, DP 1
-TABLE5 = [("megatron-22b", 8, 1, 4, 4, 1), ("gpt3-175b", 64, 8, 64, 1, 3)]
+TABLE5 = [("megatron-22b", 8, 1, 4, 4, 1), ("gpt3-175b", 64, 8, 64, 1, 3), ("mt-nlg-530b", 280, 35, 280, 1, 3),
+          ("megatron-1t", 512, 64, 512, 1, 1)]
 
 
 @pytest.mark.parametrize("model, gpus, pp, seqs, mb, v", TABLE5)
@@ -104,7 +105,6 @@ def test_nothing_fits_exits_one(capsys):
     assert code == 1 and "NONE FITS" in out
 
 
-@pytest.mark.slow
 def test_llama3_405b_as_meta_ran_it_is_in_the_space():
     """LLaMA 3 405B (Dubey et al. 2024, section 3.3.2): TP 8, PP 16, DP 64 on 8,192 H100s, 16M-token
     batches of 8,192-token sequences; its 126 layers do not split evenly over 16 stages (Meta took one
