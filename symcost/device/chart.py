@@ -4,22 +4,13 @@ matplotlib is the ``plot`` extra.
 """
 from __future__ import annotations
 
-import os
-
-from ..errors import UsageError
+from ..printers.figure import check_name, pyplot, save
 
 
 def plot_sweep(rows, vs: str, title: str, out: str) -> str:
     """``rows``: dicts with ``value``, ``measured`` (seconds), ``spread`` and ``predicted`` (seconds)."""
-    ext = os.path.splitext(out)[1].lower()
-    if ext not in (".png", ".svg", ".pdf"):
-        raise UsageError(f"cannot write {out}: use a .png, .svg or .pdf file name")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("plots need matplotlib: pip install 'symcost[plot]'") from None
+    check_name(out)
+    plt = pyplot()
     xs = [r["value"] for r in rows]
     meas = [r["measured"] for r in rows]
     pred = [r["predicted"] for r in rows]
@@ -38,10 +29,4 @@ def plot_sweep(rows, vs: str, title: str, out: str) -> str:
     bottom.set_xlabel(vs)
     bottom.set_ylabel("measured / predicted")
     bottom.grid(True, alpha=0.3)
-    try:
-        fig.savefig(out, dpi=120, bbox_inches="tight")
-    except OSError as e:
-        raise UsageError(f"cannot write {out}: {e.strerror}") from None
-    finally:
-        plt.close(fig)
-    return out
+    return save(fig, out)

@@ -13,27 +13,7 @@ import os
 import sympy as sp
 
 from ..errors import UsageError
-
-
-def _plt():
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise UsageError("plots need matplotlib: pip install 'symcost[plot]'") from None
-    return plt
-
-
-def _save(fig, out: str):
-    ext = os.path.splitext(out)[1].lower()
-    if ext not in (".png", ".svg", ".pdf"):
-        raise UsageError(f"cannot write {out}: use a .png, .svg or .pdf file name")
-    try:
-        fig.savefig(out, dpi=120, bbox_inches="tight")
-    except OSError as e:
-        raise UsageError(f"cannot write {out}: {e.strerror}") from None
-    return out
+from ..printers.figure import pyplot, save
 
 
 def strategy_programs(target: str) -> list[tuple[str, str]]:
@@ -123,7 +103,7 @@ AXIS_LABELS = {"B": "B (tokens in the batch)", "D": "D (model width)", "F": "F (
 def plot_strategies(programs, out: str, vs: str = "B", hw=None, chips: int = 4096, dims=None) -> tuple[str, dict]:
     """The book's Part 5 figure: each program's communication against the matmul time. Returns the file
     written and the programs left out, with why."""
-    plt = _plt()
+    plt = pyplot()
     if hw is None:
         raise UsageError("plotting strategies needs --hw")
     skipped: dict = {}
@@ -139,12 +119,12 @@ def plot_strategies(programs, out: str, vs: str = "B", hw=None, chips: int = 409
     ax.set_title(f"Communication vs compute on {chips} x {hw.name}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out), skipped
+    return save(fig, out), skipped
 
 
 def plot_roofline(plan, out: str):
     """Each einsum's arithmetic intensity (FLOPs per byte) against the chip's roofline."""
-    plt = _plt()
+    plt = pyplot()
     hw = plan.hardware
     if hw is None:
         raise UsageError("a roofline needs --hw")
@@ -168,12 +148,12 @@ def plot_roofline(plan, out: str):
     ax.set_title("Roofline of the program's einsums")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, out)
+    return save(fig, out)
 
 
 def plot_frontier(serving, seq: int, out: str):
     """Latency against throughput per chip, one point per batch size (book Part 8's Pareto plot)."""
-    plt = _plt()
+    plt = pyplot()
     rows = [r for r in serving.frontier(seq) if r["fits"]]
     if not rows:
         from ..errors import DoesNotFit
@@ -192,7 +172,7 @@ def plot_frontier(serving, seq: int, out: str):
     ax.set_title(f"Latency vs throughput at {seq} tokens of context (labels: batch)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, out)
+    return save(fig, out)
 
 
 __all__ = ["plot_strategies", "plot_roofline", "plot_frontier", "strategy_curves", "strategy_programs"]

@@ -391,13 +391,8 @@ class Run:
 
     def _saved_per_layer(self) -> float:
         """Bytes of activations one layer keeps for its backward pass on one device."""
-        saved = rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel, width=self._w)
-        if self.attention == "flash" and self._policy != "full":   # the core keeps Q, K, V and the lse
-            core = {op.name for op in rc.LAYER if op.core}
-            saved = [(n, v) for n, v in saved if n not in core]
-            saved += [("flash", 2 * rc.elements(r, True, False, self._w)) for r in ("q", "k", "v")]
-            saved.append(("flash", 4 * rc.a * rc.s * rc.b / rc.t))
+        saved = rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel, width=self._w,
+                                 flash=self.attention == "flash")
         return self._n(sum((v for _, v in saved), sp.Integer(0)))
-
 
 __all__ = ["Run", "ADAM_BYTES"]

@@ -89,8 +89,20 @@ def elements(shape: str, tp: bool, seq_parallel: bool, width: dict | None = None
 
 
 def saved_tensors(recompute: str = "none", tp: bool = False, seq_parallel: bool = False,
-                  act_bytes: int = 2, width: dict | None = None) -> list[tuple[str, sp.Expr]]:
-    """(operation, bytes) of every tensor the backward pass reads, per layer."""
+                  act_bytes: int = 2, width: dict | None = None, flash: bool = False) -> list[tuple[str, sp.Expr]]:
+    """(operation, bytes) of every tensor the backward pass reads, per layer. With ``flash`` attention the
+    core is one kernel that keeps Q, K, V and the fp32 log-sum-exp of its scores (one a query and head),
+    nothing of size s^2."""
+    out = _saved(recompute, tp, seq_parallel, act_bytes, width)
+    if flash and policy(recompute) != "full":
+        core = {op.name for op in LAYER if op.core}
+        out = [(n, v) for n, v in out if n not in core]
+        out += [("flash", act_bytes * elements(r, tp, False, width)) for r in ("q", "k", "v")]
+        out.append(("flash", 4 * a * s * b / (t if tp else 1)))
+    return out
+
+
+def _saved(recompute, tp, seq_parallel, act_bytes, width) -> list[tuple[str, sp.Expr]]:
     recompute = policy(recompute)
     if recompute in ("dots", "dots_no_batch"):   # JAX: keep the layer's input and the einsums' results
         kept = [op for op in LAYER if op.kind == "Einsum" and not (recompute == "dots_no_batch" and op.batched)]

@@ -6,9 +6,8 @@ candidate that is best somewhere, the envelope in black, each boundary a dotted 
 """
 from __future__ import annotations
 
-import os
-
 from ..errors import UsageError
+from ..printers.figure import check_name, pyplot, save
 from .price import curve
 
 
@@ -16,16 +15,9 @@ def plot_regimes(result, out: str, points: int = 200) -> str:
     """Write the figure of ``result`` (a search with ``vs``) to ``out`` (.png, .svg or .pdf)."""
     if not result.vs:
         raise UsageError("the regimes plot needs a search with --vs")
-    ext = os.path.splitext(out)[1].lower()
-    if ext not in (".png", ".svg", ".pdf"):
-        raise UsageError(f"cannot write {out}: use a .png, .svg or .pdf file name")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import numpy as np
-    except ImportError:
-        raise UsageError("plots need matplotlib: pip install 'symcost[plot]'") from None
+    check_name(out)
+    plt = pyplot()
+    import numpy as np
     lo, hi = result.range
     xs = np.geomspace(lo, hi, points)
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -52,10 +44,4 @@ def plot_regimes(result, out: str, points: int = 200) -> str:
     ax.set_ylabel("step time (s)")
     ax.set_title(f"best sharding by {result.vs} on {result.space.mesh}")
     ax.legend(fontsize=8)
-    try:
-        fig.savefig(out, dpi=120, bbox_inches="tight")
-    except OSError as e:
-        raise UsageError(f"cannot write {out}: {e.strerror}") from None
-    finally:
-        plt.close(fig)
-    return out
+    return save(fig, out)
