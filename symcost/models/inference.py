@@ -41,7 +41,12 @@ def default_mesh(cfg: ModelConfig, chips: int) -> tuple[str, Sharding]:
     if chips < 1:
         raise UsageError(f"--chips must be positive, not {chips}")
     y = math.gcd(chips, cfg.K)
-    z = chips // y
+    return split_mesh(y, chips // y)
+
+
+def split_mesh(y: int, z: int) -> tuple[str, Sharding]:
+    """The mesh of ``y`` chips along the heads (Y) by ``z`` along the KV cache's batch (Z), F and the
+    vocabulary over both; an axis of one chip is left out."""
     if z == 1:
         return f"Y={y}", Sharding(model=("Y",), heads=("Y",))
     if y == 1:

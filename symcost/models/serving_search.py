@@ -21,26 +21,14 @@ import time
 
 from .. import progress
 from ..errors import UsageError
-from .inference import Serving
-from .transformer import Sharding
+from .inference import Serving, split_mesh
 
 
 def meshes(cfg, chips: int) -> list[tuple[str, Sharding]]:
     """Every (mesh, sharding): Y splits the heads (a divisor of the key-value heads, or of the heads with
     latent attention), Z the KV cache's batch, F and the vocabulary both."""
     heads = cfg.N if cfg.is_mla else cfg.K
-    out = []
-    for y in range(1, chips + 1):
-        if chips % y or heads % y:
-            continue
-        z = chips // y
-        if z == 1:
-            out.append((f"Y={y}", Sharding(model=("Y",), heads=("Y",))))
-        elif y == 1:
-            out.append((f"Z={z}", Sharding(model=("Z",), kv_batch=("Z",))))
-        else:
-            out.append((f"Y={y},Z={z}", Sharding(model=("Y", "Z"), heads=("Y",), kv_batch=("Z",))))
-    return out
+    return [split_mesh(y, chips // y) for y in range(1, chips + 1) if chips % y == 0 and heads % y == 0]
 
 
 def _bound(r: dict) -> str:
