@@ -66,8 +66,12 @@ def test_split_heads_copy_the_latent():
                     sharding=Sharding(model=("Y", "Z"), heads=("Y",), kv_batch=("Z",)))
     assert (tp.kv_copies, mixed.kv_copies) == (64, 8)
     per_seq = 4096 * 70_272
-    assert tp.decode(64, 4096)["memory_bytes"] - tp.param_bytes == pytest.approx(64 * per_seq * 64)
-    assert mixed.max_batch(4096) == int((64 * h100.hbm_bytes - mixed.param_bytes) // (per_seq * 8))
+    assert tp.decode(64, 4096)["memory_bytes"] - tp.held_param_bytes == pytest.approx(64 * per_seq * 64)
+    assert mixed.max_batch(4096) == int((64 * h100.hbm_bytes - mixed.held_param_bytes) // (per_seq * 8))
+    # the latent and query projections (D x (q_lora + kv_lora + rope_dim)) are not split by the heads:
+    # every device holds them
+    proj = 61 * 7168 * (1536 + 512 + 64) * 2
+    assert tp.held_param_bytes - tp.param_bytes == pytest.approx(63 * proj, rel=1e-6)
     assert Serving(load_model_config("llama3-70b"), h100, chips=8).kv_copies == 1
 
 

@@ -67,6 +67,7 @@ class Serving:
     mesh: str | None = None
     sharding: Sharding | None = None
     _plans: dict = field(default_factory=dict, repr=False)
+    _held: float | None = field(default=None, repr=False)
 
     def __post_init__(self):
         self.dtype = _canon(self.dtype)
@@ -89,6 +90,37 @@ class Serving:
     @property
     def kv_bytes_per_token(self) -> int:
         return kv_bytes_per_token(self.cfg, self.kv_dtype)
+
+    @property
+    def held_param_bytes(self) -> float:
+        """Bytes of weights the slice holds, copies included: each weight's block on every device, read off
+        the layout of its ``param`` in the layer and head programs (a weight the mesh does not split is
+        held once a device; the shared experts as the routed ones are laid out)."""
+        if self._held is None:
+            from ..memory import memory_per_device
+            from .transformer import attention_weights
+            one = self._padded(1)
+            total = 0.0
+            for moe, count in self._layer_kinds():
+                if not count:
+                    continue
+                plan = self._plan("layer", one, 1, 1, moe)
+                attn = attention_weights(self.cfg)
+                mlp = [n for n in ("W1", "W2", "W3") if n in {l.name for l in plan.layouts}]
+                b_attn = float(plan.evaluate(memory_per_device(plan, attn)["params"]))
+                b_mlp = float(plan.evaluate(memory_per_device(plan, mlp)["params"]))
+                if moe:
+                    b_mlp *= (self.cfg.E + self.cfg.shared_experts) / self.cfg.E
+                total += count * (b_attn + b_mlp)
+            head = self._plan("head", one, 1, 1)
+            total += (1 if self.cfg.tied_embeddings else 2) * float(head.evaluate(memory_per_device(head, ["Wu"])["params"]))
+            self._held = total * self.chips
+        return self._held
+
+    def _layer_kinds(self) -> list:
+        if self.cfg.is_moe:
+            return [(False, self.cfg.dense_layers), (True, self.cfg.L - self.cfg.dense_layers)]
+        return [(False, self.cfg.L)]
 
     @property
     def kv_copies(self) -> int:
@@ -149,11 +181,8 @@ class Serving:
         run_batch = self._padded(batch)
         at = self._padded(plan_batch) if plan_batch else run_batch
         per = []
-        kinds = [(False, self.cfg.dense_layers if self.cfg.is_moe else self.cfg.L)]
-        if self.cfg.is_moe:
-            kinds.append((True, self.cfg.L - self.cfg.dense_layers))
         roof = tm = th = tc = 0.0
-        for moe, count in kinds:
+        for moe, count in self._layer_kinds():
             if count:
                 over = {"B": run_batch,
                         **({"R": max(1, round(run_batch * new_tokens * self.cfg.k / self.cfg.E))} if moe else {})}
@@ -166,7 +195,7 @@ class Serving:
         h = self._roofline(self._plan("head", at, new_tokens, seq), {"B": run_batch})
         roof, tm, th, tc = roof + h[0], tm + h[1], th + h[2], tc + h[3]
         step = max(roof, tc)
-        memory = self.param_bytes + self._kv_bytes(batch, seq)
+        memory = self.held_param_bytes + self._kv_bytes(batch, seq)
         return {"step_time": step, "t_math": tm, "t_hbm": th, "t_comms": tc,
                 "tokens_per_s": batch * new_tokens / step,
                 "tokens_per_s_per_chip": batch * new_tokens / step / self.chips,
@@ -184,7 +213,7 @@ class Serving:
 
     def max_batch(self, seq: int) -> int:
         """Largest batch whose weights and KV caches fit in the slice's HBM."""
-        free = self.hbm_total - self.param_bytes
+        free = self.hbm_total - self.held_param_bytes
         return max(0, int(free // (seq * self.kv_bytes_per_token * self.kv_copies)))
 
     def frontier(self, seq: int, batches=None) -> list[dict]:
@@ -220,8 +249,8 @@ class Serving:
                 mfu, source = eff.math(largest), "the preset's matmul efficiency"
             else:
                 mfu, source = 0.4, "the book's assumption (the preset has no efficiency data)"
-        floor = self.param_bytes / (self.chips * self.hw.hbm_bandwidth * eff.hbm)
-        memory = self.param_bytes + self._kv_bytes(batch, seq)
+        floor = self.held_param_bytes / (self.chips * self.hw.hbm_bandwidth * eff.hbm)
+        memory = self.held_param_bytes + self._kv_bytes(batch, seq)
         return {"batch": batch, "flops": flops, "seconds": max(flops / (self.chips * C * mfu), floor),
                 "mfu": mfu, "mfu_source": source, "hbm_floor": floor,
                 "memory_bytes": memory, "fits": memory <= self.hbm_total}
