@@ -24,7 +24,7 @@ import sympy as sp
 from .. import caching
 from ..elementwise import RULES
 from ..errors import UsageError
-from . import experts
+from . import experts, placement
 from . import recompute as rc
 from .config import ModelConfig
 from .schedule import Schedule, default_schedule
@@ -155,20 +155,18 @@ class Run:
         return max(nbytes / (self.hw.hbm_bandwidth * e.hbm), t_vec)
 
     def _collective(self, kind: str, nbytes: float, group: int, link: str) -> float:
-        """Ring AllReduce / AllGather / ReduceScatter of ``nbytes`` (the full tensor) over ``group`` devices."""
-        if group == 1:
-            return 0.0
-        bw, lat = self._net(link, kind)
-        share = (group - 1) / group * (2 if kind == "AllReduce" else 1)
-        return share * nbytes / bw + lat
+        return placement.collective(self.hw, kind, nbytes, group, link)
 
     @property
     def tp_link(self) -> str:
-        return "nvlink" if self.tp <= (self.hw.nvlink_domain or 1) else "dcn"
+        return self.link(self.tp)
 
     @property
     def pp_link(self) -> str:
-        return "nvlink" if self.tp * self.pp <= (self.hw.nvlink_domain or 1) else "dcn"
+        return self.link(self.tp * self.pp)
+
+    def link(self, span: int) -> str:
+        return placement.link(self.hw, span)
 
     def _einsum_flops(self, op) -> float:
         s, b, h, t, w = self.seq, self.microbatch, self.cfg.D, self.tp, self._w
@@ -198,9 +196,7 @@ class Run:
         return self._hbm(nbytes, rule.flops * out)
 
     def _net(self, link: str, kind: str = "") -> tuple[float, float]:
-        """(bandwidth in bytes/s, latency in s) a collective of ``kind`` gets over ``link``."""
-        eta, lat = self._eff().net(link, kind)
-        return (self.hw.dcn_bandwidth if link == "dcn" else self.hw.ici_one_way) * eta, lat
+        return placement.bandwidth(self.hw, link, kind)
 
     def _ops(self, ops, backward: bool) -> tuple[float, float]:
         """(matmul seconds, elementwise seconds) of ``ops`` on one device; with flash attention the
@@ -260,7 +256,7 @@ class Run:
 
     @property
     def cp_link(self) -> str:
-        return "nvlink" if self.tp * self.cp <= (self.hw.nvlink_domain or 1) else "dcn"
+        return self.link(self.tp * self.cp)
 
     def _cp_comms(self) -> float:
         """Ring attention's exposed time in one layer (forward and backward): each rank passes its keys and
@@ -326,7 +322,7 @@ class Run:
 
     @property
     def dp_link(self) -> str:
-        return "nvlink" if self.chips <= (self.hw.nvlink_domain or 1) else "dcn"
+        return self.link(self.chips)
 
     def _dp_comms(self, params: float, backward: float, forward: float, m: int) -> float:
         """Data-parallel collectives not hidden behind compute. Gradients (fp32) are reduced while the last

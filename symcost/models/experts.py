@@ -54,11 +54,11 @@ def dispatch_bytes(cfg, tokens: float) -> float:
 def alltoalls(run) -> float:
     """Seconds of an MoE layer's AllToAlls over ``run``'s expert-parallel ranks (a
     :class:`symcost.models.execution.Run`): tokens to their experts and back, forward and backward, and
-    forward again with full recomputation; over NVLink where ``tp x ep`` fits in the node."""
+    forward again with full recomputation; in the fast domain where ``tp x ep`` fits."""
     if run.ep == 1:
         return 0.0
     tokens = run.seq * run.microbatch / (run.cp * (run.tp if run.seq_parallel else 1))
-    link = "nvlink" if run.tp * run.ep <= (run.hw.nvlink_domain or 1) else "dcn"
+    link = run.link(run.tp * run.ep)
     bw, lat = run._net(link, "AllToAll")
     one = dispatch_bytes(run.cfg, tokens) * (run.ep - 1) / run.ep / bw + lat
     return one * (6 if run._policy == "full" else 4)

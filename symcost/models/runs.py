@@ -43,7 +43,7 @@ def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | N
                max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1, attention: str = "unfused"):
     """Every run of the space (as :class:`Run` keyword arguments) that the execution model accepts;
     context parallelism up to ``max_cp`` ranks (powers of two dividing the sequence)."""
-    domain = max_tp or getattr(hw, "nvlink_domain", None) or 8
+    domain = max_tp or hw.nvlink_domain or (max(hw.pod) if hw.topology.startswith("torus") else 8)
     cps = [c for c in (2 ** i for i in range(0, 8)) if c <= max_cp and seq % c == 0]
     for tp, cp in itertools.product(_divisors(chips), cps):
         if tp > domain or cfg.N % tp or chips % (tp * cp):
