@@ -80,6 +80,16 @@ def test_command_line_lists_the_runs_and_json_follows_the_schema(capsys):
     data = json.loads(capsys.readouterr().out)
     jsonschema.validate(data, json.loads((ROOT / "symcost" / "schemas" / "model.json").read_text()))
     assert data["train"]["searched"] == 354 and len(data["train"]["runs"]) == 3 and data["fits"]
+    # DESIGN's contract: a top-level search object with every run's knobs flat
+    top = data["search"]["top"]
+    assert data["search"]["candidates"] == 354 and data["search"]["feasible"] == 193 and len(top) == 3
+    for run, full in zip(top, data["train"]["runs"]):
+        assert {k: run[k] for k in full["config"]} == full["config"]
+        assert run["step_time"] == full["step_time"] and run["dominant"] in full["breakdown"]
+        parts = full["breakdown"]
+        compute = sum(parts[k] for k in ("forward", "backward", "recompute", "head", "optimizer"))
+        assert run["compute_bound"] == (compute >= sum(parts.values()) - compute)
+        assert parts[run["dominant"]] == max(parts.values())
 
 
 @pytest.mark.parametrize("extra, says", [

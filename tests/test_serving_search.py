@@ -61,6 +61,12 @@ def test_command_line_and_json(capsys):
     data = json.loads(capsys.readouterr().out)
     jsonschema.validate(data, json.loads((ROOT / "symcost" / "schemas" / "model.json").read_text()))
     assert len(data["decode"]["runs"]) == 2 and data["decode"]["latency"] == pytest.approx(0.04)
+    top = data["search"]["top"]                          # DESIGN's contract
+    assert data["search"]["candidates"] == data["decode"]["searched"] and len(top) == 2
+    for run, full in zip(top, data["decode"]["runs"]):
+        assert (run["mesh"], run["batch"], run["step_time"]) == (full["mesh"], full["batch"], full["step_time"])
+        assert run["mfu"] == pytest.approx(full["t_math"] / full["step_time"])
+        assert run["dominant"] == full["bound"] and run["compute_bound"] == (full["bound"] == "math")
 
 
 @pytest.mark.parametrize("extra, says", [

@@ -61,6 +61,15 @@ def _search_serving(args, cfg, hw, dtype) -> dict:
     return res
 
 
+def _contract_serving(res: dict) -> dict:
+    """The ``search`` object of ``model --decode --search --json`` (DESIGN's keys; a decode step's MFU is
+    its matmul time at the peak over its step)."""
+    return {"candidates": res["searched"], "feasible": res["feasible"], "seconds": res["search_seconds"],
+            "top": [{"mesh": r["mesh"], "batch": r["batch"], "step_time": r["step_time"],
+                     "mfu": r["t_math"] / r["step_time"], "memory_bytes": r["memory_bytes"],
+                     "compute_bound": r["bound"] == "math", "dominant": r["bound"]} for r in res["runs"]]}
+
+
 def _show_serving(res: dict, args, hw) -> None:
     from ..printers.text import fmt_bytes, fmt_seconds
     target = f", steps of at most {fmt_seconds(res['latency'])}" if res["latency"] else ""
@@ -132,6 +141,7 @@ def cmd_model(args) -> int:
                           compute_dtype=args.compute_dtype, mesh=args.mesh, sharding=sharding)
     if args.decode and args.search:
         out["decode"] = _search_serving(args, cfg, hw, dtype)
+        out["search"] = _contract_serving(out["decode"])
     elif args.decode:
         if not args.batch:
             raise UsageError("--decode needs --batch (sequences)")
@@ -142,6 +152,7 @@ def cmd_model(args) -> int:
         out["frontier"] = serving.frontier(args.seq)
     if args.train and args.search:
         out["train"] = train.search(args, cfg, hw)
+        out["search"] = train.contract(out["train"])
     elif args.search and not args.decode:
         raise UsageError("--search chooses a training run (--train) or how to serve (--decode)")
     elif args.train and train.wanted(args):

@@ -65,6 +65,25 @@ def search(args, cfg, hw) -> dict:
     return res
 
 
+#: the parts of an iteration that compute; the rest is exposed communication, the bubble and sends
+COMPUTE = ("forward", "backward", "recompute", "head", "optimizer")
+
+
+def contract(res: dict) -> dict:
+    """The ``search`` object of ``model --train --search --json`` (DESIGN's keys): each run's knobs, its
+    iteration, MFU and memory, whether its compute outweighs its exposed communication and bubble, and
+    the largest part of its iteration."""
+    top = []
+    for r in res["runs"]:
+        parts = r["breakdown"]
+        compute = sum(v for k, v in parts.items() if k in COMPUTE)
+        top.append({**r["config"], "step_time": r["step_time"], "mfu": r["mfu"], "memory_bytes": r["memory_bytes"],
+                    "compute_bound": compute >= sum(parts.values()) - compute,
+                    "dominant": max(parts, key=parts.get)})
+    return {"candidates": res["searched"], "feasible": res["feasible"], "seconds": res["search_seconds"],
+            "top": top}
+
+
 def show_search(res: dict, hw) -> None:
     from ..models.runs import describe
     from ..printers.text import fmt_bytes
