@@ -125,7 +125,7 @@ class Run:
         return float(_numeric(sp.sympify(expr))(self.seq, self.microbatch, self.cfg.D, self.cfg.N, self.tp)) / self.cp
 
     @property
-    def _policy(self) -> str:
+    def policy(self) -> str:
         """What is recomputed: with checkpoints (book Part 6) the layer runs again from them (as full)."""
         return "full" if self.checkpoints else rc.policy(self.recompute)
 
@@ -195,9 +195,6 @@ class Run:
         nbytes = 2 * (ins + out) + (out if rule.saves == "mask" else 0)
         return self._hbm(nbytes, rule.flops * out)
 
-    def _net(self, link: str, kind: str = "") -> tuple[float, float]:
-        return placement.bandwidth(self.hw, link, kind)
-
     def _ops(self, ops, backward: bool) -> tuple[float, float]:
         """(matmul seconds, elementwise seconds) of ``ops`` on one device; with flash attention the
         attention core is one kernel (:meth:`_flash`)."""
@@ -231,8 +228,8 @@ class Run:
     def _recomputed(self) -> tuple:
         """The operations the backward pass runs again: with flash attention the core's recomputation is
         inside its backward kernel, so only full recomputation runs the core again."""
-        ops = rc.recompute_ops(self._policy)
-        if self.attention == "flash" and self._policy != "full":
+        ops = rc.recompute_ops(self.policy)
+        if self.attention == "flash" and self.policy != "full":
             ops = tuple(op for op in ops if not op.core)
         return ops
 
@@ -249,7 +246,7 @@ class Run:
     def _tp_regather(self) -> float:
         """Sequence parallelism keeps the inputs of the QKV and first MLP matmuls split over TP; the backward
         pass gathers them again for the weight gradients (Korthikanti et al. 2022, section 4.2.2)."""
-        if self.tp == 1 or self.tp_overlap or not self.seq_parallel or self._policy == "full":
+        if self.tp == 1 or self.tp_overlap or not self.seq_parallel or self.policy == "full":
             return 0.0
         return 2 * self._collective("AllGather", 2 * self.seq * self.microbatch * self.cfg.D / self.cp, self.tp,
                                     self.tp_link)
@@ -265,7 +262,7 @@ class Run:
         if self.cp == 1:
             return 0.0
         chunk = 2 * 2 * (self.seq / self.cp) * self.microbatch * float(self._w["k"]) * self.cfg.D / self.tp
-        bw, lat = self._net(self.cp_link)
+        bw, lat = placement.bandwidth(self.hw, self.cp_link)
         ring = (self.cp - 1) * (chunk / bw + lat)
         core = [op for op in rc.LAYER if op.core]
         fwd, bwd = sum(self._ops(core, False)), sum(self._ops(core, True))
@@ -282,7 +279,7 @@ class Run:
         bwd_mm, bwd_vec = self._ops(rc.LAYER, True)
         re_mm, re_vec = self._ops(self._recomputed(), False)
         comms = self._tp_comms()
-        re_comms = comms if self._policy == "full" else 0.0
+        re_comms = comms if self.policy == "full" else 0.0
         return {"forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
                 "tp_comms": 2 * comms + self._tp_regather(), "cp_comms": self._cp_comms(), "ep_comms": experts.alltoalls(self) if self._moe else 0.0, "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec}
 
@@ -306,7 +303,7 @@ class Run:
         mb = per_stage * sum(lay[k] for k in ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms")) \
             + self.head()
         m = sch.microbatches
-        bw, lat = self._net(self.pp_link)
+        bw, lat = placement.bandwidth(self.hw, self.pp_link)
         send = 2 * self.seq * self.microbatch * self.cfg.D / (self.tp * self.cp) / bw + lat if sch.stages > 1 else 0.0
         p2p = m * sch.sends_per_microbatch * send
         params = self._params_per_device()

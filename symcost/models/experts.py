@@ -15,6 +15,7 @@ with two AllToAlls forward and two backward (each token's ``k`` copies of ``D`` 
 from __future__ import annotations
 
 from ..errors import UsageError
+from . import placement
 
 
 def active_width(cfg) -> int:
@@ -59,9 +60,9 @@ def alltoalls(run) -> float:
         return 0.0
     tokens = run.seq * run.microbatch / (run.cp * (run.tp if run.seq_parallel else 1))
     link = run.link(run.tp * run.ep)
-    bw, lat = run._net(link, "AllToAll")
+    bw, lat = placement.bandwidth(run.hw, link, "AllToAll")
     one = dispatch_bytes(run.cfg, tokens) * (run.ep - 1) / run.ep / bw + lat
-    return one * (6 if run._policy == "full" else 4)
+    return one * (6 if run.policy == "full" else 4)
 
 
 __all__ = ["active_width", "moe_layers", "routed_params", "check", "dispatch_bytes", "alltoalls"]

@@ -45,7 +45,7 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
     if latency is not None and latency <= 0:
         raise UsageError(f"--latency must be positive, not {latency:g}")
     t0 = time.perf_counter()
-    priced, rows, searched = 0, [], 0
+    rows, searched = [], 0
     options = meshes(cfg, chips)
     for mesh, sharding in options:
         progress.advance(1, "pricing meshes", total=len(options), unit=" meshes", label=mesh)
@@ -61,7 +61,6 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
         for b in batches:
             searched += 1
             r = s.decode(b, seq, plan_batch=rank_at)
-            priced += 1
             if not r["fits"] or (latency is not None and r["step_time"] > latency):
                 continue
             rows.append({"mesh": mesh, "batch": b, "step_time": r["step_time"],
