@@ -28,9 +28,13 @@ def moe_layers(cfg) -> int:
 
 
 def routed_params(cfg) -> float:
-    """Parameters of the routed experts, all layers (what expert parallelism splits)."""
-    per_expert = (3 if cfg.gated else 2) * cfg.D * (cfg.F_expert or cfg.F)
-    return moe_layers(cfg) * cfg.E * per_expert
+    """Parameters of the routed experts, all layers (what expert parallelism splits), from the counts the
+    layer program gives: the MLP parameters a token does not use are E - k of the E routed experts."""
+    if not cfg.is_moe:
+        return 0
+    from .transformer import param_counts
+    p = param_counts(cfg)
+    return (p["mlp"] - p["mlp_active"]) * cfg.E // (cfg.E - cfg.k)
 
 
 def check(cfg, ep: int, replicas: int) -> None:

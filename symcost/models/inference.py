@@ -28,7 +28,8 @@ from ..pricing import op_cost, totals
 from ..program import derive_program
 from .config import ModelConfig
 from .transformer import (Sharding, checkpoint_bytes, flops_per_token, forward_flops, head_program,
-                          kv_bytes_per_token, layer_program, on_chip, param_counts, sizes)
+                          kv_bytes_per_token, layer_program, on_chip, param_counts, sizes,
+                          WEIGHTS_MLP)
 
 
 def _canon(dtype: str | None) -> str | None:
@@ -106,7 +107,7 @@ class Serving:
                     continue
                 plan = self._plan("layer", one, 1, 1, moe)
                 attn = attention_weights(self.cfg)
-                mlp = [n for n in ("W1", "W2", "W3") if n in {l.name for l in plan.layouts}]
+                mlp = [n for n in WEIGHTS_MLP if n in {l.name for l in plan.layouts}]
                 b_attn = float(plan.evaluate(memory_per_device(plan, attn)["params"]))
                 b_mlp = float(plan.evaluate(memory_per_device(plan, mlp)["params"]))
                 if moe:
