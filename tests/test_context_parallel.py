@@ -49,7 +49,7 @@ def test_ring_attention_shows_only_where_the_ring_outlasts_the_attention_core():
     chunk = 2 * 2 * (2048 / 4) * 1 * gpt3.K * gpt3.H / 8
     ring = 3 * (chunk / (A100.dcn_bandwidth * eta) + lat)
     core = [op for op in LAYER if op.core]
-    fwd, bwd = sum(run._ops(core, False)), sum(run._ops(core, True))
+    fwd, bwd = sum(run.layer_cost.ops(core, False)), sum(run.layer_cost.ops(core, True))
     assert run.layer()["cp_comms"] == pytest.approx(max(0.0, ring - fwd) + max(0.0, 2 * ring - bwd))
     assert run.layer()["cp_comms"] > 0
     # inside the node, or with a long sequence's attention to hide behind, nothing shows

@@ -26,7 +26,7 @@ def test_the_core_is_its_matmuls_or_its_reads_whichever_is_longer():
     fwd = max(flops / H100.C, io / H100.hbm_bandwidth)
     bwd = max(2.5 * flops / H100.C, (2 * 8 * b * s * h / t + 4 * a * s * b / t) / H100.hbm_bandwidth)
     run = _run("flash")
-    assert run._flash(False) == pytest.approx(fwd) and run._flash(True) == pytest.approx(bwd)
+    assert run.layer_cost.flash(False) == pytest.approx(fwd) and run.layer_cost.flash(True) == pytest.approx(bwd)
 
 
 def test_no_scores_in_memory():

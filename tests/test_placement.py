@@ -30,4 +30,4 @@ def test_tensor_parallelism_on_a_tpu_slice_uses_ici():
     run = Run(LLAMA, V5P, tp=4, dp=4, sequences=16, seq=4096)
     assert (run.tp_link, run.dp_link) == ("ici", "ici")
     v = 2 * 4096 * 1 * LLAMA.D                             # one microbatch's [s, D] in bf16
-    assert run._tp_comms() == pytest.approx(2 * 2 * v * 3 / 4 / V5P.ici_bandwidth)
+    assert run.layer_cost.tp_comms() == pytest.approx(2 * 2 * v * 3 / 4 / V5P.ici_bandwidth)
