@@ -33,7 +33,8 @@ def register(sub):
     m.add_argument("--checkpoints-per-layer", type=int, metavar="K",
                    help="K saved tensors a layer (default 1; with the run knobs: K of [B, D], book Part 6)")
     m.add_argument("--latency", metavar="TIME",
-                   help="with --decode --search: the longest decode step allowed (40ms, 0.04, 500us)")
+                   help="with --decode --search: the longest decode step allowed; with --prefill --search: the longest "
+                        "time to the first token (40ms, 0.04, 500us)")
     m.add_argument("--json", action="store_true")
     train.add_arguments(m)
     m.set_defaults(handler=cmd_model)
@@ -48,21 +49,23 @@ def _seconds(text: str) -> float:
     return float(m.group(1)) * {"s": 1.0, None: 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}[m.group(2)]
 
 
-def _search_serving(args, cfg, hw, dtype) -> dict:
+def _search_serving(args, cfg, hw, dtype, phase: str = "decode") -> dict:
     from ..models.serving_search import search_serving
     if args.batch or args.mesh:
-        raise UsageError("--decode --search chooses the mesh and the batch itself; drop --batch and --mesh")
+        raise UsageError(f"--{phase} --search chooses the mesh and the batch itself; drop --batch and --mesh")
+    if args.mfu is not None and phase == "prefill":
+        raise UsageError("--prefill --search prices the derived layer program on each mesh; drop --mfu")
     if args.top < 1:
         raise UsageError(f"--top must be at least 1, not {args.top}")
     latency = _seconds(args.latency) if args.latency is not None else None
     res = search_serving(cfg, hw, args.chips, args.seq, latency=latency, top=args.top, dtype=dtype,
-                         kv_dtype=dtypes.canonical(args.kv_dtype) if args.kv_dtype else None)
+                         kv_dtype=dtypes.canonical(args.kv_dtype) if args.kv_dtype else None, phase=phase)
     res["fits"] = bool(res["runs"])
     return res
 
 
 def _contract_serving(res: dict) -> dict:
-    """The ``search`` object of ``model --decode --search --json`` (DESIGN's keys; a decode step's MFU is
+    """The ``search`` object of ``model --decode/--prefill --search --json`` (DESIGN's keys; a step's MFU is
     its matmul time at the peak over its step)."""
     return {"candidates": res["searched"], "feasible": res["feasible"], "seconds": res["search_seconds"],
             "top": [{"mesh": r["mesh"], "batch": r["batch"], "step_time": r["step_time"],
@@ -72,8 +75,11 @@ def _contract_serving(res: dict) -> dict:
 
 def _show_serving(res: dict, args, hw) -> None:
     from ..printers.text import fmt_bytes, fmt_seconds
-    target = f", steps of at most {fmt_seconds(res['latency'])}" if res["latency"] else ""
-    print(f"  serving search on {args.chips} x {hw.name}, context {args.seq}{target}: priced "
+    prefill = res["phase"] == "prefill"
+    target = (f", {'a first token in' if prefill else 'steps of'} at most {fmt_seconds(res['latency'])}"
+              if res["latency"] else "")
+    what = f"prefill of {args.seq}-token prompts" if prefill else f"decode, context {args.seq}"
+    print(f"  serving search on {args.chips} x {hw.name}, {what}{target}: priced "
           f"{res['searched']} (mesh, batch) pairs over {len(res['meshes'])} meshes; {res['feasible']} qualify")
     if not res["runs"]:
         print("    NONE QUALIFIES: more chips, a shorter context, a smaller --dtype"
@@ -81,7 +87,8 @@ def _show_serving(res: dict, args, hw) -> None:
         return
     for i, r in enumerate(res["runs"], 1):
         copies = f", KV cache x{r['kv_copies']}" if r["kv_copies"] > 1 else ""
-        print(f"    {i}. mesh {r['mesh']}, batch {r['batch']}: step {fmt_seconds(r['step_time'])}, "
+        step = "first token" if prefill else "step"
+        print(f"    {i}. mesh {r['mesh']}, batch {r['batch']}: {step} {fmt_seconds(r['step_time'])}, "
               f"{r['tokens_per_s_per_chip']:.0f} tokens/s per chip, {r['bound']}-bound, "
               f"{fmt_bytes(r['memory_bytes'])}{copies}")
 
@@ -146,15 +153,20 @@ def cmd_model(args) -> int:
         if not args.batch:
             raise UsageError("--decode needs --batch (sequences)")
         out["decode"] = serving.decode(int(args.batch), args.seq)
-    if args.prefill:
+    if args.prefill and args.search:
+        if args.decode:
+            raise UsageError("--search chooses one phase: --decode or --prefill, not both")
+        out["prefill"] = _search_serving(args, cfg, hw, dtype, "prefill")
+        out["search"] = _contract_serving(out["prefill"])
+    elif args.prefill:
         out["prefill"] = serving.prefill(args.seq, args.mfu, batch=int(args.batch or 1))
     if args.frontier:
         out["frontier"] = serving.frontier(args.seq)
     if args.train and args.search:
         out["train"] = train.search(args, cfg, hw)
         out["search"] = train.contract(out["train"])
-    elif args.search and not args.decode:
-        raise UsageError("--search chooses a training run (--train) or how to serve (--decode)")
+    elif args.search and not (args.decode or args.prefill):
+        raise UsageError("--search chooses a training run (--train) or how to serve (--decode or --prefill)")
     elif args.train and train.wanted(args):
         out["train"] = train.execute(args, cfg, hw)
     elif args.train:
@@ -215,7 +227,9 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
             print(_no_fit("the weights and KV caches", d["memory_bytes"], have)
                   + (f"; the largest batch that fits is {d['max_batch']}" if d["max_batch"] else
                      "; the weights alone do not fit: more chips or a smaller --dtype"))
-    if "prefill" in out:
+    if "prefill" in out and "searched" in out["prefill"]:
+        _show_serving(out["prefill"], args, hw)
+    elif "prefill" in out:
         p = out["prefill"]
         print(f"  prefill of {p['batch']} x {args.seq} tokens at {p['mfu']:.0%} MFU ({p['mfu_source']}): "
               f"{fmt_seconds(p['seconds'])}; no faster than the weights stream from HBM, {fmt_seconds(p['hbm_floor'])}")

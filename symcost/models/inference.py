@@ -150,13 +150,13 @@ class Serving:
         b = dict(self.hw.bindings(self.compute_dtype or plan.compute_dtype))
         return b
 
-    def _plan(self, which: str, batch: int, seq: int, context: int, moe: bool = False):
-        key = (which, moe, batch, seq, context)
+    def _plan(self, which: str, batch: int, seq: int, context: int, moe: bool = False, absorbed: bool = True):
+        key = (which, moe, batch, seq, context, absorbed)
         plan = self._plans.get(key)
         if plan is None:
             if which == "layer":
                 text = layer_program(self.cfg, self.sharding, dtype=self.dtype, kv_dtype=self.kv_dtype, moe=moe,
-                                     absorbed=True)
+                                     absorbed=absorbed)
             else:
                 text = head_program(self.cfg, self.sharding, dtype=self.dtype)
             dims = sizes(self.cfg, batch=batch, seq=seq, context=context, experts_moe=moe)
@@ -177,6 +177,16 @@ class Serving:
     def decode(self, batch: int, seq: int, plan_batch: int | None = None, new_tokens: int = 1) -> dict:
         """One generation step for ``batch`` sequences with ``seq`` tokens of context each. The layout is
         chosen at ``plan_batch`` (default: ``batch``) and the costs evaluated at ``batch``."""
+        return self._step(batch, seq, plan_batch, new_tokens, new_tokens, absorbed=True)
+
+    def prefill_step(self, batch: int, seq: int, plan_batch: int | None = None) -> dict:
+        """Prefill of ``batch`` prompts of ``seq`` tokens through the derived layer program on this mesh
+        (its collectives included): every token through every layer, attention over the whole prompt (not
+        halved for causality), latent attention in its naive form, the logits of the last token only.
+        ``step_time`` is the time to the first token; tokens a second count the prompt's tokens."""
+        return self._step(batch, seq, plan_batch, seq, 1, absorbed=False)
+
+    def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int, absorbed: bool) -> dict:
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
         run_batch = self._padded(batch)
@@ -187,13 +197,13 @@ class Serving:
             if count:
                 over = {"B": run_batch,
                         **({"R": max(1, round(run_batch * new_tokens * self.cfg.k / self.cfg.E))} if moe else {})}
-                r = self._roofline(self._plan("layer", at, new_tokens, seq, moe), over)
+                r = self._roofline(self._plan("layer", at, new_tokens, seq, moe, absorbed), over)
                 per.append(r)
                 roof += count * r[0]
                 tm += count * r[1]
                 th += count * r[2]
                 tc += count * r[3]
-        h = self._roofline(self._plan("head", at, new_tokens, seq), {"B": run_batch})
+        h = self._roofline(self._plan("head", at, logits_tokens, seq), {"B": run_batch})
         roof, tm, th, tc = roof + h[0], tm + h[1], th + h[2], tc + h[3]
         step = max(roof, tc)
         memory = self.held_param_bytes + self._kv_bytes(batch, seq)

@@ -30,7 +30,7 @@ from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
 from .ranking import Ranker
-from .routes import Entry, direct_route, search
+from .routes import Entry, Found, direct_route, search
 
 ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums included"
 
@@ -52,7 +52,15 @@ class Candidate:
 
 def sigmas(dims, mesh_axes):
     """Every assignment of mesh axes to dimensions (each axis to at most one dimension, ordered)."""
-    dims = list(dims)
+    return _sigmas(tuple(dims), tuple(mesh_axes))
+
+
+@caching.memoize(maxsize=1024)
+def _sigmas(dims, mesh_axes) -> tuple:
+    return tuple(_assignments(list(dims), mesh_axes))
+
+
+def _assignments(dims, mesh_axes):
     for choice in itertools.product([None] + dims, repeat=len(mesh_axes)):
         per = {d: [] for d in dims}
         for a, d in zip(mesh_axes, choice):
@@ -123,9 +131,19 @@ class _Bounded:
         self.mesh, self.ranker, self.short = mesh, ranker, False
 
     def __call__(self, sources, target=None, accept=None, limit=LAYOUT_LIMIT):
-        found = search(sources, self.mesh, self.ranker, target=target, accept=accept, limit=limit)
+        if target is None and accept is None and all(e.cost == 0.0 and not e.steps for e in sources.values()):
+            found = _reachable(frozenset(sources), self.mesh, self.ranker, limit)
+        else:
+            found = search(sources, self.mesh, self.ranker, target=target, accept=accept, limit=limit)
         self.short = self.short or not found.complete
         return found
+
+
+@caching.memoize(maxsize=128)
+def _reachable(layouts: frozenset, mesh, ranker, limit) -> Found:
+    """Every layout reachable from ``layouts`` (each where a tensor already is) and its cheapest route:
+    the same operand layouts recur in every plan of a search, so the answer is kept (read-only)."""
+    return search({lay: Entry(0.0, ()) for lay in layouts}, mesh, ranker, limit=limit)
 
 
 def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype=None, names=None,
@@ -256,13 +274,13 @@ def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, m
     for keep_l, keep_r in keep_opts:
         kept = keep_l | keep_r
         for sigma in sigmas(shardable, [a for a in mesh.names if a not in kept]):
-            lay_l = replace(left, axes=tuple(sigma.get(d, ()) for d in left.dims), unreduced=keep_l)
+            lay_l = Layout(left.name, left.dims, tuple(sigma.get(d, ()) for d in left.dims), keep_l, left.dtype)
             ent_l = dist_left.get(lay_l)
             if ent_l is None:
                 continue
             ins, base, steps = (lay_l,), ent_l.cost, ent_l.steps
             if right is not None:
-                lay_r = replace(right, axes=tuple(sigma.get(d, ()) for d in right.dims), unreduced=keep_r)
+                lay_r = Layout(right.name, right.dims, tuple(sigma.get(d, ()) for d in right.dims), keep_r, right.dtype)
                 ent_r = dist_right.get(lay_r)
                 if ent_r is None:
                     continue

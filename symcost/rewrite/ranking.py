@@ -78,8 +78,7 @@ class Ranker:
         return _weight(self, m)
 
     def einsum(self, e) -> float:
-        t = op_cost(e, self.env).seconds
-        return t * 1e-9 if self.objective == "comms" else t
+        return _einsum_time(self, e)
 
     def moved(self, ops) -> float:
         """The throughput time of the moves among ``ops`` (what a route costs without latency floors)."""
@@ -93,6 +92,13 @@ class Ranker:
         if self.objective == "comms":
             return t.t_comms + 1e-9 * max(t.t_math, t.t_hbm)
         return t.t_step
+
+
+@caching.memoize(maxsize=1024)
+def _einsum_time(ranker: Ranker, e) -> float:
+    """A local einsum's search weight (a search prices the same einsum again for every plan that has it)."""
+    t = op_cost(e, ranker.env).seconds
+    return t * 1e-9 if ranker.objective == "comms" else t
 
 
 @caching.memoize(maxsize=4096)
