@@ -288,3 +288,41 @@ def test_regimes_in_json_follow_the_contract():
     assert regimes[0]["from"] == "100.0" and regimes[-1]["to"] == "10000000.0"
     assert all(a["to"] == b["from"] and a["to_value"] == b["from_value"] for a, b in zip(regimes, regimes[1:]))
     assert all(data["ranked"][g["best"]]["rank"] >= 1 for g in regimes)
+
+
+# ------------------------------------------------------------------------------------------ --vs a mesh axis
+
+def test_regimes_over_a_mesh_axis_are_exact_and_the_best_at_every_point():
+    """``--vs X``: the chip count grows along X. Each candidate's plan is chosen at X=16 and its costs stay
+    functions of X; X is no longer interchangeable with Y (81 candidates, not 45). Every boundary is where
+    the two regimes' step times (or, tied, their communication) are equal, and inside every regime its
+    candidate is the best of all at that X, re-priced from the closed forms."""
+    r = search(MLP, "X=16,Y=16", DIMS, "tpu-v5p", vs="X")
+    assert (r.candidates, r.range, r.planned_at) == (81, (1.0, 1024.0), {"X": 16})
+    assert r.to_dict()["mesh"] == {"X": 16, "Y": 16}
+    X = sp.Symbol("X", positive=True, integer=True)
+    assert all(X in p.plan.t_step.free_symbols for p in r.ranked if "X" in str(p.layouts))
+    assert len(r.regimes) >= 2
+
+    def step(p, x):
+        return float(p.plan.t_step.xreplace({**p.plan.bindings(), X: x}))
+
+    for a, b in zip(r.regimes, r.regimes[1:]):
+        edge = a.end
+        pa, pb = r.ranked[a.best], r.ranked[b.best]
+        assert step(pa, edge.value) == pytest.approx(step(pb, edge.value), rel=1e-6)
+        if edge.exact is not None:
+            assert float(edge.exact.xreplace(pa.plan.bindings())) == pytest.approx(edge.value, rel=1e-9)
+    for g in r.regimes:
+        lo = g.start.value if g.start else r.range[0]
+        hi = g.end.value if g.end else r.range[1]
+        x = (lo * hi) ** 0.5
+        best = min(step(p, x) for p in r.ranked if p.fits)
+        assert step(r.ranked[g.best], x) == pytest.approx(best, rel=1e-9)
+
+
+def test_vs_an_axis_on_the_command_line(capsys):
+    code, out, _ = run(capsys, "search", "examples/mlp.sc", "--mesh", "X=16,Y=16", "--hw", "tpu-v5p", "--dims", DIMS,
+                       "--vs", "X", "--top", "1")
+    assert code == 0 and "mesh: X=16,Y=16 (X varied by --vs)" in out
+    assert "regimes over X from 1 to 1024" in out

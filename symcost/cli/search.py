@@ -17,8 +17,10 @@ def register(sub):
     s.add_argument("--objective", choices=("time", "comms", "memory"), default="time",
                    help="rank by step time (default), communication time or memory per device")
     s.add_argument("--top", type=int, default=10, help="how many candidates to show (default 10)")
-    s.add_argument("--vs", help="a dimension: the best candidates over its range, with exact boundaries")
-    s.add_argument("--range", dest="span", help="LO:HI for --vs (default: its --dims value / 1000 to x 1000)")
+    s.add_argument("--vs", help="a dimension, or a mesh axis (the chip count growing along it): the best "
+                                "candidates over its range, with exact boundaries")
+    s.add_argument("--range", dest="span", help="LO:HI for --vs (default: a dimension's --dims value / 1000 to "
+                                                "x 1000; an axis's 1 to 64 x its size)")
     s.add_argument("--plot", help="with --vs: draw step time against it, one line per regime (.png, .svg, .pdf)")
     s.set_defaults(handler=cmd_search)
 
@@ -58,7 +60,8 @@ def render(result, top: int = 10) -> str:
     """The text a user reads: counts, the ranked candidates, the regimes."""
     hbm = f" {fmt_bytes(result.hbm_bytes)} of HBM" if result.hbm_bytes else " HBM"
     lines = [f"program: {' ; '.join(str(result.space.program).splitlines())}",
-             f"mesh: {result.space.mesh}   objective: {result.objective}",
+             f"mesh: {','.join(f'{a}={n}' for a, n in result.mesh_sizes.items())}"
+             + "".join(f" ({a} varied by --vs)" for a in result.planned_at) + f"   objective: {result.objective}",
              f"priced {result.priced:,} shardings ({result.assignments:,} assignments, "
              f"symmetric duplicates collapsed); {result.feasible:,} fit in{hbm} a device"]
     for i, p in enumerate(result.ranked[:top], 1):

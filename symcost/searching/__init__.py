@@ -47,6 +47,12 @@ class SearchResult:
     range: tuple[float, float] | None = None
     regimes: tuple[Regime, ...] = ()
     hbm_bytes: float | None = None
+    planned_at: dict = field(default_factory=dict, repr=False)   # sizes of the axes --vs left symbolic
+
+    @property
+    def mesh_sizes(self) -> dict:
+        """``{axis: size}``, an axis ``--vs`` varies at the size its plans were chosen at."""
+        return {a.name: a.size if a.size is not None else self.planned_at.get(a.name) for a in self.space.mesh.axes}
 
     @property
     def best(self) -> Priced | None:
@@ -60,7 +66,7 @@ class SearchResult:
         index = {i: n for n, i in enumerate(shown)}
         ranked = [{"rank": i + 1, **self.ranked[i].as_dict()} for i in shown]
         return {
-            "program": str(self.space.program), "mesh": {a.name: a.size for a in self.space.mesh.axes},
+            "program": str(self.space.program), "mesh": self.mesh_sizes,
             "candidates": self.candidates, "assignments": self.assignments, "priced": self.priced,
             "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
             "hbm_bytes": self.hbm_bytes, "ranked": ranked,
@@ -76,7 +82,8 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     ``dims``: sizes (with the program's ``rank`` sizes, every size the costs use must be bound); ``hw``: the
     preset whose figures price and whose HBM filters; ``objective``: ``time`` (step time), ``comms`` or
     ``memory``; ``vs``: a dimension to find the regimes over, from ``range = (lo, hi)`` (default: its bound
-    value / 1000 to x 1000); ``progress``: a callable wrapping the candidate iterator (e.g. ``tqdm``; the
+    value / 1000 to x 1000), or a mesh axis (the chip count growing along it; plans are chosen at its size,
+    which is then its own class of axes; default range 1 to 64 times its size); ``progress``: a callable wrapping the candidate iterator (e.g. ``tqdm``; the
     command line shows :mod:`symcost.progress`'s bar on a terminal instead)."""
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
@@ -84,7 +91,10 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
         raise UsageError("search ranks by numbers: give --hw (a preset, e.g. tpu-v5p)")
     prog = text if isinstance(text, Program) else parse(text)
     sizes = {**prog.ranking, **parse_dims(dims)}
-    space = Space.of(prog, mesh, hw)
+    axis_range = None
+    if vs is not None:
+        mesh, sizes, axis_range = _free_axis(mesh, sizes, vs)
+    space = Space.of(prog, mesh, hw, sizes)
     start = time.perf_counter()
     cands = space.candidates()
     if progress is not None:
@@ -101,17 +111,36 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     seconds = time.perf_counter() - start
     hbm = getattr(priced[0].plan.hardware, "hbm_bytes", None)
     result = SearchResult(space, space.size, space.assignments, len(priced), sum(p.fits for p in priced),
-                          seconds, tuple(priced), objective, hbm_bytes=hbm)
+                          seconds, tuple(priced), objective, hbm_bytes=hbm,
+                          planned_at={a.name: sizes[a.name] for a in space.mesh.axes if a.size is None})
     if vs is None:
         return result
     if vs not in sizes:
         raise UsageError(f"--vs {vs}: bind {vs} with --dims (the value plans are chosen at), e.g. --dims {vs}=1048576")
-    lo, hi = range if range is not None else (sizes[vs] / 1000, sizes[vs] * 1000)
+    lo, hi = range if range is not None else axis_range or (sizes[vs] / 1000, sizes[vs] * 1000)
     if not 0 < lo < hi:
         raise UsageError(f"--range must be two positive numbers LO:HI with LO < HI, not {lo}:{hi}")
     regimes = tuple(envelope(list(priced), vs, lo, hi, hbm))
     from dataclasses import replace
     return replace(result, vs=vs, range=(float(lo), float(hi)), regimes=regimes)
+
+
+def _free_axis(mesh, sizes: dict, vs: str):
+    """``--vs AXIS``: the mesh with that axis symbolic, its size moved to the sizes (plans are chosen there,
+    their costs stay functions of it), and its default range (one device to 64 times the size: the chip
+    count grows along that axis). A dimension is returned as it is."""
+    from dataclasses import replace as _replace
+
+    from ..mesh import Mesh, parse_mesh
+    m = mesh if isinstance(mesh, Mesh) else parse_mesh(mesh)
+    if vs not in m:
+        return mesh, sizes, None
+    ax = m.axis(vs)
+    size = sizes.get(vs, ax.size)
+    if size is None:
+        raise UsageError(f"--vs {vs}: give the mesh axis a size (--mesh {vs}=16,...), the size plans are chosen at")
+    free = Mesh(tuple(_replace(a, size=None) if a.name == vs else a for a in m.axes))
+    return free, {**sizes, vs: size}, (1.0, float(size) * 64)
 
 
 def _regime(r: Regime, best: int, span) -> dict:

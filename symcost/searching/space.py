@@ -86,11 +86,14 @@ class Space:
         return frozenset(d for g, dims in self.groups if g == "activation" for d in dims)
 
     @classmethod
-    def of(cls, text, mesh, hw=None) -> "Space":
+    def of(cls, text, mesh, hw=None, dims=None) -> "Space":
+        """The space of ``text`` on ``mesh``; an axis without a size in the mesh may take it from ``dims``
+        (its costs then stay functions of it, and it is interchangeable with no other axis)."""
         prog = text if isinstance(text, Program) else parse(text)
         bound = bind(prog, mesh, None, hw)
         m = bound.mesh
-        if not m.axes or any(a.size is None for a in m.axes):
+        sized = dict(dims or {})
+        if not m.axes or any(a.size is None and a.name not in sized for a in m.axes):
             raise UsageError("search needs every mesh axis with a size, e.g. --mesh X=16,Y=16,Z=16")
         opened, dims = _open(prog)
         groups = tuple((g, tuple(dims[g])) for g in GROUPS if dims[g])
@@ -99,7 +102,7 @@ class Space:
                              "parameters and the input without axes (W_in[D, F]) to let the search choose them")
         key = {}
         for a in m.axes:
-            key.setdefault((a.size, a.kind, a.links, a.wraparound), []).append(a.name)
+            key.setdefault((a.size or a.name, a.kind, a.links, a.wraparound), []).append(a.name)
         classes = tuple(tuple(v) for v in key.values())
         batch = frozenset(dims["activation"]) - frozenset(dims["param"])
         return cls(prog, m, groups, opened, classes, batch)
