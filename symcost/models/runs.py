@@ -1,7 +1,9 @@
 """Choosing how to launch a training run: every way to split ``chips`` into tensor, pipeline and data
 parallelism, with the microbatch, the interleaving, the ZeRO stage, recomputation and sequence
 parallelism, priced by the execution model (:class:`symcost.models.execution.Run`), kept where it fits in
-HBM and ranked by iteration time.
+HBM and ranked by iteration time. Runs that differ only in the pipeline, the data-parallel split, the
+interleaving or the ZeRO stage share one priced layer (:class:`~symcost.models.layer_cost.LayerCost`), so
+a search of thousands of runs prices a few dozen layers.
 
     >>> from symcost.models.config import load_model_config
     >>> from symcost.hardware import hardware
