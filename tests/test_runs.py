@@ -105,7 +105,7 @@ def test_search_errors(capsys, extra, says):
 
 def test_search_needs_train(capsys):
     assert main(["model", "megatron-22b", "--search", "--hw", "a100", "--chips", "8"]) == 2
-    assert "a training run (--train) or how to serve (--decode)" in capsys.readouterr().err
+    assert "a training run (--train) or how to serve (--decode or --prefill)" in capsys.readouterr().err
 
 
 def test_nothing_fits_exits_one(capsys):
