@@ -135,7 +135,7 @@ class Run:
 
     @property
     def tp_link(self) -> str:
-        return self.link(self.tp)
+        return self.layer_cost.tp_link
 
     @property
     def pp_link(self) -> str:
@@ -143,7 +143,7 @@ class Run:
 
     @property
     def cp_link(self) -> str:
-        return self.link(self.tp * self.cp)
+        return self.layer_cost.cp_link
 
     @property
     def dp_link(self) -> str:
