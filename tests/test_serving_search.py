@@ -51,16 +51,22 @@ def test_latent_attention_prefers_to_split_the_cache():
     assert res["runs"][0]["kv_copies"] < 64          # splitting all heads would copy the latent 64 times
 
 
-def test_command_line_and_json(capsys):
-    args = ["model", "llama3-70b", "--decode", "--search", "--hw", "tpu-v5e", "--chips", "16", "--seq", "8192",
-            "--dtype", "int8", "--latency", "40ms", "--top", "2"]
+def _text_and_json(capsys, args):
+    """The command's text, then its ``--json`` checked against the schema."""
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "serving search on 16 x tpu-v5e, decode, context 8192, steps of at most 40 ms" in out
-    assert "    1. mesh " in out and "tokens/s per chip, hbm-bound" in out
     assert main(args + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     jsonschema.validate(data, json.loads((ROOT / "symcost" / "schemas" / "model.json").read_text()))
+    return out, data
+
+
+def test_command_line_and_json(capsys):
+    args = ["model", "llama3-70b", "--decode", "--search", "--hw", "tpu-v5e", "--chips", "16", "--seq", "8192",
+            "--dtype", "int8", "--latency", "40ms", "--top", "2"]
+    out, data = _text_and_json(capsys, args)
+    assert "serving search on 16 x tpu-v5e, decode, context 8192, steps of at most 40 ms" in out
+    assert "    1. mesh " in out and "tokens/s per chip, hbm-bound" in out
     assert len(data["decode"]["runs"]) == 2 and data["decode"]["latency"] == pytest.approx(0.04)
     top = data["search"]["top"]                          # DESIGN's contract
     assert data["search"]["candidates"] == data["decode"]["searched"] and len(top) == 2
@@ -118,13 +124,9 @@ def test_the_prefill_search_meets_the_time_to_first_token():
 def test_prefill_search_command_line_and_json(capsys):
     args = ["model", "llama3-70b", "--prefill", "--search", "--hw", "tpu-v5e", "--chips", "16", "--seq", "2048",
             "--latency", "1s", "--top", "2"]
-    assert main(args) == 0
-    out = capsys.readouterr().out
+    out, data = _text_and_json(capsys, args)
     assert "serving search on 16 x tpu-v5e, prefill of 2048-token prompts, a first token in at most 1 s" in out
     assert "    1. mesh " in out and "first token" in out
-    assert main(args + ["--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    jsonschema.validate(data, json.loads((ROOT / "symcost" / "schemas" / "model.json").read_text()))
     assert data["prefill"]["phase"] == "prefill" and len(data["search"]["top"]) == 2
     assert data["search"]["top"][0]["step_time"] == data["prefill"]["runs"][0]["step_time"] <= 1.0
 

@@ -1,7 +1,8 @@
 """Choosing how to serve a model: every split of ``chips`` into a head axis Y (tensor parallelism over the
 key-value heads) and a batch axis Z (the KV cache's batch; F and the vocabulary over both), and every batch
-that fits, priced by the derived decode step (:meth:`symcost.models.inference.Serving.decode`); kept
-where the step meets a latency target, ranked by tokens a second per chip.
+that fits, priced by the derived decode step (:meth:`symcost.models.inference.Serving.decode`) or prefill
+step (:meth:`~symcost.models.inference.Serving.prefill_step`); kept where the step meets a latency
+target, ranked by tokens a second per chip.
 
     >>> from symcost.models.config import load_model_config
     >>> from symcost.hardware import hardware
@@ -19,8 +20,8 @@ token; ``latency`` bounds it) and tokens a second count the prompts' tokens:
     ('Y=2,Z=4', 'math')
 
 A layout is planned once per mesh (at a batch of 64 or the largest that fits; one prompt for prefill) and
-priced at every batch: the sweep of :meth:`Serving.frontier`. ``bound`` says which term sets the step: ``hbm`` (weights and KV
-cache streaming), ``math`` or ``comms``.
+priced at every batch: the sweep of :meth:`Serving.frontier`. ``bound`` says which term sets the step:
+``hbm`` (weights and KV cache streaming), ``math`` or ``comms``.
 """
 from __future__ import annotations
 
