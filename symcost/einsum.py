@@ -61,6 +61,29 @@ def flops(e: LocalEinsum, env):
     return size if e.contracted else env.zero
 
 
+def gemm_shape(e: LocalEinsum, env) -> tuple:
+    """``(m, n, k, batch)`` of the matmul a device runs for a two-operand einsum: ``batch`` the dimensions
+    both operands and the result have, ``m`` the first operand's free dimensions, ``n`` the second's, ``k``
+    the contracted ones (each a product of local sizes; 1 where there are none).
+
+        >>> from symcost.env import Env
+        >>> from symcost.layout import Layout
+        >>> from symcost.mesh import parse_mesh
+        >>> a, b = Layout.of("A", "BIJ", [(), ("X",), ()]), Layout.of("W", "BJK")
+        >>> e = LocalEinsum((a, b), Layout.of("C", "BIK", [(), ("X",), ()]), ("B", "I", "J", "K"), ((), ("X",), (), ()))
+        >>> gemm_shape(e, Env.numeric(parse_mesh("X=4"), {"B": 2, "I": 64, "J": 8, "K": 16}))
+        (16.0, 16.0, 8.0, 2.0)
+    """
+    first, second = e.inputs[0].dims, e.inputs[1].dims if len(e.inputs) > 1 else ()
+    out = e.output.dims
+
+    def size(keep):
+        return env.prod(env.local(d, ax) for d, ax in zip(e.dims, e.axes) if keep(d)) if any(map(keep, e.dims)) else env.one
+    return (size(lambda d: d in first and d in out and d not in second),
+            size(lambda d: d in second and d in out and d not in first),
+            size(lambda d: d not in out), size(lambda d: d in first and d in second and d in out))
+
+
 def hbm_bytes(e: LocalEinsum, env, on_chip=frozenset()):
     """Bytes one device reads and writes: its operand blocks and its result block (for T_hbm), except the
     tensors named in ``on_chip`` (intermediates a fused kernel keeps out of HBM)."""

@@ -89,11 +89,13 @@ class Env:
         return cls(mesh, True, sizes, constants, efficiency)
 
     # ------------------------------------------------------------------ achieved efficiency
-    def eta_math(self, flops, dtype: str = "bf16"):
-        """The fraction of peak FLOPs/s a matmul of ``flops`` (per device) reaches."""
+    def eta_math(self, flops, dtype: str = "bf16", shape=None):
+        """The fraction of peak FLOPs/s a matmul of ``flops`` (per device) reaches; with its ``shape``
+        ``(m, n, k, batch)``, times the useful fraction of its tiles' waves."""
         if not self.is_numeric:
             return symbols.eta_math
-        return self.efficiency.math(float(flops), dtype)
+        eta = self.efficiency.math(float(flops), dtype)
+        return eta * self.efficiency.wave_fraction(*map(float, (shape[0], shape[1], shape[3]))) if shape else eta
 
     @property
     def eta_hbm(self):

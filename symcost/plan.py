@@ -21,6 +21,7 @@ from functools import cached_property
 import sympy as sp
 
 from . import caching, symbols
+from .einsum import gemm_shape
 from .env import Env
 from .layout import Padding, padding
 from .mesh import Mesh
@@ -186,7 +187,8 @@ class Plan:
 
     def _efficiency_bindings(self) -> dict:
         """Numbers for the eta symbols from the preset: ``eta_math`` is the FLOP-weighted harmonic mean of
-        each einsum's table value (so the total math time is exact), the others are the preset's figures."""
+        each einsum's rate (its size's table value times its waves' useful fraction, so the total math time
+        is exact), the others are the preset's figures."""
         eff = self.hardware.efficiency
         out = {symbols.eta_hbm: sp.Float(eff.hbm), symbols.eta_vec: sp.Float(eff.vector)}
         for kind in symbols.LINK_KINDS:
@@ -195,12 +197,20 @@ class Plan:
         base = {symbols.dim(n): sp.Integer(v) for n, v in self.sizes} | {symbols.axis(n): sp.Integer(v)
                                                                           for n, v in self.sizes}
         work = time = 0.0
+        env = Env.numeric(self.mesh, dict(self.sizes))
         for s in self.steps:
             if s.is_einsum:
                 f = sp.sympify(s.flops).xreplace(base)
                 if f.free_symbols:
                     return out
-                work, time = work + float(f), time + float(f) / eff.math(float(f), self.compute_dtype)
+                shape = gemm_shape(s.op, env) if len(s.op.inputs) == 2 else None
+                eta = eff.math(float(f), self.compute_dtype)
+                if shape:
+                    try:
+                        eta *= eff.wave_fraction(float(shape[0]), float(shape[1]), float(shape[3]))
+                    except (TypeError, ValueError):   # an axis without a size: the table's figure alone
+                        pass
+                work, time = work + float(f), time + float(f) / eta
         out[symbols.eta_math] = sp.Float(work / time if time else eff.math(1e15, self.compute_dtype))
         return out
 

@@ -25,7 +25,7 @@
 
 Elementwise operations are priced like einsums, on the vector unit: max(vector FLOPs / C_vec,
 bytes / W_hbm). With an :class:`~symcost.env.Env` that carries efficiency, each time is divided by the
-fraction of the figure that is reached (``eta_math`` by the size of the matmul, ``eta_hbm``, ``eta_vec``,
+fraction of the figure that is reached (``eta_math`` by the size of the matmul and its tiles' waves, ``eta_hbm``, ``eta_vec``,
 ``eta_net_<kind>``) and each collective pays its link kind's fixed latency ``T_net_<kind>``.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import NamedTuple
 from . import caching
 from .collectives import Move
 from . import dtypes, elementwise
-from .einsum import LocalEinsum, flops, hbm_bytes
+from .einsum import LocalEinsum, flops, gemm_shape, hbm_bytes
 from .env import Env
 from .mesh import Mesh
 
@@ -75,7 +75,8 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
         f, b = flops(op, env), hbm_bytes(op, env, on_chip)
         tm, th = f / env.C, b / env.W_hbm
         if env.achieved:
-            tm, th = tm / env.eta_math(f, compute_dtype(op)), th / env.eta_hbm
+            shape = gemm_shape(op, env) if len(op.inputs) == 2 else None
+            tm, th = tm / env.eta_math(f, compute_dtype(op), shape), th / env.eta_hbm
         return OpCost(f, b, tm, th, z, z, (), True, z, env.max(tm, th))
     if isinstance(op, elementwise.Elementwise):
         vf, b = elementwise.vector_flops(op, env), elementwise.hbm_bytes(op, env, on_chip)

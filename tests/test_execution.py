@@ -92,16 +92,18 @@ def test_tp_overlap_takes_tp_collectives_off_the_critical_path():
 TABLE5 = [("megatron-22b", 8, 1, 4, 4, 1, 1.42, 1.10), ("gpt3-175b", 64, 8, 64, 1, 3, 18.13, 13.75),
           ("mt-nlg-530b", 280, 35, 280, 1, 3, 49.05, 37.83), ("megatron-1t", 512, 64, 512, 1, 1, 94.42, 71.49)]
 
-# The same a100 preset and defaults serve every row. With the preset's efficiency figures (the best
-# matmul shape's 85.9 %, NCCL's 80 % of NVLink, 88 % of HBM) every row comes out 10-17 % fast: measured
-# Megatron kernels in 2022 reach less than the best-shape matmul rate, and kernel launches, the data
-# loader and synchronisation are not modelled. Rows outside 10 % are expected failures, with their error.
+# The same a100 preset and defaults serve every row. The preset's efficiency figures: the best matmul
+# shape's 85.9 % (a shape whose tiles fill whole waves), each matmul's tile and wave quantization on 108 SMs
+# in 256x128 tiles (NVIDIA's Matrix Multiplication Background guide), NCCL's 80 % of NVLink, 88 % of HBM.
+# Every row still comes out 6-12 % fast, the selective rows most: kernel launches, the data loader and
+# synchronisation are not modelled, and nothing is tuned to the table. Rows outside 10 % are expected
+# failures, with their error.
 ROWS = [(m, g, pp, n, mb, v, rec, sp_, meas) for (m, g, pp, n, mb, v, full, sel) in TABLE5
         for rec, sp_, meas in (("full", False, full), ("selective", True, sel))]
-ERRORS = {("megatron-22b", "full"): -0.130, ("megatron-22b", "selective"): -0.166,
-          ("gpt3-175b", "full"): -0.151, ("gpt3-175b", "selective"): -0.171,
-          ("mt-nlg-530b", "full"): -0.122, ("mt-nlg-530b", "selective"): -0.145,
-          ("megatron-1t", "full"): -0.096, ("megatron-1t", "selective"): -0.101}
+ERRORS = {("megatron-22b", "full"): -0.083, ("megatron-22b", "selective"): -0.120,
+          ("gpt3-175b", "full"): -0.088, ("gpt3-175b", "selective"): -0.114,
+          ("mt-nlg-530b", "full"): -0.091, ("mt-nlg-530b", "selective"): -0.113,
+          ("megatron-1t", "full"): -0.063, ("megatron-1t", "selective"): -0.070}
 
 
 def _predict(model, gpus, pp, seqs, mb, v, rec, sp_):
@@ -130,7 +132,7 @@ def test_table5_iteration_within_ten_percent(row):
     assert _predict(*args) == pytest.approx(measured, rel=0.10)
 
 
-@pytest.mark.xfail(reason="mean error 13.5 % (target 5 %): see ERRORS", strict=True)
+@pytest.mark.xfail(reason="mean error 9.3 % (target 5 %): see ERRORS", strict=True)
 def test_table5_mean_error_within_five_percent():
     errs = [abs(_predict(*r[:-1]) - r[-1]) / r[-1] for r in ROWS]
     assert sum(errs) / len(errs) <= 0.05
@@ -150,8 +152,8 @@ def test_model_train_prints_the_iteration_mfu_and_memory(capsys):
                  "--recompute", "selective", "--seq-parallel"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "iteration 11.4 s" in out and "interleaved schedule" in out
-    assert "MFU 62.0%" in out and "HFU 62.6%" in out and "6N alone" in out and "DOES NOT FIT" not in out
+    assert "iteration 12.2 s" in out and "interleaved schedule" in out
+    assert "MFU 58.0%" in out and "HFU 58.5%" in out and "6N alone" in out and "DOES NOT FIT" not in out
     assert "10.3 microbatches in flight" in out
 
 
@@ -246,12 +248,28 @@ def test_prefill_is_no_faster_than_streaming_the_weights_and_takes_its_mfu_from_
     assert Serving(cfg, hardware("h100"), chips=8).prefill(seq=8192)["mfu"] == 0.4   # no efficiency data
 
 
+def test_each_matmul_of_the_layer_pays_its_tiles_waves():
+    """GPT-3 175B, TP 8, one sequence of 2048: the QKV projection is [2048, 12288] x [12288, 4608] on a GPU,
+    8 x 36 tiles of 256 x 128 in 3 waves of 108 SMs (8/9 useful); its backward runs [2048, 4608] x
+    [4608, 12288] (8 x 96 tiles: 8 waves, 8/9) and [12288, 2048] x [2048, 4608] (48 x 36 tiles: 16 waves,
+    exactly full)."""
+    from symcost.models.layer_cost import LayerCost
+    from symcost.models.recompute import LAYER
+    lay = LayerCost(load_model_config("gpt3-175b"), A100, tp=8, microbatch=1, seq=2048)
+    qkv = next(op for op in LAYER if op.name == "qkv")
+    flops, peak = 2 * 2048 * 12288 * 4608, 312e12 * 0.859
+    assert lay.gemm_shape(qkv) == (2048, 4608, 12288, 1)
+    assert lay.einsum_time(qkv, False) == pytest.approx(flops / (peak * 8 / 9))
+    assert lay.einsum_time(qkv, True) == pytest.approx(flops / (peak * 8 / 9) + flops / peak)
+    assert 2 * 2048 * 12288 * 4608 == lay.einsum_flops(qkv)
+
+
 def test_book_part6_checkpoints_per_layer():
     """Book Part 6: 4 checkpoints a layer at 4M tokens is 2 x 4M x 8192 x 4 x 80 bytes for LLaMA-3 70B."""
     cfg = load_model_config("llama3-70b")
     run = Run(cfg, A100, sequences=512, microbatch=512, seq=8192, checkpoints=4)   # 4M tokens at once
     assert run.memory()["activations"] == pytest.approx(2 * 4 * 2 ** 20 * 8192 * 4 * 80)
-    assert run.iteration()["recompute"] == pytest.approx(Run(cfg, A100, sequences=512, seq=8192,
+    assert run.iteration()["recompute"] == pytest.approx(Run(cfg, A100, sequences=512, microbatch=512, seq=8192,
                                                              recompute="full").iteration()["recompute"])
     with pytest.raises(UsageError):
         Run(cfg, A100, sequences=8, seq=8192, checkpoints=4, recompute="selective")

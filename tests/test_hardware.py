@@ -110,6 +110,8 @@ def test_a_users_preset_file_loads_with_its_efficiency(tmp_path):
     (lambda t: t.replace("pod = [8]", "pod = [0]"), "field 'pod' must be a list of positive integers"),
     (lambda t: t + "\n[efficiency]\n[efficiency.matmul.bf16]\nflops = [1e9]\neta = [0.5, 0.6]\n",
      "field 'efficiency.matmul.bf16' needs lists"),
+    (lambda t: t + "\n[efficiency.waves]\nunits = 0\ntiles = [[256, 128]]\n", "field 'efficiency.waves'.units must be"),
+    (lambda t: t + "\n[efficiency.waves]\nunits = 132\ntiles = [256, 128]\n", "field 'efficiency.waves'.tiles must be"),
 ])
 def test_a_bad_preset_file_names_the_field(tmp_path, edit, words):
     base = (Path(symcost.__file__).parent / "hardware" / "h100.toml").read_text()
@@ -117,3 +119,25 @@ def test_a_bad_preset_file_names_the_field(tmp_path, edit, words):
     f.write_text(edit(base))
     with pytest.raises(UsageError, match=words):
         symcost.hardware(str(f))
+
+
+def test_matmul_waves_are_data_in_the_a100_preset():
+    """Tile and wave quantization (NVIDIA's Matrix Multiplication Background guide): 108 SMs, 256x128 tiles.
+    The preset's best-shape rate is measured at a shape whose tiles fill whole waves."""
+    eff = symcost.hardware("a100").efficiency
+    assert eff.waves == (108, ((256, 128), (128, 256)))
+    assert eff.wave_fraction(6912, 16384) == 1.0                    # 27 x 128 tiles = 32 full waves
+    assert eff.wave_fraction(2048, 4608) == pytest.approx(288 / 324)   # 8 x 36 tiles in 3 waves of 108
+    assert eff.wave_fraction(2048, 160, 16) == pytest.approx(2048 * 160 * 16 / (3 * 108 * 256 * 128))
+    assert eff.matmul_shape(2048, 4608, 12288) == pytest.approx(0.859 * 8 / 9)
+    assert symcost.hardware("h100").efficiency.wave_fraction(100, 100) == 1.0   # no [efficiency.waves]
+    assert any("waves: 108 units" in line for line in eff.describe({}))
+
+
+def test_an_einsum_priced_with_efficiency_pays_its_waves():
+    """derive --efficiency: a device's [2048, 12288] x [12288, 4608] matmul fills 3 waves of 8 x 36 tiles
+    of the 108 SMs, so it runs at 0.859 x 8/9 of the peak."""
+    plan = symcost.derive("In[B_X, D] *_D W[D, F] -> Out[B_X, F]", mesh="X=8:nvlink",
+                          dims="B=16384,D=12288,F=4608", hw="a100", efficiency=True)
+    flops = 2 * 2048 * 12288 * 4608
+    assert plan.numeric()["t_math"] == pytest.approx(flops / (312e12 * 0.859 * 8 / 9))

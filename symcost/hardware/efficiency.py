@@ -16,10 +16,26 @@ latency beyond T_min per hop). A preset may give, each with a source:
     eta = 0.74
     latency = 1.1e-5
     residual = 0.03
+    [efficiency.waves]                # a GPU's matmul runs in waves of output tiles over its SMs
+    units = 108
+    tiles = [[256, 128], [128, 256]]
 
     >>> e = Efficiency(matmul=(("bf16", ((1e9, 0.4), (1e12, 0.8))),))
     >>> round(e.math(3.16e10), 2), e.math(1e15), e.hbm
     (0.6, 0.8, 1.0)
+
+**Waves.** A GPU computes a matmul's ``M x N`` output in tiles, one tile per streaming multiprocessor at a
+time; the tiles run in waves of ``units`` (NVIDIA, *Matrix Multiplication Background User's Guide*,
+"Dimension Quantization Effects": an A100 has 108 SMs and cuBLAS's large tiles are 256 x 128). A block that
+does not fill its tile (tile quantization) and a last wave that does not fill the SMs (wave quantization)
+leave multipliers idle, so a matmul reaches ``wave_fraction(M, N, batch)`` of the rate its size gives
+(:meth:`Efficiency.matmul_shape`): the useful fraction of the work the waves hold, the best of the tile
+shapes (a library picks its tile by the shape). A table measured at a shape whose tiles fill whole waves
+(the shapes a best-case sweep finds) is the rate of a full wave.
+
+    >>> w = Efficiency(waves=(108, ((256, 128), (128, 256))))
+    >>> round(w.wave_fraction(6912, 16384), 3), round(w.wave_fraction(2048, 4608), 3), round(w.wave_fraction(2048, 96, 32), 3)
+    (1.0, 0.889, 0.593)
 """
 from __future__ import annotations
 
@@ -35,10 +51,29 @@ class Efficiency:
     vector: float = 1.0
     matmul: tuple = ()        # ((dtype, ((flops, eta), ...)), ...), flops ascending
     collectives: tuple = ()   # ((link kind, collective or "", eta, latency, residual), ...)
+    waves: tuple = ()         # (units, ((tile rows, tile columns), ...)): matmuls run in waves of tiles
 
     @property
     def ideal(self) -> bool:
-        return self.hbm == 1.0 and self.vector == 1.0 and not self.matmul and not self.collectives
+        return (self.hbm == 1.0 and self.vector == 1.0 and not self.matmul and not self.collectives
+                and not self.waves)
+
+    def wave_fraction(self, m: float, n: float, batch: float = 1) -> float:
+        """The useful fraction of the tiles' waves for an ``m x n`` output (``batch`` of them): 1 without
+        ``[efficiency.waves]``."""
+        if not self.waves:
+            return 1.0
+        units, tiles = self.waves
+        best = 0.0
+        for tm, tn in tiles:
+            count = math.ceil(m / tm) * math.ceil(n / tn) * batch
+            best = max(best, m * n * batch / (math.ceil(count / units) * units * tm * tn))
+        return best
+
+    def matmul_shape(self, m: float, n: float, k: float, batch: float = 1, dtype: str = "bf16") -> float:
+        """The fraction of peak a matmul ``[batch, m, k] x [batch, k, n]`` reaches: its size's rate
+        (:meth:`math`) times the fraction of its waves that does useful work."""
+        return self.math(2 * m * n * k * batch, dtype) * self.wave_fraction(m, n, batch)
 
     def math(self, flops: float, dtype: str = "bf16") -> float:
         """The fraction of peak FLOP/s a matmul of ``flops`` reaches (log-linear between the table's points,
@@ -71,6 +106,9 @@ class Efficiency:
         out = [f"efficiency: HBM {self.hbm:.2f}, vector {self.vector:.2f}   {sources.get('efficiency', '')}"]
         for dtype, pts in self.matmul:
             out.append(f"  matmul {dtype}: " + ", ".join(f"{e:.2f} at {f:.2g} FLOPs" for f, e in pts))
+        if self.waves:
+            units, tiles = self.waves
+            out.append(f"  matmul waves: {units} units, tiles " + ", ".join(f"{a}x{b}" for a, b in tiles))
         for lk, name, eta, lat, res in self.collectives:
             out.append(f"  {lk} {name or 'collectives'}: bandwidth x{eta:.2f}, latency {lat * 1e6:.3g} us"
                        + (f" (fit residual {res:.2g})" if res else ""))
@@ -99,10 +137,10 @@ def parse_efficiency(data: dict, where: str) -> Efficiency:
     """An ``[efficiency]`` table, every bad field named (``where`` is the file)."""
     if not isinstance(data, dict):
         raise UsageError(f"{where}: field 'efficiency' must be a table")
-    unknown = set(data) - {"hbm", "vector", "matmul", "collectives"}
+    unknown = set(data) - {"hbm", "vector", "matmul", "collectives", "waves"}
     if unknown:
         raise UsageError(f"{where}: unknown field 'efficiency.{sorted(unknown)[0]}' (known: hbm, vector, matmul, "
-                         f"collectives)")
+                         f"collectives, waves)")
     hbm = _fraction(data.get("hbm", 1.0), f"{where}: field 'efficiency.hbm'")
     vector = _fraction(data.get("vector", 1.0), f"{where}: field 'efficiency.vector'")
     matmul = []
@@ -130,4 +168,21 @@ def parse_efficiency(data: dict, where: str) -> Efficiency:
                 colls.append((link, name, _fraction(sub.get("eta", 1.0), g + ".eta"),
                               _seconds(sub.get("latency", 0.0), g + ".latency"),
                               _residual(sub.get("residual", 0.0), g + ".residual")))
-    return Efficiency(hbm, vector, tuple(matmul), tuple(colls))
+    return Efficiency(hbm, vector, tuple(matmul), tuple(colls), _waves(data.get("waves"), where))
+
+
+def _waves(t, where: str) -> tuple:
+    if t is None:
+        return ()
+    f = f"{where}: field 'efficiency.waves'"
+    if not isinstance(t, dict):
+        raise UsageError(f"{f} must be a table with 'units' and 'tiles'")
+    units, tiles = t.get("units"), t.get("tiles")
+    if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+        raise UsageError(f"{f}.units must be a positive whole number (streaming multiprocessors), not {units!r}")
+    if (not isinstance(tiles, list) or not tiles or
+            any(not isinstance(x, list) or len(x) != 2 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
+                                                             for v in x) for x in tiles)):
+        raise UsageError(f"{f}.tiles must be a list of [rows, columns] pairs of positive whole numbers, "
+                         f"e.g. [[256, 128], [128, 256]]")
+    return units, tuple((x[0], x[1]) for x in tiles)

@@ -7,11 +7,12 @@ ZeRO stage. Runs that share it share its figures: a search over thousands of run
 layer once (its figures are kept, keyed by the value).
 
 Each of the layer's operations (:data:`symcost.models.recompute.LAYER`) is priced on one device: an einsum
-at ``FLOPs / (C eta_math(FLOPs))`` (or its HBM traffic, whichever is longer), elementwise work at
+as its matmuls, each at ``FLOPs / (C eta)`` with ``eta`` the rate its size reaches times the useful
+fraction of its tiles' waves (or its HBM traffic, whichever is longer), elementwise work at
 ``max(bytes / (W_hbm eta_hbm), FLOPs / (C_vec eta_vec))`` (read its operands, write its result; the
 rule's FLOPs), tensor-parallel collectives on the critical path (two AllReduces a layer forward and two
 backward; with sequence parallelism each becomes an AllGather and a ReduceScatter of the same bytes).
-The backward pass is twice the forward's FLOPs, its elementwise work reading the gradient and the saved
+The backward pass is twice the forward's FLOPs (the gradients of both operands, matmuls of other shapes), its elementwise work reading the gradient and the saved
 tensor and writing a gradient; recomputation runs the policy's operations again. With context
 parallelism (``cp``) a rank holds ``s / cp`` of every sequence, so its share of every operation is
 ``1 / cp``, and ring attention passes the keys and values round the ``cp`` ranks beside the attention core.
@@ -21,7 +22,7 @@ parallelism (``cp``) a rank holds ``s / cp`` of every sequence, so its share of 
     >>> lay = LayerCost(load_model_config("gpt3-175b"), hardware("a100"), tp=8, microbatch=1, seq=2048)
     >>> f = lay.figures()
     >>> round(f["forward"] * 1e3, 2), round(f["backward"] / f["forward"], 2), f["recompute"]
-    (4.29, 1.87, 0.0)
+    (4.72, 1.81, 0.0)
 """
 from __future__ import annotations
 
@@ -119,6 +120,31 @@ class LayerCost:
     def matmul(self, flops: float) -> float:
         return flops / (self.hw.C * self.hw.efficiency.math(flops))
 
+    def gemm(self, m: float, n: float, k: float, batch: float = 1) -> float:
+        """Seconds of one ``[batch, m, k] x [batch, k, n]`` matmul on one device, at the rate its size and
+        its tiles' waves reach (:meth:`~symcost.hardware.efficiency.Efficiency.matmul_shape`)."""
+        return 2 * m * n * k * batch / (self.hw.C * self.hw.efficiency.matmul_shape(m, n, k, batch))
+
+    def gemm_shape(self, op) -> tuple[float, float, float, float]:
+        """``(m, n, k, batch)`` of an einsum of the layer on one device: the projections multiply the
+        rank's tokens by its block of the weight; the attention matmuls run per sequence and head (an MoE
+        layer's MLP is priced as one matmul of the token's experts' width)."""
+        s, b, h, t, w, cfg = self.seq, self.microbatch, self.cfg.D, self.tp, self.width, self.cfg
+        tokens, heads = s * b / self.cp, b * cfg.N / t
+        out = float(w["h4"]) / (2 if cfg.gated else 1)
+        return {"qkv": (tokens, float(w["h3"]) * h / t, h, 1), "proj": (tokens, h, float(w["ctx"]) * h / t, 1),
+                "fc1": (tokens, float(w["h4"]) * h / t, h, 1), "fc2": (tokens, h, out * h / t, 1),
+                "scores": (s / self.cp, s, cfg.H, heads), "context": (s / self.cp, cfg.H, s, heads)}[op.name]
+
+    def einsum_time(self, op, backward: bool) -> float:
+        """An einsum's seconds, each matmul bound by its FLOPs or the HBM traffic of the einsum: forward
+        ``[m, k] x [k, n]``; backward the gradients of both operands, ``[m, n] x [n, k]`` and
+        ``[k, m] x [m, n]``: as many FLOPs each, in other shapes (and so other waves)."""
+        m, n, k, batch = self.gemm_shape(op)
+        nbytes = self.hbm(self.einsum_bytes(op), 0.0)
+        shapes = ((m, k, n), (k, n, m)) if backward else ((m, n, k),)
+        return sum(max(self.gemm(*sh, batch), nbytes) for sh in shapes)
+
     def hbm(self, nbytes: float, vflops: float) -> float:
         e = self.hw.efficiency
         t_vec = vflops / (self.hw.vector_flops * e.vector) if self.hw.vector_flops else 0.0
@@ -162,9 +188,8 @@ class LayerCost:
             mm += self.flash(backward)
             ops = [op for op in ops if not op.core]
         for op in ops:
-            if op.kind == "Einsum":   # backward: both operands' gradients, each as many FLOPs and bytes
-                f, nbytes = self.einsum_flops(op), self.einsum_bytes(op)
-                mm += (2 if backward else 1) * max(self.matmul(f), self.hbm(nbytes, 0.0))
+            if op.kind == "Einsum":
+                mm += self.einsum_time(op, backward)
             else:
                 vec += self.elementwise(op, backward)
         return mm, vec
@@ -241,10 +266,10 @@ class LayerCost:
     @caching.memoize(maxsize=4096)
     def head(self) -> float:
         """The logits (forward and backward) and cross-entropy of one microbatch on the last stage."""
-        tokens, v = self.seq * self.microbatch / self.cp, self.cfg.V / self.tp
-        f = 2 * tokens * self.cfg.D * v
+        tokens, v, d = self.seq * self.microbatch / self.cp, self.cfg.V / self.tp, self.cfg.D
         ce = RULES["CrossEntropy"]
-        return 3 * self.matmul(f) + self.hbm(4 * tokens * v * 2, (ce.flops + ce.grad_flops) * tokens * v)
+        logits = self.gemm(tokens, v, d) + self.gemm(tokens, d, v) + self.gemm(d, v, tokens)
+        return logits + self.hbm(4 * tokens * v * 2, (ce.flops + ce.grad_flops) * tokens * v)
 
     @caching.memoize(maxsize=4096)
     def saved_bytes(self) -> float:
