@@ -233,6 +233,17 @@ def test_a_calibration_keeps_the_base_presets_fractions_where_it_measured_nothin
     assert again.efficiency.net("nvlink", "AllGather")[0] == pytest.approx(3.1e11 * (7 / 8) / 4.5e11, abs=1e-3)
 
 
+def test_a_calibrated_matmul_table_replaces_the_base_presets_waves():
+    """The a100 preset reads its best-shape rate as a full wave's and adds each matmul's waves; a measured
+    sweep's rates already hold the waves of its sizes, so the calibrated preset drops them. A preset written
+    back without a measured matmul keeps them."""
+    from symcost.device.preset import _as_data
+    a100 = hardware("a100")
+    assert parse(_as_data(a100), "a100-copy.toml").efficiency.waves == a100.efficiency.waves
+    cal = parse(build_preset(_calibration(a100), "y", measured_peaks=False), "y.toml")
+    assert cal.efficiency.waves == () and "efficiency.waves" not in dict(cal.sources)
+
+
 class _Terminal(io.StringIO):
     def isatty(self):
         return True

@@ -83,6 +83,8 @@ def _efficiency_data(e) -> dict:
         table = out.setdefault("collectives", {}).setdefault(link, {})
         entry = table.setdefault(name, {}) if name else table
         entry.update({"eta": eta, "latency": lat, **({"residual": res} if res else {})})
+    if e.waves:
+        out["waves"] = {"units": e.waves[0], "tiles": [list(t) for t in e.waves[1]]}
     return out
 
 
@@ -188,6 +190,8 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
                                   f"{ref} figure measured ({frac:.0%})")
     if matmul:
         eff.setdefault("matmul", {}).update(matmul)
+        if eff.pop("waves", None):    # the swept sizes' rates already hold their waves
+            src.pop("efficiency.waves", None)
     # ------------------------------------------------------------------ HBM and vector
     copy, read = cal.copy, cal.read
     if measured_peaks:
