@@ -205,11 +205,8 @@ class Plan:
                     return out
                 shape = gemm_shape(s.op, env) if len(s.op.inputs) == 2 else None
                 eta = eff.math(float(f), self.compute_dtype)
-                if shape:
-                    try:
-                        eta *= eff.wave_fraction(float(shape[0]), float(shape[1]), float(shape[3]))
-                    except (TypeError, ValueError):   # an axis without a size: the table's figure alone
-                        pass
+                if shape:   # its FLOPs are bound, so are the sizes of its blocks
+                    eta *= eff.wave_fraction(float(shape[0]), float(shape[1]), float(shape[3]))
                 work, time = work + float(f), time + float(f) / eta
         out[symbols.eta_math] = sp.Float(work / time if time else eff.math(1e15, self.compute_dtype))
         return out
