@@ -190,8 +190,7 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
                                   f"{ref} figure measured ({frac:.0%})")
     if matmul:
         eff.setdefault("matmul", {}).update(matmul)
-        if eff.pop("waves", None):    # the swept sizes' rates already hold their waves
-            src.pop("efficiency.waves", None)
+        eff.pop("waves", None)    # the swept sizes' rates already hold their waves
     # ------------------------------------------------------------------ HBM and vector
     copy, read = cal.copy, cal.read
     if measured_peaks:

@@ -12,8 +12,8 @@ fraction of its tiles' waves (or its HBM traffic, whichever is longer), elementw
 ``max(bytes / (W_hbm eta_hbm), FLOPs / (C_vec eta_vec))`` (read its operands, write its result; the
 rule's FLOPs), tensor-parallel collectives on the critical path (two AllReduces a layer forward and two
 backward; with sequence parallelism each becomes an AllGather and a ReduceScatter of the same bytes).
-The backward pass is twice the forward's FLOPs (the gradients of both operands, matmuls of other shapes), its elementwise work reading the gradient and the saved
-tensor and writing a gradient; recomputation runs the policy's operations again. With context
+The backward pass is twice the forward's FLOPs (the gradients of both operands, matmuls of other
+shapes), its elementwise work reading the gradient and the saved tensor and writing a gradient; recomputation runs the policy's operations again. With context
 parallelism (``cp``) a rank holds ``s / cp`` of every sequence, so its share of every operation is
 ``1 / cp``, and ring attention passes the keys and values round the ``cp`` ranks beside the attention core.
 
@@ -154,11 +154,9 @@ class LayerCost:
         return placement.collective(self.hw, kind, nbytes, group, link)
 
     def einsum_flops(self, op) -> float:
-        s, b, h, t, w = self.seq, self.microbatch, self.cfg.D, self.tp, self.width
-        out = float(w["h4"]) / (2 if self.cfg.gated else 1)   # a gated MLP: two first matrices, then F x D
-        return {"qkv": 2 * float(w["h3"]) * b * s * h * h, "scores": 2 * float(w["q"]) * b * s * s * h,
-                "context": 2 * float(w["q"]) * b * s * s * h, "proj": 2 * float(w["ctx"]) * b * s * h * h,
-                "fc1": 2 * float(w["h4"]) * b * s * h * h, "fc2": 2 * out * b * s * h * h}[op.name] / (t * self.cp)
+        """FLOPs of an einsum of the layer on one device: ``2 m n k`` of its matmul (:meth:`gemm_shape`)."""
+        m, n, k, batch = self.gemm_shape(op)
+        return 2 * m * n * k * batch
 
     def einsum_bytes(self, op) -> float:
         """HBM bytes an einsum reads and writes (its activations; weights for the projections)."""
