@@ -74,7 +74,7 @@ def test_command_line_lists_the_runs_and_json_follows_the_schema(capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "run search on 8 x a100, 4 sequences of 2048: priced 354 runs; 193 fit in 80 GB" in out
-    assert "    1. tp 4, pp 2, dp 1, microbatch 1, interleave 8, recompute none, seq-parallel:" in out
+    assert "    1. tp 2, pp 1, dp 4, zero 3, microbatch 1, recompute selective, seq-parallel:" in out
     assert "mostly" in out
     assert main(args + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)

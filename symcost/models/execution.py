@@ -24,9 +24,14 @@ from .config import ModelConfig
 from .layer_cost import ATTENTION, LayerCost
 from .schedule import Schedule, default_schedule
 
-#: bytes an Adam step reads and writes per parameter in mixed precision: reads the fp32 gradient, master
-#: weight and two moments (16), writes the master weight, the moments and the bf16 weight (14)
-ADAM_BYTES = 30
+#: the optimizer step as Megatron-LM's mixed-precision optimizer runs it (megatron/optimizer/optimizer.py,
+#: clip_grads.py), bytes per parameter, each its own pass over HBM: the fp32 gradient buffer zeroed before
+#: the iteration's first microbatch (writes 4), the gradient norm for clipping (reads the fp32 gradient, 4),
+#: Adam (apex FusedAdam: reads the gradient, master weight and two moments, 16, writes the master weight
+#: and the moments, 12) and the master weights copied to the bf16 model weights (reads 4, writes 2)
+STEP_BYTES = {"zero_grads": 4, "grad_norm": 4, "adam": 28, "to_model": 6}
+#: per parameter of the optimizer's shard (the gradient buffer is zeroed where it is held)
+ADAM_BYTES = sum(STEP_BYTES.values()) - STEP_BYTES["zero_grads"]
 
 
 @caching.memoize(maxsize=1024)
@@ -179,7 +184,7 @@ class Run:
         p2p = m * sch.sends_per_microbatch * send
         params = self.params_per_device()
         dp_exposed = self._dp_comms(params, per_stage * lay["backward"], per_stage * lay["forward"], m)
-        optimizer = self.layer_cost.hbm(ADAM_BYTES * params, 0.0)
+        optimizer = self._optimizer_step(params)
         parts = {"forward": m * per_stage * lay["forward"], "backward": m * per_stage * lay["backward"],
                  "recompute": m * per_stage * lay["recompute"], "tp_comms": m * per_stage * lay["tp_comms"],
                  "cp_comms": m * per_stage * lay["cp_comms"], "ep_comms": m * per_stage * lay["ep_comms"],
@@ -187,6 +192,14 @@ class Run:
                  "dp_comms": dp_exposed, "optimizer": optimizer}
         parts["iteration"] = sum(parts.values())
         return parts
+
+    def _optimizer_step(self, params: float) -> float:
+        """Seconds of the optimizer step (:data:`STEP_BYTES`): ZeRO stage 1 steps each replica's shard of the
+        parameters, stage 2 also holds (and zeroes) only its shard of the gradients."""
+        dp = self.replicas
+        shard = params / (dp if self.zero >= 1 else 1)
+        grads = params / (dp if self.zero >= 2 else 1)
+        return self.layer_cost.hbm(ADAM_BYTES * shard + STEP_BYTES["zero_grads"] * grads, 0.0)
 
     def _dp_comms(self, params: float, backward: float, forward: float, m: int) -> float:
         """Data-parallel collectives not hidden behind compute. Gradients (fp32) are reduced while the last
@@ -245,4 +258,4 @@ class Run:
         return out
 
 
-__all__ = ["Run", "ADAM_BYTES", "ATTENTION"]
+__all__ = ["Run", "ADAM_BYTES", "STEP_BYTES", "ATTENTION"]

@@ -11,8 +11,8 @@ a search of thousands of runs prices a few dozen layers.
     >>> res["searched"], res["feasible"]
     (354, 193)
     >>> best = res["runs"][0]["config"]
-    >>> best["tp"], best["pp"], best["interleave"], best["recompute"], best["seq_parallel"]
-    (4, 2, 8, 'none', True)
+    >>> best["tp"], best["pp"], best["dp"], best["zero"], best["recompute"], best["seq_parallel"]
+    (2, 1, 4, 3, 'selective', True)
 
 The space: TP over divisors of the chips that divide the heads and fit in the fast domain (an NVLink node);
 PP over the divisors of what is left (stages may hold unequal numbers of layers; interleaved chunks
