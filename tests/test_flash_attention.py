@@ -1,16 +1,19 @@
 """Flash attention in the execution model (``--attention flash``): the attention core as one kernel whose
 scores never reach HBM. Each figure is derived and checked against its closed form."""
+from dataclasses import replace
+
 import pytest
 import sympy as sp
 
 from symcost.cli import main
 from symcost.errors import UsageError
 from symcost.hardware import hardware
+from symcost.hardware.efficiency import Efficiency
 from symcost.models.config import load_model_config
 from symcost.models.execution import Run
 from symcost.models.recompute import saved_bytes
 
-H100 = hardware("h100")            # no efficiency table: every figure at its peak
+H100 = replace(hardware("h100"), efficiency=Efficiency())   # the ideal H100: every figure at its peak
 GPT3 = load_model_config("gpt3-175b")
 
 
