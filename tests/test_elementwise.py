@@ -105,3 +105,19 @@ def test_elementwise_statements_print_and_render():
 def test_cli_derives_elementwise(capsys):
     assert main(["derive", "Xn[B, T_Y, D] = LayerNorm_D(X[B, T_Y, D])", "--mesh", "Y=4", "--json"]) == 0
     assert '"kind": "LayerNorm"' in capsys.readouterr().out
+
+
+def test_tpu_vector_units_are_the_books_and_elementwise_work_stays_hbm_bound():
+    """Book Part 2 (pop quiz, VPU throughput): a v5p TensorCore issues 4 vector instructions a cycle over
+    8 x 128 ALUs, two cores at 1.75 GHz: 1.4e13 FLOPs/s, about 5 FLOPs per HBM byte. A LayerNorm does 8 an
+    element over 4 bytes, so it is priced at its bytes; the vector time is there and smaller."""
+    v5p = symcost.hardware("tpu-v5p")
+    assert v5p.vector_flops == pytest.approx(8 * 128 * 4 * 2 * 1.75e9, rel=0.03)   # the book rounds 1.43e13
+    assert symcost.hardware("tpu-v5e").vector_flops == pytest.approx(8 * 128 * 4 * 1.5e9, rel=0.01)
+    plan = symcost.derive("Xn[B, T_Y, D] = LayerNorm_D(X[B, T_Y, D])", mesh="Y=4", dims="B=8,T=4096,D=8192",
+                          hw="tpu-v5p")
+    n = 8 * 4096 * 8192 / 4
+    (step,) = plan.steps
+    subs = plan.bindings()
+    assert float(step.cost.vector_flops.xreplace(subs)) / v5p.vector_flops == pytest.approx(8 * n / 1.4e13, rel=0.01)
+    assert float(step.seconds.xreplace(subs)) == pytest.approx(4 * n / v5p.hbm_bandwidth)
