@@ -304,3 +304,17 @@ def test_model_decode_prints_the_moe_critical_batch(capsys):
     code = main(["model", "deepseek-v3", "--decode", "--hw", "h100", "--chips", "64", "--batch", "64", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert data["critical_batch"] == pytest.approx(295.2 * 256 / 8, rel=0.01)   # not 295: B k / E per expert
+
+
+def test_a_run_that_does_not_fit_says_what_would_shrink_its_largest_part(capsys):
+    # LLaMA 3 405B on 8,192 H100s as the issue writes it: 16 microbatches of 8,192 tokens in flight on the
+    # first stage, every activation kept, the attention scores through HBM
+    base = ["model", "llama3-405b", "--train", "--hw", "h100", "--seq", "8192"]
+    assert main(base + ["--chips", "8192", "--tp", "8", "--pp", "16", "--dp", "64", "--batch", "16777216"]) == 1
+    out = capsys.readouterr().out
+    assert "DOES NOT FIT" in out and ("the largest part is the activations: --recompute selective, --recompute "
+                                      "full, --seq-parallel, --attention flash, more --tp or --pp") in out
+    # activations cut down, 8-way data parallelism without ZeRO: the fp32 optimizer state is what is left
+    assert main(base + ["--chips", "64", "--tp", "8", "--dp", "8", "--sequences", "8", "--recompute", "full",
+                        "--seq-parallel", "--attention", "flash"]) == 1
+    assert "the largest part is the optimizer: --zero 1, more --tp or --pp would shrink it" in capsys.readouterr().out

@@ -179,4 +179,23 @@ def show(rep: dict, hw) -> None:
     if not rep["fits"]:
         print(f"    DOES NOT FIT: {fmt_bytes(m['total'])} per GPU, the GPU has {fmt_bytes(hw.hbm_bytes)} "
               f"(the time above is what it would take if it fit, not an answer)")
+        print(f"    {_shrink(m, p)}")
     print(f"    {rep['efficiency']} (sources: symcost hardware {hw.name})")
+
+
+def _shrink(m: dict, p: dict) -> str:
+    """What would shrink the largest part of a run's memory, among the knobs it has not turned yet."""
+    part = max(("activations", "optimizer", "gradients", "params"), key=lambda k: m[k])
+    knobs = []
+    if part == "activations":
+        knobs += {"none": ["--recompute selective", "--recompute full"], "full": []}.get(p["recompute"],
+                                                                                      ["--recompute full"])
+        knobs += ["--seq-parallel"] if p["tp"] > 1 and not p["seq_parallel"] else []
+        knobs += ["--attention flash"] if p["attention"] != "flash" else []
+        knobs += ["a smaller --microbatch"] if p["microbatch"] > 1 else []
+    else:
+        stage = {"optimizer": 1, "gradients": 2, "params": 3}[part]     # the ZeRO stage that splits it
+        knobs += [f"--zero {stage}"] if p["dp"] > 1 and p["zero"] < stage else []
+    knobs.append("more --tp or --pp")
+    return (f"the largest part is the {'weights' if part == 'params' else part}: " + ", ".join(knobs)
+            + " would shrink it, or let --search choose a run that fits")
