@@ -188,8 +188,10 @@ def _shrink(m: dict, p: dict) -> str:
     part = max(("activations", "optimizer", "gradients", "params"), key=lambda k: m[k])
     knobs = []
     if part == "activations":
-        knobs += {"none": ["--recompute selective", "--recompute full"], "full": []}.get(p["recompute"],
-                                                                                      ["--recompute full"])
+        if p["recompute"] == "none":
+            knobs += ["--recompute selective", "--recompute full"]
+        elif p["recompute"] != "full":
+            knobs.append("--recompute full")
         knobs += ["--seq-parallel"] if p["tp"] > 1 and not p["seq_parallel"] else []
         knobs += ["--attention flash"] if p["attention"] != "flash" else []
         knobs += ["a smaller --microbatch"] if p["microbatch"] > 1 else []

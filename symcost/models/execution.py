@@ -30,8 +30,6 @@ from .schedule import Schedule, default_schedule
 #: Adam (apex FusedAdam: reads the gradient, master weight and two moments, 16, writes the master weight
 #: and the moments, 12) and the master weights copied to the bf16 model weights (reads 4, writes 2)
 STEP_BYTES = {"zero_grads": 4, "grad_norm": 4, "adam": 28, "to_model": 6}
-#: per parameter of the optimizer's shard (the gradient buffer is zeroed where it is held)
-ADAM_BYTES = sum(STEP_BYTES.values()) - STEP_BYTES["zero_grads"]
 
 
 @caching.memoize(maxsize=1024)
@@ -199,7 +197,8 @@ class Run:
         dp = self.replicas
         shard = params / (dp if self.zero >= 1 else 1)
         grads = params / (dp if self.zero >= 2 else 1)
-        return self.layer_cost.hbm(ADAM_BYTES * shard + STEP_BYTES["zero_grads"] * grads, 0.0)
+        on_shard = sum(b for k, b in STEP_BYTES.items() if k != "zero_grads")   # the gradients: where held
+        return self.layer_cost.hbm(on_shard * shard + STEP_BYTES["zero_grads"] * grads, 0.0)
 
     def _dp_comms(self, params: float, backward: float, forward: float, m: int) -> float:
         """Data-parallel collectives not hidden behind compute. Gradients (fp32) are reduced while the last
@@ -258,4 +257,4 @@ class Run:
         return out
 
 
-__all__ = ["Run", "ADAM_BYTES", "STEP_BYTES", "ATTENTION"]
+__all__ = ["Run", "STEP_BYTES", "ATTENTION"]
