@@ -37,6 +37,13 @@ class Layout:
     unreduced: frozenset[str] = frozenset()
     dtype: str = DEFAULT_DTYPE
 
+    def __hash__(self) -> int:   # kept: layouts key every search's tables, and are hashed again and again
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.name, self.dims, self.axes, self.unreduced, self.dtype))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     @staticmethod
     def of(name, dims, axes=None, unreduced=(), dtype=DEFAULT_DTYPE) -> "Layout":
         dims = tuple(dims)

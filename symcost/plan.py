@@ -218,6 +218,19 @@ class Plan:
             return None
         return float(val)
 
+    def numbers(self) -> Totals | None:
+        """The totals as numbers (None where a size is unbound): each step's closed form evaluated at
+        :meth:`bindings` (kept, since the plans of a search share most of their steps) and totalled by the
+        same function as the closed forms, so the numbers are those of :attr:`totals` without building it."""
+        key = tuple(sorted(((k, float(v)) for k, v in self.bindings().items()), key=lambda kv: kv[0].name))
+        costs = []
+        for s in self.steps:
+            c = _cost_at(s.cost, key)
+            if c is None:
+                return None
+            costs.append(c)
+        return totals(costs, Env.numeric(self.mesh), self.policy)
+
     def numeric(self) -> dict:
         out = {}
         for k, expr in self.totals.as_dict().items():
@@ -281,3 +294,20 @@ class Plan:
 
     def __str__(self) -> str:
         return text_printer.render_plan(self)
+
+
+@caching.memoize(maxsize=65536)
+def _cost_at(cost, subs: tuple):
+    """An :class:`~symcost.pricing.OpCost` with every closed form made a float (None if one stays symbolic)."""
+    bound = {k: sp.Float(v) for k, v in subs}
+    out = []
+    for v in cost:
+        if isinstance(v, (tuple, bool)):
+            out.append(v)
+            continue
+        x = sp.sympify(v).xreplace(bound)
+        if x.free_symbols:
+            return None
+        out.append(float(x))
+    return type(cost)(*out)
+

@@ -171,3 +171,23 @@ def test_training_memory_per_device_is_derived():
     reused = dict(strategy("fsdp_tp", "X,Y").memory)["activations"]
     regathered = dict(strategy("fsdp_tp", "X,Y", reuse="none").memory)["activations"]
     assert sp.simplify(reused - regathered - (2 * B * D / X - 2 * B * D / (X * Y))) == 0
+
+
+@pytest.mark.parametrize("hw,mesh,dims", [
+    ("tpu-v5p", "X=4,Y=4", "B=65536,D=8192,F=32768"),
+    ("h100", "X=8", "B=4096,D=8192,F=28672"),           # achieved efficiency: eta symbols bound per plan
+    ("tpu-v5e", "X=3,Y=4", "B=1000,D=1000,F=4000"),     # padded blocks: 1000 over 3 rounds up
+])
+def test_numbers_are_the_closed_forms_evaluated(hw, mesh, dims):
+    """``Plan.numbers()`` prices each step at the bound sizes and totals them with the same function as the
+    closed forms: every total equals the closed form evaluated, forward and backward."""
+    text = "param W_in[D_X, F], W_out[F, D_X]\nOut[B, D] = In[B, D] *_D W_in[D, F] *_F W_out[F, D]"
+    if "Y" in mesh:
+        text = text.replace("F]", "F_Y]").replace("W_out[F,", "W_out[F_Y,")
+    for backward in (False, True):
+        plan = symcost.derive(text, mesh, dims, hw, backward=backward)
+        got, want = plan.numbers()._asdict(), plan.numeric()
+        assert set(want) <= set(got) and want["t_step"] > 0
+        for k, v in want.items():
+            assert got[k] == pytest.approx(v, rel=1e-12), k
+    assert symcost.derive(text, mesh, None, hw).numbers() is None      # nothing bound: no numbers

@@ -250,7 +250,7 @@ def _finish(finals, target, search, keep: int = 8):
 def _to_target(sources: dict, target, search, limit=LAYOUT_LIMIT) -> Entry | None:
     """The cheapest way from any of ``sources`` to ``target`` (None: the cheapest fully reduced layout)."""
     if target is not None:
-        sources = {lay: e for lay, e in sources.items() if replace(target, name=lay.name).unreduced <= lay.unreduced}
+        sources = {lay: e for lay, e in sources.items() if target.unreduced <= lay.unreduced}
         if not sources:
             return None
         tgt = replace(target, name=next(iter(sources)).name)
@@ -262,33 +262,51 @@ def _to_target(sources: dict, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
 
 def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker):
     """For every sigma whose operand layouts are reachable: (result layout, entry)."""
-    all_dims = list(left.dims) + ([d for d in right.dims if d not in left.dims] if right else [])
-    shardable = [d for d in all_dims if not d.isdigit()]
-    summed = [d for d in all_dims if d not in dims_out]
-    # which unreduced sets an operand may keep (at most one operand keeps any: the product is linear)
     keep_opts = [(frozenset(), frozenset())]
-    keep_opts += [(u, frozenset()) for u in {lay.unreduced for lay in dist_left} if u]
+    keep_opts += [(u, frozenset()) for u in sorted({lay.unreduced for lay in dist_left} - {frozenset()}, key=sorted)]
     if right is not None:
-        keep_opts += [(frozenset(), u) for u in {lay.unreduced for lay in dist_right} if u]
+        keep_opts += [(frozenset(), u) for u in sorted({lay.unreduced for lay in dist_right} - {frozenset()},
+                                                       key=sorted)]
+    rkey = None if right is None else (right.name, right.dims, right.dtype)
     best: dict[Layout, Entry] = {}
-    for keep_l, keep_r in keep_opts:
-        kept = keep_l | keep_r
-        for sigma in sigmas(shardable, [a for a in mesh.names if a not in kept]):
-            lay_l = Layout(left.name, left.dims, tuple(sigma.get(d, ()) for d in left.dims), keep_l, left.dtype)
+    for keep in keep_opts:
+        for lay_l, lay_r, res, e, t in _local_einsums((left.name, left.dims, left.dtype), rkey, keep,
+                                                      tuple(dims_out), name, dtype, mesh, ranker):
             ent_l = dist_left.get(lay_l)
             if ent_l is None:
                 continue
-            ins, base, steps = (lay_l,), ent_l.cost, ent_l.steps
-            if right is not None:
-                lay_r = Layout(right.name, right.dims, tuple(sigma.get(d, ()) for d in right.dims), keep_r, right.dtype)
+            if lay_r is None:
+                cost, steps = ent_l.cost + t, ent_l.steps
+            else:
                 ent_r = dist_right.get(lay_r)
                 if ent_r is None:
                     continue
-                ins, base, steps = (lay_l, lay_r), base + ent_r.cost, steps + ent_r.steps
-            unreduced = kept | {a for d in summed for a in sigma.get(d, ())}
-            res = Layout(name, tuple(dims_out), tuple(sigma.get(d, ()) for d in dims_out), frozenset(unreduced), dtype)
-            e = LocalEinsum(ins, res, tuple(all_dims), tuple(sigma.get(d, ()) for d in all_dims))
-            cost = base + ranker.einsum(e)
+                cost, steps = ent_l.cost + ent_r.cost + t, ent_l.steps + ent_r.steps
             if res not in best or cost < best[res].cost:
                 best[res] = Entry(cost, steps + (e,))
     return list(best.items())
+
+
+@caching.memoize(maxsize=512)
+def _local_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker) -> tuple:
+    """Every local einsum of ``left * right`` (each ``(name, dims, dtype)``) with ``keep`` (the unreduced sets
+    the left and the right operand keep): ``(left layout, right layout or None, result layout, einsum, its
+    search weight)`` for each sigma. They depend on the operands' names and dimensions, not on where the
+    operands are, so every plan of a search that multiplies the same tensors shares them."""
+    (lname, ldims, ldtype), (keep_l, keep_r) = left, keep
+    rdims = right[1] if right is not None else ()
+    all_dims = list(ldims) + [d for d in rdims if d not in ldims]
+    shardable = [d for d in all_dims if not d.isdigit()]
+    summed = [d for d in all_dims if d not in dims_out]
+    kept = keep_l | keep_r
+    out = []
+    for sigma in sigmas(shardable, [a for a in mesh.names if a not in kept]):
+        lay_l = Layout(lname, ldims, tuple(sigma.get(d, ()) for d in ldims), keep_l, ldtype)
+        lay_r = None if right is None else Layout(right[0], rdims, tuple(sigma.get(d, ()) for d in rdims),
+                                                  keep_r, right[2])
+        unreduced = kept | {a for d in summed for a in sigma.get(d, ())}
+        res = Layout(name, dims_out, tuple(sigma.get(d, ()) for d in dims_out), frozenset(unreduced), dtype)
+        ins = (lay_l,) if lay_r is None else (lay_l, lay_r)
+        e = LocalEinsum(ins, res, tuple(all_dims), tuple(sigma.get(d, ()) for d in all_dims))
+        out.append((lay_l, lay_r, res, e, ranker.einsum(e)))
+    return tuple(out)

@@ -58,18 +58,18 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
         best[lay] = Entry(cost, steps)
         if (target is not None and lay == target) or (accept is not None and accept(lay)):
             break
-        out = ranker.moves_out(lay)
+        out = ranker.edges(lay)     # priced once per layout and kept: every search of a plan shares them
         looked += len(out)
         if len(best) % 256 == 0:
             progress.advance(256, "searching layouts")
         if limit is not None and looked > limit:
             best.complete = False
             break
-        for m in out:
+        for m, w in out:
             after = m.after
-            if after in best:   # priced only when it may still matter
+            if after in best:
                 continue
-            new = cost + ranker.weight(m)
+            new = cost + w
             if new < tentative.get(after, INF):
                 tentative[after] = new
                 heapq.heappush(heap, (new, next(counter), after, steps + (m,)))

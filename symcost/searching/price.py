@@ -75,10 +75,11 @@ def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool =
                               alternatives=False)
     except SymcostError:
         return None
-    subs = plan.bindings()
-    vals = [_number(e, subs) for e in (plan.t_step, plan.t_math, plan.t_hbm, plan.t_comms)]
-    if any(v is None for v in vals):
+    t = plan.numbers()
+    if t is None:
         return None
+    vals = [t.t_step, t.t_math, t.t_hbm, t.t_comms]
+    subs = plan.bindings()
     mem = dict(plan.memory).get("total") if plan.memory else None
     if mem is None:      # forward only: the parameters a device holds
         params = [t.name for st in prog.statements if isinstance(st, Declaration) for t in st.tensors]
