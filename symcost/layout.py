@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
-from . import dtypes, symbols
+from . import caching, dtypes, symbols
 from .errors import ShardingError
 from .mesh import Mesh, parse_mesh  # noqa: F401  (parse_mesh is used by the doctest)
 from .notation import NO_SPAN, Span, TensorRef, format_axes, format_tensor
@@ -37,12 +37,8 @@ class Layout:
     unreduced: frozenset[str] = frozenset()
     dtype: str = DEFAULT_DTYPE
 
-    def __hash__(self) -> int:   # kept: layouts key every search's tables, and are hashed again and again
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash((self.name, self.dims, self.axes, self.unreduced, self.dtype))
-            object.__setattr__(self, "_hash", h)
-        return h
+    __hash__ = caching.kept_hash            # layouts key every search's tables
+    __getstate__ = caching.state_without_hash
 
     @staticmethod
     def of(name, dims, axes=None, unreduced=(), dtype=DEFAULT_DTYPE) -> "Layout":

@@ -77,15 +77,8 @@ class LayerCost:
     ep: int = 1
     moe: bool = False
 
-    def __hash__(self) -> int:   # kept: a search looks its figures up thousands of times
-        h = self.__dict__.get("_hash")
-        if h is None:
-            h = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
-            object.__setattr__(self, "_hash", h)
-        return h
-
-    def __getstate__(self) -> dict:   # the kept hash is this process's
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    __hash__ = caching.kept_hash            # a search looks its figures up thousands of times
+    __getstate__ = caching.state_without_hash
 
     @property
     def policy(self) -> str:
