@@ -171,7 +171,7 @@ def test_model_train_json(capsys):
 
 @pytest.mark.parametrize("argv", [
     ["--chips", "16", "--tp", "8", "--pp", "1", "--dp", "1", "--sequences", "8"],       # chips != tp x pp x dp
-    ["--tp", "8", "--pp", "5", "--interleave", "2", "--sequences", "40"],                 # 96 layers in 10 chunks
+    ["--tp", "8", "--pp", "8", "--interleave", "13", "--sequences", "64"],                # 96 layers in 104 chunks
     ["--tp", "7", "--sequences", "8"],                                                    # 96 heads over 7
     ["--tp", "8", "--sequences", "6", "--microbatch", "4"],                               # not whole microbatches
     ["--tp", "8", "--pp", "8", "--sequences", "60", "--interleave", "3"],                 # interleaved needs m % p
@@ -318,3 +318,22 @@ def test_a_run_that_does_not_fit_says_what_would_shrink_its_largest_part(capsys)
     assert main(base + ["--chips", "64", "--tp", "8", "--dp", "8", "--sequences", "8", "--recompute", "full",
                         "--seq-parallel", "--attention", "flash"]) == 1
     assert "the largest part is the optimizer: --zero 1, more --tp or --pp would shrink it" in capsys.readouterr().out
+
+
+def test_uneven_interleaved_chunks_run_at_the_pace_of_the_fullest():
+    """LLaMA 3 405B as Meta ran it (Dubey et al. 2024, section 3.3.2): 126 layers on 16 stages, the first and
+    the last stage one layer short, interleaved. With 2 chunks a stage each chunk holds at most
+    ceil(126 / 32) = 4 layers, so the fullest stage holds 8, as without interleaving; with 3 chunks at most
+    ceil(126 / 48) = 3, 9 a stage. The pipeline's parts are that many layers per microbatch."""
+    cfg, h100 = load_model_config("llama3-405b"), hardware("h100")
+    base = dict(tp=8, pp=16, dp=1, sequences=16, microbatch=1, seq=8192, recompute="full", seq_parallel=True,
+                attention="flash")
+    runs = {v: Run(cfg, h100, interleave=v, **base) for v in (1, 2, 3)}
+    assert {v: r.layers_per_stage for v, r in runs.items()} == {1: 8, 2: 8, 3: 9}
+    for v, r in runs.items():
+        it, lay = r.iteration(), r.layer()
+        assert it["forward"] == pytest.approx(16 * r.layers_per_stage * lay["forward"], rel=1e-12)
+    # the same layers a stage, and the bubble shrinks by the chunks: interleaving 2 is faster than none
+    assert runs[2].iteration()["bubble"] == pytest.approx(runs[1].iteration()["bubble"] / 2, rel=1e-9)
+    with pytest.raises(UsageError, match="every chunk needs a layer"):
+        Run(cfg, h100, interleave=8, **{**base, "pp": 16})

@@ -74,10 +74,9 @@ class Run:
                              "JAX policy")
         if self.zero not in (0, 1, 2, 3):
             raise UsageError(f"--zero is a ZeRO stage, 0 to 3, not {self.zero}")
-        if self.interleave > 1 and self.cfg.L % (self.pp * self.interleave) or self.pp > self.cfg.L:
-            raise UsageError(f"{self.cfg.name} has {self.cfg.L} layers, which do not split into {self.pp} stages "
-                             f"x {self.interleave} chunks" + (" (interleaved chunks must be equal)"
-                                                              if self.pp <= self.cfg.L else ""))
+        if self.pp * self.interleave > self.cfg.L:
+            raise UsageError(f"{self.cfg.name} has {self.cfg.L} layers, fewer than {self.pp} stages x "
+                             f"{self.interleave} chunks: every chunk needs a layer")
         if self.attention not in ATTENTION:
             raise UsageError(f"--attention must be one of {', '.join(ATTENTION)}, not {self.attention!r}")
         experts.check(self.cfg, self.ep, self.replicas)
@@ -96,9 +95,12 @@ class Run:
 
     @property
     def layers_per_stage(self) -> int:
-        """Layers on the fullest pipeline stage (uneven stages: the slowest sets the pace, as when LLaMA 3
-        405B's 126 layers run on 16 stages of at most 8)."""
-        return -(-self.cfg.L // self.pp)
+        """Layers on the fullest pipeline stage: its ``interleave`` chunks of at most ``ceil(L / (pp v))``
+        layers each. Uneven stages run at the pace of the fullest, as when LLaMA 3 405B's 126 layers run on
+        16 stages of at most 8 (the first and the last stage one layer short; with 2 chunks a stage, chunks
+        of at most 4)."""
+        chunk = -(-self.cfg.L // (self.pp * self.interleave))
+        return chunk * self.interleave
 
     @property
     def replicas(self) -> int:

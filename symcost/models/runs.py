@@ -15,8 +15,8 @@ a search of thousands of runs prices a few dozen layers.
     (2, 1, 4, 3, 'selective', True)
 
 The space: TP over divisors of the chips that divide the heads and fit in the fast domain (an NVLink node);
-PP over the divisors of what is left (stages may hold unequal numbers of layers; interleaved chunks
-may not); DP the rest (it must divide the sequences); microbatches of 1, 2, 4, 8
+PP over the divisors of what is left (stages may hold unequal numbers of layers; the search tries
+only even interleaved chunks, as Megatron-LM requires); DP the rest (it must divide the sequences); microbatches of 1, 2, 4, 8
 ... sequences; interleaving 1 to 8 chunks where the layers and microbatches allow; ZeRO 0, 1 and 3 with
 data parallelism; recomputation none, selective and full; sequence parallelism with TP; context
 parallelism up to ``max_cp`` ranks (``--max-cp``; off by default: long sequences want it); for an MoE
