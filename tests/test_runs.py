@@ -123,7 +123,10 @@ def test_llama3_405b_as_meta_ran_it_is_in_the_space():
     meta = dict(tp=8, pp=16, dp=64, cp=1, ep=1, sequences=2048, microbatch=1, seq=8192, interleave=1,
                 recompute="full", seq_parallel=True, zero=1, attention="flash")
     assert meta in list(candidates(cfg, h100, 8192, 2048, 8192, attention="flash"))
-    published = Run(cfg, h100, **meta)
-    assert published.layers_per_stage == 8
+    interleaved = {**meta, "interleave": 2}       # 2 chunks of at most 4 layers a stage: in the space too
+    space = list(candidates(cfg, h100, 8192, 2048, 8192, attention="flash"))
+    assert interleaved in space and {**meta, "interleave": 3} not in space    # 3 chunks of 3: 9 a stage
+    published = [Run(cfg, h100, **run) for run in (meta, interleaved)]
+    assert [r.layers_per_stage for r in published] == [8, 8]
     res = search_runs(cfg, h100, 8192, 2048, 8192, top=1, attention="flash")
-    assert res["runs"][0]["step_time"] <= published.iteration()["iteration"]
+    assert all(res["runs"][0]["step_time"] <= r.iteration()["iteration"] for r in published)

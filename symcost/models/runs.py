@@ -15,8 +15,8 @@ a search of thousands of runs prices a few dozen layers.
     (2, 1, 4, 3, 'selective', True)
 
 The space: TP over divisors of the chips that divide the heads and fit in the fast domain (an NVLink node);
-PP over the divisors of what is left (stages may hold unequal numbers of layers; the search tries
-only even interleaved chunks, as Megatron-LM requires); DP the rest (it must divide the sequences); microbatches of 1, 2, 4, 8
+PP over the divisors of what is left (stages may hold unequal numbers of layers; interleaved chunks
+only where they put no more layers on the fullest stage than the stages alone: :func:`_full_chunks`); DP the rest (it must divide the sequences); microbatches of 1, 2, 4, 8
 ... sequences; interleaving 1 to 8 chunks where the layers and microbatches allow; ZeRO 0, 1 and 3 with
 data parallelism; recomputation none, selective and full; sequence parallelism with TP; context
 parallelism up to ``max_cp`` ranks (``--max-cp``; off by default: long sequences want it); for an MoE
@@ -41,6 +41,13 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _full_chunks(layers: int, pp: int, v: int) -> bool:
+    """Interleaving ``v`` chunks a stage puts no more layers on the fullest stage than ``pp`` stages alone
+    do: chunks of equal size (Megatron-LM's rule), or as even as LLaMA 3 405B's 126 layers on 16 stages x 2
+    (chunks of at most 4, 8 a stage either way)."""
+    return pp * v <= layers and v * -(-layers // (pp * v)) == -(-layers // pp)
+
+
 def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None = None,
                max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1, attention: str = "unfused"):
     """Every run of the space (as :class:`Run` keyword arguments) that the execution model accepts;
@@ -61,7 +68,7 @@ def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | N
             for mb in micro:
                 m = per_replica // mb
                 chunks = [1] + ([v for v in range(2, max_interleave + 1)
-                                 if cfg.L % (pp * v) == 0 and m % pp == 0] if pp > 1 else [])
+                                 if _full_chunks(cfg.L, pp, v) and m % pp == 0] if pp > 1 else [])
                 eps = [e for e in (2 ** i for i in range(0, 12)) if cfg.is_moe and cfg.E % e == 0
                        and (dp * cp) % e == 0] or [1]
                 for v, rec, sp_, zero, ep in itertools.product(chunks, RECOMPUTE, (False, True) if tp > 1 else (False,),
