@@ -262,6 +262,7 @@ def _to_target(sources: dict, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
 
 def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker):
     """For every sigma whose operand layouts are reachable: (result layout, entry)."""
+    # which unreduced sets an operand may keep (at most one operand keeps any: the product is linear)
     keep_opts = [(frozenset(), frozenset())]
     keep_opts += [(u, frozenset()) for u in sorted({lay.unreduced for lay in dist_left} - {frozenset()}, key=sorted)]
     if right is not None:

@@ -75,26 +75,18 @@ def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool =
                               alternatives=False)
     except SymcostError:
         return None
-    t = plan.numbers()
-    if t is None:
+    num = plan.numbers()
+    if num is None:
         return None
-    vals = [t.t_step, t.t_math, t.t_hbm, t.t_comms]
-    subs = plan.bindings()
+    vals = [num.t_step, num.t_math, num.t_hbm, num.t_comms]
     mem = dict(plan.memory).get("total") if plan.memory else None
     if mem is None:      # forward only: the parameters a device holds
         params = [t.name for st in prog.statements if isinstance(st, Declaration) for t in st.tensors]
         mem = memory_per_device(plan, params or None, grad_bytes=0, optimizer_bytes=0)["total"]
-    held = _number(mem, subs)
+    held = plan.evaluate(mem)
     hbm = getattr(plan.hardware, "hbm_bytes", None)
     fits = held is None or hbm is None or held <= hbm
     return Priced(cand, space.layouts(cand), plan, *vals, held, mem, fits, cand.describe(space.batch, space.activation_dims))
-
-
-def _number(expr, subs) -> float | None:
-    val = sp.sympify(expr).xreplace(subs)
-    if val.free_symbols:
-        return None
-    return float(val)
 
 
 def _maximum(*args):
