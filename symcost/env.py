@@ -94,8 +94,10 @@ class Env:
         ``(m, n, k, batch)``, times the useful fraction of its tiles' waves."""
         if not self.is_numeric:
             return symbols.eta_math
-        eta = self.efficiency.math(float(flops), dtype)
-        return eta * self.efficiency.wave_fraction(*map(float, (shape[0], shape[1], shape[3]))) if shape else eta
+        if shape:
+            m, n, k, batch = map(float, shape)
+            return self.efficiency.matmul_shape(m, n, k, batch, dtype)
+        return self.efficiency.math(float(flops), dtype)
 
     @property
     def eta_hbm(self):

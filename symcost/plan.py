@@ -197,17 +197,14 @@ class Plan:
         base = {symbols.dim(n): sp.Integer(v) for n, v in self.sizes} | {symbols.axis(n): sp.Integer(v)
                                                                           for n, v in self.sizes}
         work = time = 0.0
-        env = Env.numeric(self.mesh, dict(self.sizes))
+        env = Env.numeric(self.mesh, dict(self.sizes), efficiency=eff)
         for s in self.steps:
             if s.is_einsum:
                 f = sp.sympify(s.flops).xreplace(base)
                 if f.free_symbols:
                     return out
-                shape = gemm_shape(s.op, env) if len(s.op.inputs) == 2 else None
-                eta = eff.math(float(f), self.compute_dtype)
-                if shape:   # its FLOPs are bound, so are the sizes of its blocks
-                    eta *= eff.wave_fraction(float(shape[0]), float(shape[1]), float(shape[3]))
-                work, time = work + float(f), time + float(f) / eta
+                shape = gemm_shape(s.op, env) if len(s.op.inputs) == 2 else None   # bound FLOPs: bound blocks
+                work, time = work + float(f), time + float(f) / env.eta_math(f, self.compute_dtype, shape)
         out[symbols.eta_math] = sp.Float(work / time if time else eff.math(1e15, self.compute_dtype))
         return out
 
