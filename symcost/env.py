@@ -12,6 +12,9 @@ symbolic one gives the closed forms a plan reports, a numeric one the floats tha
 """
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import sympy as sp
 
 from . import dtypes, symbols
@@ -79,6 +82,7 @@ class Env:
         self.zero = 0.0 if numeric else sp.Integer(0)
         self.one = 1.0 if numeric else sp.Integer(1)
         self._local: dict = {}
+        self._elementwise = False
 
     @classmethod
     def symbolic(cls, mesh: Mesh, padded=frozenset(), efficiency=None) -> "Env":
@@ -87,6 +91,14 @@ class Env:
     @classmethod
     def numeric(cls, mesh: Mesh, sizes=None, constants=None, efficiency=None) -> "Env":
         return cls(mesh, True, sizes, constants, efficiency)
+
+    @classmethod
+    def arrays(cls, mesh: Mesh) -> "Env":
+        """Numeric, where the values totalled are NumPy arrays (a closed form over many values of one
+        symbol): ``max`` is elementwise."""
+        env = cls(mesh, True)
+        env._elementwise = True
+        return env
 
     # ------------------------------------------------------------------ achieved efficiency
     def eta_math(self, flops, dtype: str = "bf16", shape=None):
@@ -137,7 +149,9 @@ class Env:
         return a.links_expr
 
     def max(self, *args):
-        return max(args) if self.is_numeric else smax(*args)
+        if not self.is_numeric:
+            return smax(*args)
+        return functools.reduce(np.maximum, args) if self._elementwise else max(args)
 
     def prod(self, values):
         out = self.one

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+import numpy as np
 import sympy as sp
 
 from . import caching, symbols
@@ -30,6 +31,7 @@ from .printers import latex as latex_printer
 from .printers import text as text_printer
 from .solve import solve_plan, wins_when
 from .trace import Step
+from .numeric import numpy_function
 
 ZERO = sp.Integer(0)
 
@@ -228,6 +230,22 @@ class Plan:
             costs.append(c)
         return totals(costs, Env.numeric(self.mesh), self.policy)
 
+    def curves(self, name: str, values) -> Totals | None:
+        """The totals over ``values`` of the symbol ``name`` (NumPy arrays; None where another size is
+        unbound), every other symbol at its number: each step's closed form made a NumPy function (kept per
+        step and values: the plans of a search share most of their steps) and totalled by the same function
+        as the closed forms, so each total is :attr:`totals`' expression evaluated there."""
+        xs = np.asarray(values, dtype=float)
+        key = tuple(sorted((k.name, float(v)) for k, v in self.bindings().items() if k.name != name))
+        costs = []
+        for s in self.steps:
+            c = _cost_over(s.cost, key, name, xs.tobytes())
+            if c is None:
+                return None
+            costs.append(c)
+        out = totals(costs, Env.arrays(self.mesh), self.policy)
+        return Totals(*(np.broadcast_to(np.asarray(v, dtype=float), xs.shape) for v in out))   # 0: no such step
+
     def numeric(self) -> dict:
         out = {}
         for k, expr in self.totals.as_dict().items():
@@ -291,6 +309,24 @@ class Plan:
 
     def __str__(self) -> str:
         return text_printer.render_plan(self)
+
+
+@caching.memoize(maxsize=4096)
+def _cost_over(cost, subs: tuple, name: str, values: bytes):
+    """An :class:`~symcost.pricing.OpCost` with every closed form a NumPy array over ``values`` (float64
+    bytes) of the symbol ``name``, the others at ``subs`` (None if one stays symbolic)."""
+    xs, numbers = np.frombuffer(values), dict(subs)
+    out = []
+    for v in cost:
+        if isinstance(v, (tuple, bool)):
+            out.append(v)
+            continue
+        names, fn = numpy_function(sp.sympify(v))
+        if any(n != name and n not in numbers for n in names):
+            return None
+        y = fn(*(xs if n == name else numbers[n] for n in names))
+        out.append(np.broadcast_to(np.asarray(y, dtype=float), xs.shape))
+    return type(cost)(*out)
 
 
 @caching.memoize(maxsize=65536)

@@ -191,3 +191,28 @@ def test_numbers_are_the_closed_forms_evaluated(hw, mesh, dims):
         for k, v in want.items():
             assert got[k] == pytest.approx(v, rel=1e-12), k
     assert symcost.derive(text, mesh, None, hw).numbers() is None      # nothing bound: no numbers
+
+
+@pytest.mark.parametrize("hw,mesh,dims", [
+    ("tpu-v5p", "X=4,Y=4", "B=65536,D=8192,F=32768"),
+    ("h100", "X=8", "B=4096,D=8192,F=28672"),
+    ("tpu-v5e", "X=3,Y=4", "B=1000,D=1000,F=4000"),
+])
+def test_curves_are_the_closed_forms_over_a_range(hw, mesh, dims):
+    """``Plan.curves(B, xs)``: each total at every value of B equals the closed form with B set there (the
+    other sizes and the figures at their numbers), forward and backward, with latency floors (small B),
+    achieved efficiency and padded blocks."""
+    text = "param W_in[D_X, F], W_out[F, D_X]\nOut[B, D] = In[B, D] *_D W_in[D, F] *_F W_out[F, D]"
+    if "Y" in mesh:
+        text = text.replace("F]", "F_Y]").replace("W_out[F,", "W_out[F_Y,")
+    xs = [16.0, 1000.0, 65536.0, 3.0e7]
+    for backward in (False, True):
+        plan = symcost.derive(text, mesh, dims, hw, backward=backward)
+        got = plan.curves("B", xs)
+        subs = {k: v for k, v in plan.bindings().items() if k.name != "B"}
+        for field in ("t_math", "t_hbm", "t_comms", "t_step"):
+            expr = sp.sympify(getattr(plan, field)).xreplace(subs)
+            want = [float(expr.xreplace({s: x for s in expr.free_symbols})) for x in xs]
+            assert list(getattr(got, field)) == pytest.approx(want, rel=1e-12), field
+        assert got.t_step[0] < got.t_step[-1] and got.t_step.shape == (4,)
+    assert symcost.derive(text, mesh, None, hw).curves("B", xs) is None    # D, F unbound: no numbers

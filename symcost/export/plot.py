@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import os
 
-import sympy as sp
-
 from ..errors import UsageError
+from ..numeric import math_function
 from ..printers.figure import pyplot, save
 
 
@@ -69,7 +68,7 @@ def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: flo
             if free:
                 why = "unbound sizes " + ", ".join(sorted(str(f) for f in free)) + " (--dims or a rank statement)"
                 break
-            per_split.append((sp.lambdify(sym_vs, comms, "math"), sp.lambdify(sym_vs, math_, "math"),
+            per_split.append((math_function(comms, (sym_vs,)), math_function(math_, (sym_vs,)),
                               sym_vs in math_.free_symbols))
         if not per_split or why and why.startswith("unbound"):
             skipped[name] = why or "no split of the chips fits the hardware"

@@ -32,6 +32,7 @@ import sympy as sp
 
 from .. import caching
 from ..elementwise import RULES
+from ..numeric import math_function
 from . import experts, placement
 from . import recompute as rc
 
@@ -39,11 +40,10 @@ from . import recompute as rc
 ATTENTION = ("unfused", "flash")
 
 
-@caching.memoize(maxsize=1024)
 def _numeric(expr):
     """``expr`` (in the layer's symbols s, b, h, a, t) as a plain function of them: a run's figures are the
     same few expressions at other numbers, and a search prices thousands of runs."""
-    return sp.lambdify((rc.s, rc.b, rc.h, rc.a, rc.t), expr, "math")
+    return math_function(expr, (rc.s, rc.b, rc.h, rc.a, rc.t))
 
 
 @caching.memoize(maxsize=256)

@@ -8,9 +8,9 @@ vectorised functions of the symbols a sweep varies.
     ({'W': 'W[D, F]', 'In': 'In[B, D]', 'Out': 'Out[B, F]'}, 'comms')
 
 The symbolic work a candidate needs (its plan, its closed-form totals) is done once; what varies with the
-numbers -- the step time over a range of batch sizes -- is a NumPy function of the closed form, lambdified
-once per distinct expression (:func:`curve`), so a sweep of every candidate over hundreds of points is one
-array evaluation a candidate.
+numbers -- the step time over a range of batch sizes -- is a NumPy function of the closed form, built once
+per distinct expression (:func:`symcost.numeric.numpy_function`, used by :func:`curve`), so a sweep of
+every candidate over hundreds of points is one array evaluation a candidate.
 """
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from .. import caching
 from ..errors import SymcostError
 from ..memory import memory_per_device
 from ..notation import Declaration
 from ..program import derive_program
+from ..numeric import numpy_function
 from .space import Candidate, Space
 
 BOUNDS = ("compute", "HBM", "comms")
@@ -89,32 +89,16 @@ def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool =
     return Priced(cand, space.layouts(cand), plan, *vals, held, mem, fits, cand.describe(space.batch, space.activation_dims))
 
 
-def _maximum(*args):
-    import numpy as np
-    out = args[0]
-    for a in args[1:]:
-        out = np.maximum(out, a)
-    return out
-
-
-@caching.memoize(maxsize=4096)
-def compiled(expr):
-    """``(symbols, f)``: the closed form as a NumPy function of its symbols (sorted by name), made once
-    per distinct expression and shared by every candidate that has it."""
-    syms = tuple(sorted(expr.free_symbols, key=lambda s: s.name))
-    return syms, sp.lambdify(syms, expr, modules=[{"Max": _maximum}, "numpy"])
-
-
 def curve(expr, subs: dict, name: str, values):
     """``expr`` at every value of the symbol ``name`` (a NumPy array), every other symbol given a number
     by ``subs`` (``{Symbol: number}``, as :meth:`~symcost.plan.Plan.bindings` gives). No SymPy work once
     the expression has been compiled."""
     import numpy as np
-    syms, fn = compiled(sp.sympify(expr))
+    names, fn = numpy_function(sp.sympify(expr))
     numbers = {s.name: float(v) for s, v in subs.items()}
     values = np.asarray(values, dtype=float)
     try:
-        args = [values if s.name == name else numbers[s.name] for s in syms]
+        args = [values if s == name else numbers[s] for s in names]
     except KeyError as e:
         raise ValueError(f"{expr} has the unbound symbol {e.args[0]}") from None
     return np.broadcast_to(np.asarray(fn(*args), dtype=float), values.shape).copy()

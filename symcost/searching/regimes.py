@@ -51,13 +51,14 @@ def envelope(priced, symbol: str, lo: float, hi: float, hbm: float | None, point
     import numpy as np
     xs = np.geomspace(lo, hi, points)
     subs = [p.plan.bindings() for p in priced]
-    T = np.array([curve(p.plan.t_step, s, symbol, xs) for p, s in zip(priced, subs)])
-    K = np.array([curve(p.plan.t_comms, s, symbol, xs) for p, s in zip(priced, subs)])
+    totals = [p.plan.curves(symbol, xs) for p in priced]   # priced: every size bound
+    T = np.array([t.t_step for t in totals])
+    K = np.array([t.t_comms for t in totals])
     M = np.array([curve(p.memory_expr, s, symbol, xs) for p, s in zip(priced, subs)])
     fits = M <= hbm if hbm is not None else np.ones_like(T, dtype=bool)
     T = np.where(fits, T, np.inf)
     best = _best(T, K)
-    bounds = _bounds(priced, subs, symbol, xs, best)
+    bounds = _bounds(totals, xs, best)
     regimes, start = [], None
     for i in range(1, len(xs)):
         a, b = best[i - 1], best[i]
@@ -78,13 +79,13 @@ def _total(p, bound: str):
     return {"compute": p.plan.t_math, "HBM": p.plan.t_hbm, "comms": p.plan.t_comms}[bound]
 
 
-def _bounds(priced, subs, symbol, xs, best) -> list[str]:
+def _bounds(totals, xs, best) -> list[str]:
     """What limits the best candidate at each grid point."""
     import numpy as np
     out = [""] * len(xs)
     for b in set(int(x) for x in best if x >= 0):
-        p = priced[b]
-        curves = np.array([curve(e, subs[b], symbol, xs) for e in (p.plan.t_math, p.plan.t_hbm, p.plan.t_comms)])
+        t = totals[b]
+        curves = np.array([t.t_math, t.t_hbm, t.t_comms])
         which = np.argmax(curves, axis=0)
         for i in np.nonzero(best == b)[0]:
             out[i] = ("compute", "HBM", "comms")[which[i]]

@@ -1,0 +1,56 @@
+"""Closed forms as NumPy functions (symcost.numeric): the same numbers as SymPy, for every closed form a
+search produces and for each kind of node."""
+import numpy as np
+import pytest
+import sympy as sp
+
+from symcost.searching import search
+from symcost.searching.price import curve
+from symcost.numeric import numpy_function
+
+B, D, W = sp.symbols("B D W_ici", positive=True)
+XS = np.array([3.0, 1000.0, 65536.0, 2.5e8])
+
+
+def _sympy(expr, x):
+    return float(expr.xreplace({B: x, D: 8192, W: 9e10}))
+
+
+@pytest.mark.parametrize("expr", [
+    sp.Max(2 * B * D / W, 16 * sp.Rational(1, 10 ** 6)) + 3 * sp.Max(D / W, B / 7),
+    sp.Min(B, D) / (B + 1),
+    sp.ceiling(B / 3) * D + sp.floor(D / (B + 2)),
+    sp.sqrt(B) * D ** sp.Rational(3, 2) / W,
+    B ** -2 + B ** 3 / W ** 2,
+    -B / D + 5,
+    sp.log(B) * sp.exp(1 / B),
+    B,
+    sp.sin(B / D) + 1,                  # no node of its own: compiled by lambdify, the same numbers
+])
+def test_each_kind_of_node_evaluates_as_sympy(expr):
+    names, fn = numpy_function(expr)
+    assert list(names) == sorted(s.name for s in expr.free_symbols)
+    values = {"B": XS, "D": 8192.0, "W_ici": 9e10}
+    got = np.broadcast_to(fn(*(values[n] for n in names)), XS.shape)
+    assert list(got) == pytest.approx([_sympy(expr, x) for x in XS], rel=1e-12)
+
+
+def test_a_constant_is_broadcast_over_the_values():
+    assert list(curve(sp.Integer(7), {}, "B", XS)) == [7.0] * 4
+
+
+def test_every_closed_form_of_a_search_evaluates_as_sympy():
+    """Step time, communication and memory of every candidate of a forward + backward search, at four
+    values of B (latency floors at the small ones), equal SymPy's substitution (rel 1e-12)."""
+    r = search("param W_in[D, F], W_out[F, D]\nOut[B, D] = In[B, D] *_D W_in[D, F] *_F W_out[F, D]",
+               "X=4,Y=2", "B=65536,D=8192,F=32768", "tpu-v5p", backward=True)
+    checked = 0
+    for p in r.ranked:
+        subs = p.plan.bindings()
+        others = {k: v for k, v in subs.items() if k.name != "B"}
+        for expr in (p.plan.t_step, p.plan.t_comms, p.memory_expr):
+            e = sp.sympify(expr).xreplace(others)
+            want = [float(e.xreplace({s: x for s in e.free_symbols})) for x in XS]
+            assert list(curve(expr, subs, "B", XS)) == pytest.approx(want, rel=1e-12)
+            checked += 1
+    assert checked == 3 * r.priced and r.priced == 81      # 9 roles an axis, X and Y not interchangeable
