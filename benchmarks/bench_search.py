@@ -37,8 +37,20 @@ def report():
     dt = time.perf_counter() - t
     rows.append((f"re-pricing those {r.priced} closed forms at {len(xs)} values of B (vectorised)",
                  f"{r.priced * len(xs) / dt:8.0f} candidates/s"))
+    rows.append(_regimes())
     rows.append(_runs())
     return rows
+
+
+def _regimes():
+    """``search --vs B`` on 16x16x16, forward + backward: the regimes of the priced candidates over B (the
+    grid of every candidate's totals, the envelope, each boundary solved exactly), after pricing."""
+    symcost.clear_caches()
+    t = time.perf_counter()
+    r = search(TEXT, "X=16,Y=16,Z=16", DIMS, "tpu-v5p", backward=True, vs="B")
+    total = time.perf_counter() - t
+    return (f"regimes over B of those {r.priced} candidates ({len(r.regimes)} regimes; after pricing, of "
+            f"{total:.1f} s end to end)", f"{(total - r.seconds) * 1e3:8.0f} ms")
 
 
 def _runs():
