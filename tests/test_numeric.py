@@ -39,6 +39,7 @@ def test_a_constant_is_broadcast_over_the_values():
     assert list(curve(sp.Integer(7), {}, "B", XS)) == [7.0] * 4
 
 
+@pytest.mark.slow
 def test_every_closed_form_of_a_search_evaluates_as_sympy():
     """Step time, communication and memory of every candidate of a forward + backward search, at four
     values of B (latency floors at the small ones), equal SymPy's substitution (rel 1e-12)."""

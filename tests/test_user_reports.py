@@ -251,6 +251,7 @@ def test_latex_and_export_json(capsys, tmp_path):
     assert "jax.devices('cpu')" in text or 'jax.devices("cpu")' in text
 
 
+@pytest.mark.slow
 def test_bounded_search_says_so():
     import symcost
     plan = symcost.derive("A[I_XY, J_ZV] * B[J_ZV, K_WU] -> C[I_XYZ, K_WU]", mesh="X=2,Y=2,Z=2,V=2,W=2,U=2")
