@@ -43,6 +43,17 @@ def numpy_function(expr):
     return tuple(s.name for s in syms), lambda *args: node(args)
 
 
+def over(expr, numbers: dict, name: str, values):
+    """``expr`` at every value of the symbol ``name`` (``values``, a NumPy array), every other symbol at
+    ``numbers`` (``{symbol name: float}``): an array the shape of ``values``, or None when a symbol other
+    than ``name`` has no number."""
+    names, fn = numpy_function(expr)
+    if any(n != name and n not in numbers for n in names):
+        return None
+    y = fn(*(values if n == name else numbers[n] for n in names))
+    return np.broadcast_to(np.asarray(y, dtype=float), np.shape(values))
+
+
 @caching.memoize(maxsize=1024)
 def math_function(expr, symbols: tuple):
     """``expr`` as a plain function of ``symbols`` (in that order) over floats, compiled once and kept."""
@@ -101,4 +112,4 @@ def _build(e, index):
     raise _Unsupported(e.func)
 
 
-__all__ = ["numpy_function", "math_function"]
+__all__ = ["numpy_function", "over", "math_function"]

@@ -26,12 +26,12 @@ from .einsum import gemm_shape
 from .env import Env
 from .layout import Padding, padding
 from .mesh import Mesh
+from .numeric import over
 from .pricing import Totals, policy, symbolic_cost, totals
 from .printers import latex as latex_printer
 from .printers import text as text_printer
 from .solve import solve_plan, wins_when
 from .trace import Step
-from .numeric import numpy_function
 
 ZERO = sp.Integer(0)
 
@@ -321,11 +321,10 @@ def _cost_over(cost, subs: tuple, name: str, values: bytes):
         if isinstance(v, (tuple, bool)):
             out.append(v)
             continue
-        names, fn = numpy_function(sp.sympify(v))
-        if any(n != name and n not in numbers for n in names):
+        y = over(sp.sympify(v), numbers, name, xs)
+        if y is None:
             return None
-        y = fn(*(xs if n == name else numbers[n] for n in names))
-        out.append(np.broadcast_to(np.asarray(y, dtype=float), xs.shape))
+        out.append(y)
     return type(cost)(*out)
 
 

@@ -6,7 +6,7 @@ import sympy as sp
 
 from symcost.searching import search
 from symcost.searching.price import curve
-from symcost.numeric import numpy_function
+from symcost.numeric import numpy_function, over
 
 B, D, W = sp.symbols("B D W_ici", positive=True)
 XS = np.array([3.0, 1000.0, 65536.0, 2.5e8])
@@ -37,6 +37,12 @@ def test_each_kind_of_node_evaluates_as_sympy(expr):
 
 def test_a_constant_is_broadcast_over_the_values():
     assert list(curve(sp.Integer(7), {}, "B", XS)) == [7.0] * 4
+
+
+def test_a_symbol_without_a_number_is_named():
+    assert over(B * D, {"W_ici": 1.0}, "B", XS) is None
+    with pytest.raises(ValueError, match="unbound symbol D"):
+        curve(B * D / W, {W: 9e10}, "B", XS)
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ vectorised functions of the symbols a sweep varies.
 
 The symbolic work a candidate needs (its plan, its closed-form totals) is done once; what varies with the
 numbers -- the step time over a range of batch sizes -- is a NumPy function of the closed form, built once
-per distinct expression (:func:`symcost.numeric.numpy_function`, used by :func:`curve`), so a sweep of
+per distinct expression (:func:`symcost.numeric.over`, used by :func:`curve`), so a sweep of
 every candidate over hundreds of points is one array evaluation a candidate.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ import sympy as sp
 from ..errors import SymcostError
 from ..memory import memory_per_device
 from ..notation import Declaration
+from ..numeric import over
 from ..program import derive_program
-from ..numeric import numpy_function
 from .space import Candidate, Space
 
 BOUNDS = ("compute", "HBM", "comms")
@@ -94,11 +94,11 @@ def curve(expr, subs: dict, name: str, values):
     by ``subs`` (``{Symbol: number}``, as :meth:`~symcost.plan.Plan.bindings` gives). No SymPy work once
     the expression has been compiled."""
     import numpy as np
-    names, fn = numpy_function(sp.sympify(expr))
+    expr = sp.sympify(expr)
     numbers = {s.name: float(v) for s, v in subs.items()}
     values = np.asarray(values, dtype=float)
-    try:
-        args = [values if s == name else numbers[s] for s in names]
-    except KeyError as e:
-        raise ValueError(f"{expr} has the unbound symbol {e.args[0]}") from None
-    return np.broadcast_to(np.asarray(fn(*args), dtype=float), values.shape).copy()
+    out = over(expr, numbers, name, values)
+    if out is None:
+        unbound = sorted(s.name for s in expr.free_symbols if s.name != name and s.name not in numbers)
+        raise ValueError(f"{expr} has the unbound symbol {unbound[0]}")
+    return out.copy()
