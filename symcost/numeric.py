@@ -46,7 +46,7 @@ def numpy_function(expr):
 def over(expr, numbers: dict, name: str, values):
     """``expr`` at every value of the symbol ``name`` (``values``, a NumPy array), every other symbol at
     ``numbers`` (``{symbol name: float}``): an array the shape of ``values``, or None when a symbol other
-    than ``name`` has no number."""
+    than ``name`` has no number (``name=None``: every symbol at ``numbers``, a 0-d array)."""
     names, fn = numpy_function(expr)
     if any(n != name and n not in numbers for n in names):
         return None

@@ -221,10 +221,10 @@ class Plan:
         """The totals as numbers (None where a size is unbound): each step's closed form evaluated at
         :meth:`bindings` (kept, since the plans of a search share most of their steps) and totalled by the
         same function as the closed forms, so the numbers are those of :attr:`totals` without building it."""
-        key = tuple(sorted(((k, float(v)) for k, v in self.bindings().items()), key=lambda kv: kv[0].name))
+        key = tuple(sorted((k.name, float(v)) for k, v in self.bindings().items()))
         costs = []
         for s in self.steps:
-            c = _cost_at(s.cost, key)
+            c = _cost_over(s.cost, key)
             if c is None:
                 return None
             costs.append(c)
@@ -311,11 +311,12 @@ class Plan:
         return text_printer.render_plan(self)
 
 
-@caching.memoize(maxsize=4096)
-def _cost_over(cost, subs: tuple, name: str, values: bytes):
+@caching.memoize(maxsize=65536)
+def _cost_over(cost, subs: tuple, name: str | None = None, values: bytes = b""):
     """An :class:`~symcost.pricing.OpCost` with every closed form a NumPy array over ``values`` (float64
-    bytes) of the symbol ``name``, the others at ``subs`` (None if one stays symbolic)."""
-    xs, numbers = np.frombuffer(values), dict(subs)
+    bytes) of the symbol ``name``, the others at ``subs`` (``(name, number)`` pairs); without ``name``, a
+    float at ``subs``. None if one stays symbolic."""
+    xs, numbers = (np.frombuffer(values) if name else 0.0), dict(subs)
     out = []
     for v in cost:
         if isinstance(v, (tuple, bool)):
@@ -324,22 +325,6 @@ def _cost_over(cost, subs: tuple, name: str, values: bytes):
         y = over(sp.sympify(v), numbers, name, xs)
         if y is None:
             return None
-        out.append(y)
-    return type(cost)(*out)
-
-
-@caching.memoize(maxsize=65536)
-def _cost_at(cost, subs: tuple):
-    """An :class:`~symcost.pricing.OpCost` with every closed form made a float (None if one stays symbolic)."""
-    bound = {k: sp.Float(v) for k, v in subs}
-    out = []
-    for v in cost:
-        if isinstance(v, (tuple, bool)):
-            out.append(v)
-            continue
-        x = sp.sympify(v).xreplace(bound)
-        if x.free_symbols:
-            return None
-        out.append(float(x))
+        out.append(y if name else float(y))
     return type(cost)(*out)
 
