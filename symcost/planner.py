@@ -34,6 +34,9 @@ from .trace import Step, Trace, Use
 #: the moves the engine inserts in a strategy (a program with ``param`` declarations): the book's
 #: algorithms gather, slice and reduce; an AllToAll or a send is part of a strategy only where written.
 STRATEGY_MOVES = ("AllGather", "ReduceScatter", "AllReduce", "Slice")
+#: the runner-up plans of an einsum weighed against its best (by the overlapped step time: the chain's
+#: search adds costs one after another), kept where ``alternatives`` asks for them
+ALTERNATIVES = 6
 MOVE_MODES = ("auto", "all", "strategy", "none")
 
 
@@ -76,10 +79,10 @@ def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", mo
 def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None,
                  strict: bool = False, alternatives: bool = True) -> Trace:
     """Plan every statement of a bound program in order. ``strict``: a dimension that does not divide by
-    its axes is an error (otherwise its blocks are padded). ``alternatives``: also weigh and keep the
-    runner-up plans of each einsum (False: the best plan alone, faster)."""
+    its axes is an error (otherwise its blocks are padded). ``alternatives``: keep the runner-up plans of
+    each einsum (False: they are still weighed, so the plan is the same, but not explained or kept)."""
     walk = _Walk(bound, ranker_for(bound, overlap=overlap, objective=objective, moves=moves), strict)
-    walk.keep = 6 if alternatives else 0
+    walk.kept = alternatives
     for stmt in bound.program.statements:
         walk.statement(stmt)
     return walk.trace()
@@ -103,7 +106,7 @@ class _Walk:
         self.uses: list[Use] = []
         self.dtypes: set[str] = set()
         self.notes: list[str] = []
-        self.keep = 6
+        self.kept = True      # keep the runner-up plans (they are weighed either way: they choose the best)
         self.on_host: dict[str, int] = {}    # tensors in host memory -> the line that moved them there
 
     def trace(self) -> Trace:
@@ -209,7 +212,7 @@ class _Walk:
             return self.reshard(layouts[0], target, out)
         names = [self.fresh_name(f"T{i + 1}") for i in range(len(layouts) - 2)]
         cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, self.mesh, self.ranker,
-                           out_dtype=target.dtype if target is not None else None, names=names, keep=self.keep)
+                           out_dtype=target.dtype if target is not None else None, names=names, keep=ALTERNATIVES)
         chosen = explained_steps(cands[0].steps, self.mesh, target, sizes=self.bound.sizes)
         if cands[0].bounded:
             self.notes.append(f"line {line}: the layout search was bounded ({len(self.mesh.axes)} mesh axes): each "
@@ -217,7 +220,7 @@ class _Walk:
                               f"through costlier layouts were not explored; write the collectives you want to "
                               f"compare them")
         self.steps.extend(chosen)
-        for c in cands[1:]:
+        for c in cands[1:] if self.kept else ():
             self.alternatives.append((tuple(explained_steps(c.steps, self.mesh, target, sizes=self.bound.sizes)),
                                       tuple(chosen)))
         self.known[name] = final_layout(cands[0].steps)

@@ -77,7 +77,8 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     ``all`` or ``none``. ``params``: names of the parameters (default: ``param`` declarations, else the
     inputs named W...). ``input_grads``: also derive the gradient of the program's input activations.
     ``strict``: a dimension that does not divide by its axes is an error instead of a padded block.
-    ``alternatives``: keep the runner-up plans (False: the best plan alone, faster; for searches).
+    ``alternatives``: keep the runner-up plans (False: the same plan, its runner-ups weighed but not
+    explained or kept; for searches).
     ``efficiency``: price with achieved efficiency (the costs carry ``eta_math``, ``eta_hbm``, ``eta_vec``,
     ``eta_net_<kind>`` and ``T_net_<kind>``; the preset's ``[efficiency]`` table gives their numbers).
     """

@@ -240,11 +240,18 @@ def _finish(finals, target, search, keep: int = 8):
         add(reached.steps)
     short = search.short   # an alternative's search stopping short leaves the best plan exact
     for lay, ent in order[:ALTERNATIVE_RESULTS if keep else 0]:
-        tail = _to_target({lay: Entry(0.0, ())}, target, search)
+        tail = _tail(lay, target, search.mesh, ranker)
         if tail is not None:
             add(ent.steps + tail.steps)
     search.short = short
     return cands
+
+
+@caching.memoize(maxsize=8192)
+def _tail(layout: Layout, target, mesh, ranker) -> Entry | None:
+    """The cheapest way from one result layout to ``target``, kept: the plans of a search end in the same
+    few result and target layouts."""
+    return _to_target({layout: Entry(0.0, ())}, target, _Bounded(mesh, ranker))
 
 
 def _to_target(sources: dict, target, search, limit=LAYOUT_LIMIT) -> Entry | None:

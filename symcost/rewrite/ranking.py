@@ -88,10 +88,16 @@ class Ranker:
     def total(self, ops) -> float:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
         objective, its communication time with compute as a tie-break)."""
-        t = totals((op_cost(op, self.env) for op in ops), self.env, self.overlap)
+        t = totals((_op_cost(self, op) for op in ops), self.env, self.overlap)
         if self.objective == "comms":
             return t.t_comms + 1e-9 * max(t.t_math, t.t_hbm)
         return t.t_step
+
+
+@caching.memoize(maxsize=65536)
+def _op_cost(ranker: Ranker, op):
+    """An operation's cost in numbers (kept: the runner-up plans a chain weighs share most operations)."""
+    return op_cost(op, ranker.env)
 
 
 @caching.memoize(maxsize=1024)
