@@ -103,7 +103,7 @@ def _op_cost(ranker: Ranker, op):
 @caching.memoize(maxsize=1024)
 def _einsum_time(ranker: Ranker, e) -> float:
     """A local einsum's search weight (a search prices the same einsum again for every plan that has it)."""
-    t = op_cost(e, ranker.env).seconds
+    t = _op_cost(ranker, e).seconds
     return t * 1e-9 if ranker.objective == "comms" else t
 
 
