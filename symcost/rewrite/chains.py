@@ -247,7 +247,7 @@ def _finish(finals, target, search, keep: int = 8):
     return cands
 
 
-@caching.memoize(maxsize=8192)
+@caching.memoize(maxsize=256)
 def _tail(layout: Layout, target, mesh, ranker) -> Entry | None:
     """The cheapest way from one result layout to ``target``, kept: the plans of a search end in the same
     few result and target layouts."""

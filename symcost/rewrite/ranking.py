@@ -94,7 +94,7 @@ class Ranker:
         return t.t_step
 
 
-@caching.memoize(maxsize=65536)
+@caching.memoize(maxsize=2048)
 def _op_cost(ranker: Ranker, op):
     """An operation's cost in numbers (kept: the runner-up plans a chain weighs share most operations)."""
     return op_cost(op, ranker.env)
