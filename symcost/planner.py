@@ -34,8 +34,7 @@ from .trace import Step, Trace, Use
 #: the moves the engine inserts in a strategy (a program with ``param`` declarations): the book's
 #: algorithms gather, slice and reduce; an AllToAll or a send is part of a strategy only where written.
 STRATEGY_MOVES = ("AllGather", "ReduceScatter", "AllReduce", "Slice")
-#: the runner-up plans of an einsum weighed against its best (by the overlapped step time: the chain's
-#: search adds costs one after another), kept where ``alternatives`` asks for them
+#: the runner-up plans of an einsum weighed against its best (by the overlapped step time), kept on request
 ALTERNATIVES = 6
 MOVE_MODES = ("auto", "all", "strategy", "none")
 
@@ -77,13 +76,15 @@ def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", mo
 
 
 def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None,
-                 strict: bool = False, alternatives: bool = True) -> Trace:
+                 strict: bool = False, alternatives: bool = True, choices=None) -> Trace:
     """Plan every statement of a bound program in order. ``strict``: a dimension that does not divide by
     its axes is an error (otherwise its blocks are padded). ``alternatives``: keep the runner-up plans of
-    each einsum (False: they are still weighed, so the plan is the same, but not explained or kept)."""
+    each einsum (False: they are still weighed, so the plan is the same, but not explained or kept).
+    ``choices``: ``{statement index: k}``, the k-th of the equally fast plans of that einsum instead of the
+    first (the trace's ``ties`` say which einsums have several)."""
     walk = _Walk(bound, ranker_for(bound, overlap=overlap, objective=objective, moves=moves), strict)
-    walk.kept = alternatives
-    for stmt in bound.program.statements:
+    walk.kept, walk.choices = alternatives, dict(choices or {})
+    for walk.at, stmt in enumerate(bound.program.statements):
         walk.statement(stmt)
     return walk.trace()
 
@@ -108,12 +109,13 @@ class _Walk:
         self.notes: list[str] = []
         self.kept = True      # keep the runner-up plans (they are weighed either way: they choose the best)
         self.on_host: dict[str, int] = {}    # tensors in host memory -> the line that moved them there
+        self.at, self.choices, self.ties = 0, {}, []   # the statement; which tie to take; (statement, ties)
 
     def trace(self) -> Trace:
         dtype = max(self.dtypes or {dtypes.DEFAULT}, key=dtypes.nbytes)
         return Trace(self.bound, self.ranker, tuple(self.steps), tuple(self.alternatives),
                      tuple(self.known.items()), tuple(self.initial.items()), tuple(self.params.items()),
-                     tuple(self.produced.items()), tuple(self.uses), dtype, tuple(self.notes))
+                     tuple(self.produced.items()), tuple(self.uses), dtype, tuple(self.notes), tuple(self.ties))
 
     def error(self, msg: str, span, hint: str | None = None) -> ShardingError:
         return ShardingError(msg, text=self.text, line=span.line or None, column=span.column or None,
@@ -213,19 +215,24 @@ class _Walk:
         names = [self.fresh_name(f"T{i + 1}") for i in range(len(layouts) - 2)]
         cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, self.mesh, self.ranker,
                            out_dtype=target.dtype if target is not None else None, names=names, keep=ALTERNATIVES)
-        chosen = explained_steps(cands[0].steps, self.mesh, target, sizes=self.bound.sizes)
-        if cands[0].bounded:
+        tied = sum(c.rank[0] == cands[0].rank[0] for c in cands)    # equally fast: the backward pass may choose
+        if tied > 1:
+            self.ties.append((self.at, line, tied))
+        best = cands[min(self.choices.get(self.at, 0), tied - 1)]
+        chosen = explained_steps(best.steps, self.mesh, target, sizes=self.bound.sizes)
+        if best.bounded:
             self.notes.append(f"line {line}: the layout search was bounded ({len(self.mesh.axes)} mesh axes): each "
                               f"search looked at {LAYOUT_LIMIT:,} moves from the cheapest layouts out, routes "
                               f"through costlier layouts were not explored; write the collectives you want to "
                               f"compare them")
         self.steps.extend(chosen)
-        for c in cands[1:] if self.kept else ():
-            self.alternatives.append((tuple(explained_steps(c.steps, self.mesh, target, sizes=self.bound.sizes)),
-                                      tuple(chosen)))
-        self.known[name] = final_layout(cands[0].steps)
+        for c in cands if self.kept else ():
+            if c is not best:
+                self.alternatives.append((tuple(explained_steps(c.steps, self.mesh, target, sizes=self.bound.sizes)),
+                                          tuple(chosen)))
+        self.known[name] = final_layout(best.steps)
         self.initial.setdefault(name, self.known[name])
-        self.uses.extend(Use(op, line) for op in cands[0].steps if isinstance(op, LocalEinsum))
+        self.uses.extend(Use(op, line) for op in best.steps if isinstance(op, LocalEinsum))
 
     def reshard(self, src: Layout, target: Layout, out: TensorRef) -> None:
         target = replace(target, dtype=out.dtype or src.dtype)

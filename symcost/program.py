@@ -69,7 +69,7 @@ def _plan_of(trace: Trace, text, steps, overlap, objective) -> Plan:
 def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse: str = "activations",
                    params=None, input_grads: bool = True, overlap=True, objective: str = "time",
                    moves=None, strict: bool = False, alternatives: bool = True,
-                   efficiency: bool = False) -> Plan:
+                   efficiency: bool = False, choices=None) -> Plan:
     """Plan a program's forward pass and, with ``backward``, its gradients.
 
     ``reuse``: which forward gathers the backward pass may reuse: ``activations`` (default: activations
@@ -79,11 +79,13 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     ``strict``: a dimension that does not divide by its axes is an error instead of a padded block.
     ``alternatives``: keep the runner-up plans (False: the same plan, its runner-ups weighed but not
     explained or kept; for searches).
+    ``choices``: ``{statement index: k}``, the k-th of an einsum's equally fast forward plans (default:
+    with ``backward``, the one that makes the whole step fastest; else the first).
     ``efficiency``: price with achieved efficiency (the costs carry ``eta_math``, ``eta_hbm``, ``eta_vec``,
     ``eta_net_<kind>`` and ``T_net_<kind>``; the preset's ``[efficiency]`` table gives their numbers).
     """
     plan = _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves,
-                   strict, alternatives)
+                   strict, alternatives, choices)
     if not efficiency:
         return plan
 
@@ -94,16 +96,55 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
 
 
 def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves, strict,
-            alternatives) -> Plan:
-    trace = plan_program(bind(text, mesh, dims, hw), overlap=overlap, objective=objective, moves=moves,
-                         strict=strict, alternatives=alternatives)
-    if not backward:
-        names = set(trace.param_layouts) or set(default_params(trace))
-        return _plan_of(trace, text, [replace(s, critical=critical(s, names)) for s in trace.steps], overlap, objective)
-    from .backward import backward as derive_backward
-    chosen = resolve_params(trace, params)
-    forward = [replace(s, critical=critical(s, chosen)) for s in trace.steps]
-    steps, saved = derive_backward(trace, chosen, reuse, input_grads)
-    plan = _plan_of(trace, text, forward + steps, overlap, objective)
-    memory = memory_per_device(plan, list(chosen), grad_bytes=2, saved=tuple(saved.values()))
-    return replace(plan, memory=tuple(memory.items()), residuals=tuple(saved.values()))
+            alternatives, choices=None) -> Plan:
+    bound = bind(text, mesh, dims, hw)
+
+    def planned(choices=None) -> tuple[Trace, Plan]:
+        trace = plan_program(bound, overlap=overlap, objective=objective, moves=moves, strict=strict,
+                             alternatives=alternatives, choices=choices)
+        if not backward:
+            names = set(trace.param_layouts) or set(default_params(trace))
+            return trace, _plan_of(trace, text, [replace(s, critical=critical(s, names)) for s in trace.steps],
+                                   overlap, objective)
+        from .backward import backward as derive_backward
+        chosen = resolve_params(trace, params)
+        forward = [replace(s, critical=critical(s, chosen)) for s in trace.steps]
+        steps, saved = derive_backward(trace, chosen, reuse, input_grads)
+        plan = _plan_of(trace, text, forward + steps, overlap, objective)
+        memory = memory_per_device(plan, list(chosen), grad_bytes=2, saved=tuple(saved.values()))
+        return trace, replace(plan, memory=tuple(memory.items()), residuals=tuple(saved.values()))
+
+    trace, plan = planned(choices)
+    return _ties_weighed(planned, trace, plan) if backward and trace.ties and choices is None else plan
+
+
+def _ties_weighed(planned, trace: Trace, plan: Plan) -> Plan:
+    """Where an einsum has equally fast forward plans, the one whose whole step (forward and backward) is
+    fastest, at the sizes plans are ranked at: the forward choice fixes the layouts the backward pass
+    reads. Einsums are taken in program order, each with the choices before it settled."""
+    choices: dict[int, int] = {}
+    best = _rank(trace, plan)
+    notes = []
+    while (todo := [t for t in trace.ties if t[0] not in choices]):
+        at, line, n = todo[0]
+        choices[at] = 0
+        scores = [best]
+        for k in range(1, n):
+            t2, p2 = planned({**choices, at: k})
+            scores.append(_rank(t2, p2))
+            if scores[-1] < best:
+                trace, plan, best, choices[at] = t2, p2, scores[-1], k
+        if len(set(scores)) > 1:
+            notes.append(f"line {line}: {n} forward plans are equally fast; the one chosen makes the step with the "
+                         f"backward pass fastest ({_ms(min(scores))}, the others up to {_ms(max(scores))})")
+    return replace(plan, notes=plan.notes + tuple(notes)) if notes else plan
+
+
+def _rank(trace: Trace, plan: Plan) -> float:
+    """A whole plan's objective at the ranking sizes (rounded as the chain planner rounds its own)."""
+    off = frozenset(i for i, s in enumerate(plan.steps) if not s.critical)
+    return float(f"{trace.ranker.total([s.op for s in plan.steps], off):.9g}")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4g} ms"

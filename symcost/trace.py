@@ -140,6 +140,7 @@ class Trace:
     uses: tuple[Use, ...]
     compute_dtype: str
     notes: tuple[str, ...] = ()                  # what the planner wants the reader to know (a bounded search)
+    ties: tuple[tuple[int, int, int], ...] = ()  # (statement, line, how many plans) of einsums with equally fast plans
 
     @property
     def mesh(self) -> Mesh:

@@ -85,10 +85,14 @@ class Ranker:
         return sum(_move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
                               m.distance)[1] for m in ops if not isinstance(m, LocalEinsum))
 
-    def total(self, ops) -> float:
+    def total(self, ops, off_path=()) -> float:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
-        objective, its communication time with compute as a tie-break)."""
-        t = totals((_op_cost(self, op) for op in ops), self.env, self.overlap)
+        objective, its communication time with compute as a tie-break). ``off_path``: the positions of
+        collectives off the critical path (a backward pass's weight gathers and gradient reductions)."""
+        costs = (_op_cost(self, op) for op in ops)
+        if off_path:
+            costs = (c._replace(critical=False) if i in off_path and not c.local else c for i, c in enumerate(costs))
+        t = totals(costs, self.env, self.overlap)
         if self.objective == "comms":
             return t.t_comms + 1e-9 * max(t.t_math, t.t_hbm)
         return t.t_step
