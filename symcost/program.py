@@ -134,16 +134,18 @@ def _ties_weighed(planned, trace: Trace, plan: Plan) -> Plan:
             scores.append(_rank(t2, p2))
             if scores[-1] < best:
                 trace, plan, best, choices[at] = t2, p2, scores[-1], k
-        if len(set(scores)) > 1:
+        if len({s[0] for s in scores}) > 1:
             notes.append(f"line {line}: {n} forward plans are equally fast; the one chosen makes the step with the "
-                         f"backward pass fastest ({_ms(min(scores))}, the others up to {_ms(max(scores))})")
+                         f"backward pass fastest ({_ms(min(scores)[0])}, the others up to {_ms(max(scores)[0])})")
     return replace(plan, notes=plan.notes + tuple(notes)) if notes else plan
 
 
-def _rank(trace: Trace, plan: Plan) -> float:
-    """A whole plan's objective at the ranking sizes (rounded as the chain planner rounds its own)."""
+def _rank(trace: Trace, plan: Plan) -> tuple[float, float]:
+    """A whole plan's objective at the ranking sizes, then its communication time (of two equally fast
+    steps, the one that leaves the links more room); rounded as the chain planner rounds its own."""
     off = frozenset(i for i, s in enumerate(plan.steps) if not s.critical)
-    return float(f"{trace.ranker.total([s.op for s in plan.steps], off):.9g}")
+    ops = [s.op for s in plan.steps]
+    return float(f"{trace.ranker.total(ops, off):.9g}"), float(f"{trace.ranker.totals(ops, off).t_comms:.9g}")
 
 
 def _ms(seconds: float) -> str:

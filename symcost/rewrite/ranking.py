@@ -89,13 +89,18 @@ class Ranker:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
         objective, its communication time with compute as a tie-break). ``off_path``: the positions of
         collectives off the critical path (a backward pass's weight gathers and gradient reductions)."""
-        costs = (_op_cost(self, op) for op in ops)
-        if off_path:
-            costs = (c._replace(critical=False) if i in off_path and not c.local else c for i, c in enumerate(costs))
-        t = totals(costs, self.env, self.overlap)
+        t = self.totals(ops, off_path)
         if self.objective == "comms":
             return t.t_comms + 1e-9 * max(t.t_math, t.t_hbm)
         return t.t_step
+
+
+    def totals(self, ops, off_path=()):
+        """A whole plan's :class:`~symcost.pricing.Totals` in numbers (``off_path`` as in :meth:`total`)."""
+        costs = (_op_cost(self, op) for op in ops)
+        if off_path:
+            costs = (c._replace(critical=False) if i in off_path and not c.local else c for i, c in enumerate(costs))
+        return totals(costs, self.env, self.overlap)
 
 
 @caching.memoize(maxsize=2048)
