@@ -90,11 +90,12 @@ def test_a_lowering_by_layout_reads_each_layout_as_it_was_and_leaves_no_step_dea
     from symcost.export.jax import layout_key
     plan = _train_layer(_tiny(tmp_path))
     low, names = lowered(plan)
-    # the forward slices X[B, T, D] to X[B_Z, T, D] three times (once for each of Wq, Wk, Wv): each slice
-    # reads X whole, as it was (a tensor as one variable changed in place would be sliced three times over)
+    # the forward slices X[B, T, D] to X[B_Z, T, D] for two of the Q, K, V projections (the third has an
+    # equally fast plan that communicates less with the backward pass, and takes it): each slice reads X
+    # whole, as it was (a tensor as one variable changed in place would be sliced over and over)
     slices = [s for s in low.steps if getattr(s.op, "kind", "") == "Slice" and s.output.name == "X"]
     whole = names(layout_key(slices[0].inputs[0]))
-    assert len(slices) == 3 and all(s.lines[0] == f"{names(layout_key(s.output))} = {whole}" for s in slices)
+    assert len(slices) == 2 and all(s.lines[0] == f"{names(layout_key(s.output))} = {whole}" for s in slices)
     assert whole in {names(layout_key(t)) for t in low.inputs}
     assert not any(line.startswith(f"{whole} = ") for line in low.body)     # never written over
     # every value the program makes is read later or returned: the compiler can drop none of them
