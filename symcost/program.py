@@ -21,6 +21,7 @@ from .memory import memory_per_device
 from .notation import Collective, Declaration, Program, Ranking, parse
 from .plan import Alternative, Plan
 from .planner import plan_program
+from .printers.text import fmt_seconds
 from .trace import Trace
 
 __all__ = ["derive_program", "graph", "REUSE"]
@@ -135,18 +136,15 @@ def _ties_weighed(planned, trace: Trace, plan: Plan) -> Plan:
             if scores[-1] < best:
                 trace, plan, best, choices[at] = t2, p2, scores[-1], k
         if len({s[0] for s in scores}) > 1:
+            fastest, slowest = fmt_seconds(min(scores)[0]), fmt_seconds(max(scores)[0])
             notes.append(f"line {line}: {n} forward plans are equally fast; the one chosen makes the step with the "
-                         f"backward pass fastest ({_ms(min(scores)[0])}, the others up to {_ms(max(scores)[0])})")
+                         f"backward pass fastest ({fastest}, the others up to {slowest})")
     return replace(plan, notes=plan.notes + tuple(notes)) if notes else plan
 
 
 def _rank(trace: Trace, plan: Plan) -> tuple[float, float]:
     """A whole plan's objective at the ranking sizes, then its communication time (of two equally fast
     steps, the one that leaves the links more room); rounded as the chain planner rounds its own."""
-    off = frozenset(i for i, s in enumerate(plan.steps) if not s.critical)
-    ops = [s.op for s in plan.steps]
-    return float(f"{trace.ranker.total(ops, off):.9g}"), float(f"{trace.ranker.totals(ops, off).t_comms:.9g}")
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.4g} ms"
+    off_path = frozenset(i for i, s in enumerate(plan.steps) if not s.critical)
+    t = trace.ranker.totals([s.op for s in plan.steps], off_path)
+    return float(f"{trace.ranker.objective_of(t):.9g}"), float(f"{t.t_comms:.9g}")

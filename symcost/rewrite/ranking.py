@@ -89,7 +89,10 @@ class Ranker:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
         objective, its communication time with compute as a tie-break). ``off_path``: the positions of
         collectives off the critical path (a backward pass's weight gathers and gradient reductions)."""
-        t = self.totals(ops, off_path)
+        return self.objective_of(self.totals(ops, off_path))
+
+    def objective_of(self, t) -> float:
+        """The objective of a plan's numeric :class:`~symcost.pricing.Totals`."""
         if self.objective == "comms":
             return t.t_comms + 1e-9 * max(t.t_math, t.t_hbm)
         return t.t_step
