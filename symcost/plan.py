@@ -221,14 +221,8 @@ class Plan:
         """The totals as numbers (None where a size is unbound): each step's closed form evaluated at
         :meth:`bindings` (kept, since the plans of a search share most of their steps) and totalled by the
         same function as the closed forms, so the numbers are those of :attr:`totals` without building it."""
-        key = tuple(sorted((k.name, float(v)) for k, v in self.bindings().items()))
-        costs = []
-        for s in self.steps:
-            c = _cost_over(s.cost, key)
-            if c is None:
-                return None
-            costs.append(c)
-        return totals(costs, Env.numeric(self.mesh), self.policy)
+        costs = self._step_costs()
+        return None if costs is None else totals(costs, Env.numeric(self.mesh), self.policy)
 
     def curves(self, name: str, values) -> Totals | None:
         """The totals over ``values`` of the symbol ``name`` (NumPy arrays; None where another size is
@@ -236,15 +230,18 @@ class Plan:
         step and values: the plans of a search share most of their steps) and totalled by the same function
         as the closed forms, so each total is :attr:`totals`' expression evaluated there."""
         xs = np.asarray(values, dtype=float)
-        key = tuple(sorted((k.name, float(v)) for k, v in self.bindings().items() if k.name != name))
-        costs = []
-        for s in self.steps:
-            c = _cost_over(s.cost, key, name, xs.tobytes())
-            if c is None:
-                return None
-            costs.append(c)
+        costs = self._step_costs(name, xs)
+        if costs is None:
+            return None
         out = totals(costs, Env.arrays(self.mesh), self.policy)
         return Totals(*(np.broadcast_to(np.asarray(v, dtype=float), xs.shape) for v in out))   # 0: no such step
+
+    def _step_costs(self, name: str | None = None, xs=None) -> list | None:
+        """Each step's cost in numbers (over ``xs`` of the symbol ``name`` where given), or None."""
+        key = tuple(sorted((k.name, float(v)) for k, v in self.bindings().items() if k.name != name))
+        values = xs.tobytes() if name is not None else b""
+        costs = [_cost_over(s.cost, key, name, values) for s in self.steps]
+        return None if any(c is None for c in costs) else costs
 
     def numeric(self) -> dict:
         out = {}

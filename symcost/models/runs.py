@@ -14,15 +14,15 @@ a search of thousands of runs prices a few dozen layers.
     >>> best["tp"], best["pp"], best["dp"], best["zero"], best["recompute"], best["seq_parallel"]
     (2, 1, 4, 3, 'selective', True)
 
-The space: TP over divisors of the chips that divide the heads and fit in the fast domain (an NVLink node);
-PP over the divisors of what is left (stages may hold unequal numbers of layers; interleaved chunks
-only where they put no more layers on the fullest stage than the stages alone: :func:`_full_chunks`); DP the rest (it must divide the sequences); microbatches of 1, 2, 4, 8
-... sequences; interleaving 1 to 8 chunks where the layers and microbatches allow; ZeRO 0, 1 and 3 with
-data parallelism; recomputation none, selective and full; sequence parallelism with TP; context
-parallelism up to ``max_cp`` ranks (``--max-cp``; off by default: long sequences want it); for an MoE
-model, expert parallelism over every power of two that divides the experts and the replicas. Each runner-up says
-what it loses by: the part of the iteration (bubble, TP comms, recomputation, ...) whose time exceeds
-the best run's by the most.
+The space: TP over divisors of the chips that divide the heads and fit in the fast domain (an NVLink node); PP
+over the divisors of what is left (stages may hold unequal numbers of layers; interleaved chunks only where
+they put no more layers on the fullest stage than the stages alone: :func:`_full_chunks`); DP the rest (it
+must divide the sequences); microbatches of 1, 2, 4, 8 ... sequences; interleaving 1 to 8 chunks where the
+layers and microbatches allow; ZeRO 0, 1 and 3 with data parallelism; recomputation none, selective and full;
+sequence parallelism with TP; context parallelism up to ``max_cp`` ranks (``--max-cp``; off by default: long
+sequences want it); for an MoE model, expert parallelism over every power of two that divides the experts and
+the replicas. Each runner-up says what it loses by: the part of the iteration (bubble, TP comms,
+recomputation, ...) whose time exceeds the best run's by the most.
 """
 from __future__ import annotations
 

@@ -91,19 +91,18 @@ class Ranker:
         collectives off the critical path (a backward pass's weight gathers and gradient reductions)."""
         return self.objective_of(self.totals(ops, off_path))
 
-    def objective_of(self, t) -> float:
-        """The objective of a plan's numeric :class:`~symcost.pricing.Totals`."""
-        if self.objective == "comms":
-            return t.t_comms + 1e-9 * max(t.t_math, t.t_hbm)
-        return t.t_step
-
-
     def totals(self, ops, off_path=()):
         """A whole plan's :class:`~symcost.pricing.Totals` in numbers (``off_path`` as in :meth:`total`)."""
         costs = (_op_cost(self, op) for op in ops)
         if off_path:
             costs = (c._replace(critical=False) if i in off_path and not c.local else c for i, c in enumerate(costs))
         return totals(costs, self.env, self.overlap)
+
+    def objective_of(self, t) -> float:
+        """The objective of a plan's numeric :class:`~symcost.pricing.Totals`."""
+        if self.objective == "comms":
+            return t.t_comms + 1e-9 * max(t.t_math, t.t_hbm)
+        return t.t_step
 
 
 @caching.memoize(maxsize=2048)
