@@ -99,7 +99,9 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
     readers = Counter(t.name for u in trace.uses if not u.written for t in u.op.inputs)
 
     def add(ops_steps):
-        steps.extend(replace(s, phase="backward", critical=critical(s, params)) for s in ops_steps)
+        for s in ops_steps:
+            c = critical(s, params)
+            steps.append(s if s.phase == "backward" and s.critical == c else replace(s, phase="backward", critical=c))
 
     def keep(t: Layout) -> Layout:
         lay = saved_layout(t, trace, params, reuse)
@@ -171,7 +173,7 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
             for op in best.steps:
                 if not isinstance(op, LocalEinsum) and op.before.name in kept | {dres.name}:
                     have.setdefault(op.before.name, [op.before]).append(op.after)
-            add(explained_steps(best.steps, mesh, target, sizes=trace.bound.sizes))
+            add(explained_steps(best.steps, mesh, target, "backward", sizes=trace.bound.sizes))
             grads.setdefault(name, final_layout(best.steps))
     return steps, saved
 

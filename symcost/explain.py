@@ -39,8 +39,14 @@ def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
     return f"{lead}: {m.rule.explain(m, mesh)}"
 
 
-def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> list[Step]:
-    """Steps of a route the rewriter chose, each with the reason it is there."""
+def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> tuple[Step, ...]:
+    """Steps of a route the rewriter chose, each with the reason it is there (kept: the plans of a search,
+    and the runner-ups a tie is weighed with, explain the same routes again)."""
+    return _explained(tuple(ops), mesh, target, phase, tuple(sizes))
+
+
+@caching.memoize(maxsize=8192)
+def _explained(ops, mesh, target, phase, sizes) -> tuple[Step, ...]:
     out = []
     for i, op in enumerate(ops):
         if isinstance(op, LocalEinsum):
@@ -49,7 +55,7 @@ def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> list
             nxt = next((o for o in ops[i + 1:] if isinstance(o, LocalEinsum)), None)
             why = explain_move(op, nxt, target, mesh)
         out.append(Step(op, mesh, phase, why, sizes=sizes))
-    return out
+    return tuple(out)
 
 
 def final_layout(ops) -> Layout:
