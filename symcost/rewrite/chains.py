@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from .. import caching, dtypes
 from ..einsum import LocalEinsum
@@ -45,7 +46,7 @@ class Candidate:
     moved: float = 0.0
     bounded: bool = False   # some search behind it stopped at LAYOUT_LIMIT
 
-    @property
+    @cached_property
     def rank(self) -> tuple:
         return (float(f"{self.cost:.9g}"), float(f"{self.moved:.9g}"), len(self.steps))
 

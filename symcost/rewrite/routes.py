@@ -48,31 +48,31 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
     tentative: dict[Layout, float] = {}
     heap = []
     counter = itertools.count()
+    push, pop, edges = heapq.heappush, heapq.heappop, ranker.edges
     for lay, ent in sources.items():
-        heapq.heappush(heap, (ent.cost, next(counter), lay, ent.steps))
+        push(heap, (ent.cost, next(counter), lay, ent.steps))
     looked = 0
     while heap:
-        cost, _, lay, steps = heapq.heappop(heap)
+        cost, _, lay, steps = pop(heap)
         if lay in best:
             continue
         best[lay] = Entry(cost, steps)
         if (target is not None and lay == target) or (accept is not None and accept(lay)):
             break
-        out = ranker.edges(lay)     # priced once per layout and kept: every search of a plan shares them
+        out = edges(lay)     # priced once per layout and kept: every search of a plan shares them
         looked += len(out)
         if len(best) % 256 == 0:
             progress.advance(256, "searching layouts")
         if limit is not None and looked > limit:
             best.complete = False
             break
-        for m, w in out:
-            after = m.after
+        for m, after, w in out:
             if after in best:
                 continue
             new = cost + w
             if new < tentative.get(after, INF):
                 tentative[after] = new
-                heapq.heappush(heap, (new, next(counter), after, steps + (m,)))
+                push(heap, (new, next(counter), after, steps + (m,)))
     return best
 
 
