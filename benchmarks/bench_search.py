@@ -38,6 +38,7 @@ def report():
     rows.append((f"re-pricing those {r.priced} closed forms at {len(xs)} values of B (vectorised)",
                  f"{r.priced * len(xs) / dt:8.0f} candidates/s"))
     rows.append(_regimes())
+    rows.append(_layer())
     rows.append(_runs())
     return rows
 
@@ -51,6 +52,23 @@ def _regimes():
     total = time.perf_counter() - t
     return (f"regimes over B of those {r.priced} candidates ({len(r.regimes)} regimes; after pricing, of "
             f"{total:.1f} s end to end)", f"{(total - r.seconds) * 1e3:8.0f} ms")
+
+
+def _layer():
+    """A whole transformer layer: LLaMA 3 8B's (attention with grouped queries, gated MLP; the program
+    ``model`` builds, left unsharded) searched forward + backward on one 8-GPU node. Its einsums have many
+    equally fast forward plans, each weighed with its backward pass."""
+    from symcost.models.config import load_model_config
+    from symcost.models.transformer import layer_program
+    cfg = load_model_config("llama3-8b")
+    sizes = {"B": 8, "T": 4096, "S": 4096, "D": cfg.D, "K": cfg.K, "G": cfg.G, "H": cfg.H, "F": cfg.F}
+    symcost.clear_caches()
+    t = time.perf_counter()
+    r = search(layer_program(cfg, {}), "X=8", ",".join(f"{k}={v}" for k, v in sizes.items()), "h100",
+               backward=True)
+    dt = time.perf_counter() - t
+    return (f"search a LLaMA 3 8B layer on X=8 (h100), forward + backward: {r.priced} candidates",
+            f"{r.priced / dt:8.1f} candidates/s")
 
 
 def _runs():
