@@ -341,3 +341,37 @@ def test_vs_an_axis_on_the_command_line(capsys):
                        "--vs", "X", "--top", "1")
     assert code == 0 and "mesh: X=16,Y=16 (X varied by --vs)" in out
     assert "regimes over X from 1 to 1024" in out
+
+
+@pytest.mark.slow
+def test_a_models_layer_printed_for_the_search_is_searched_at_its_own_sizes(capsys, tmp_path):
+    """``model NAME --program``: one layer, nothing sharded, its sizes as ranking sizes, so ``search`` needs
+    no --dims. On one 8-GPU node with 8 sequences, DP is the fastest (no communication on its step) and its
+    step is the layer's training FLOPs on one GPU's share: 3 x (2 x tokens x the weights' products + the
+    attention's two T x S products), derived here from the model's widths, not read from symcost."""
+    from symcost.hardware import hardware
+    from symcost.models.config import load_model_config
+    assert main(["model", "llama3-8b", "--program", "--batch", "8", "--seq", "4096"]) == 0
+    text = capsys.readouterr().out
+    assert "rank D=4096, F=14336, K=8, G=4, H=128, B=8, T=4096, S=4096" in text
+    path = tmp_path / "layer.sc"
+    path.write_text(text)
+    assert main(["search", str(path), "--backward", "--mesh", "X=8", "--hw", "h100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    best = out["ranked"][0]
+    assert best["description"] == "DP over X" and best["dominant"] == "compute"
+    c = load_model_config("llama3-8b")
+    tokens, seq = 8 * 4096, 4096
+    weights = c.D * c.K * c.G * c.H * 2 + c.D * c.K * c.H * 2 + 3 * c.D * c.F     # Wq, Wo; Wk, Wv; W1, W2, W3
+    forward = 2 * tokens * weights + 2 * 2 * tokens * seq * c.K * c.G * c.H
+    peak = float(hardware("h100").bindings("bf16")["C"])
+    assert best["t_math"] == pytest.approx(3 * forward / 8 / peak, rel=1e-9)
+    assert best["t_step"] == pytest.approx(best["t_math"], rel=1e-9)
+    assert out["candidates"] == 54 and out["feasible"] == 54
+
+
+def test_model_program_refuses_other_questions(capsys):
+    assert main(["model", "llama3-8b", "--program", "--train"]) == 2
+    assert "--program prints the layer" in capsys.readouterr().err
+    assert main(["model", "llama3-8b", "--program", "--batch", "2.5"]) == 2
+    assert "whole sequences" in capsys.readouterr().err

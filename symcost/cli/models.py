@@ -35,6 +35,9 @@ def register(sub):
     m.add_argument("--latency", metavar="TIME",
                    help="with --decode --search: the longest decode step allowed; with --prefill --search: the longest "
                         "time to the first token (40ms, 0.04, 500us)")
+    m.add_argument("--program", action="store_true",
+                   help="print one layer as a program, nothing sharded, with a rank line of the model's sizes "
+                        "(--batch sequences, default 1, of --seq tokens): what `symcost search` takes")
     m.add_argument("--json", action="store_true")
     train.add_arguments(m)
     m.set_defaults(handler=cmd_model)
@@ -120,6 +123,8 @@ def cmd_model(args) -> int:
         raise UsageError(f"--batch must be positive, not {args.batch:g}")
     cfg = load_model_config(args.name)
     dtype = dtypes.canonical(args.dtype)
+    if args.program:
+        return _program(args, cfg, dtype)
     params = param_counts(cfg)
     kv = kv_bytes_per_token(cfg, dtypes.canonical(args.kv_dtype) or dtype)
     fpt = flops_per_token(cfg, seq=args.seq)
@@ -187,6 +192,32 @@ def cmd_model(args) -> int:
         return 0 if out.get("fits", True) else 1
     _print(args, cfg, hw, out, params, kv, fpt, dtype)
     return 0 if out.get("fits", True) else 1
+
+
+def _program(args, cfg, dtype: str) -> int:
+    """``model NAME --program``: the layer program with every open tensor left for the search to shard, and
+    its sizes as ranking sizes (``rank``), so ``symcost search`` needs no ``--dims``."""
+    from ..models.transformer import layer_program, sizes
+    from ..notation import parse
+    if args.train or args.decode or args.prefill or args.frontier or args.search:
+        raise UsageError("--program prints the layer for `symcost search`; drop --train, --decode, --prefill, "
+                         "--frontier and --search")
+    if args.batch is not None and args.batch != int(args.batch):
+        raise UsageError(f"--program takes --batch in whole sequences, not {args.batch:g}")
+    n = int(args.batch or 1)
+    body = layer_program(cfg, {}, dtype=dtype, kv_dtype=dtypes.canonical(args.kv_dtype) if args.kv_dtype else None)
+    used = {d.name for st in parse(body).statements for t in getattr(st, "tensors", ()) for d in t.dims}
+    bound = sizes(cfg, batch=n, seq=args.seq)
+    ranked = {d: size for d, size in bound.items() if d in used}
+    rank = ", ".join(f"{d}={size}" for d, size in ranked.items())
+    text = (f"# one {cfg.name} layer ({'MoE, ' if cfg.is_moe else ''}nothing sharded): {n} "
+            f"sequence{'s' if n > 1 else ''} of {args.seq} tokens\n"
+            f"#   symcost search FILE --backward --mesh X=8 --hw h100\nrank {rank}\n{body}\n")
+    if args.json:
+        print(json.dumps({"name": cfg.name, "program": text, "sizes": ranked}, indent=2))
+    else:
+        print(text, end="")
+    return 0
 
 
 def _no_fit(what: str, need: float, have: float) -> str:

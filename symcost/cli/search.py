@@ -59,13 +59,13 @@ def cmd_search(args) -> int:
 def render(result, top: int = 10) -> str:
     """The text a user reads: counts, the ranked candidates, the regimes."""
     hbm = f" {fmt_bytes(result.hbm_bytes)} of HBM" if result.hbm_bytes else " HBM"
-    lines = [f"program: {' ; '.join(str(result.space.program).splitlines())}",
+    lines = [*_wrapped("program: ", str(result.space.program).splitlines(), " ; "),
              f"mesh: {','.join(f'{a}={n}' for a, n in result.mesh_sizes.items())}"
              + "".join(f" ({a} varied by --vs)" for a in result.planned_at) + f"   objective: {result.objective}",
              f"priced {result.priced:,} shardings ({result.assignments:,} assignments, "
              f"symmetric duplicates collapsed); {result.feasible:,} fit in{hbm} a device"]
     for i, p in enumerate(result.ranked[:top], 1):
-        lines.append(f" {i:2d}. {', '.join(p.layouts.values())}   ({p.description})")
+        lines.extend(_wrapped(f" {i:2d}. ", list(p.layouts.values()), ", ", f"   ({p.description})"))
         lines.append(f"     step {fmt_seconds(p.t_step)}  {p.bound}-bound  memory {fmt_bytes(p.memory_bytes or 0)}"
                      + ("" if p.fits else "  (does not fit)"))
     if result.vs:
@@ -75,7 +75,7 @@ def render(result, top: int = 10) -> str:
         for r in result.regimes:
             p = result.ranked[r.best]
             where = _interval(result.vs, r.start, r.end)
-            lines.append(f"  {where}: {', '.join(p.layouts.values())}  ({p.description}; {r.bound}-bound)")
+            lines.extend(_wrapped(f"  {where}: ", list(p.layouts.values()), ", ", f"  ({p.description}; {r.bound}-bound)"))
         edges = [r.end for r in result.regimes if r.end is not None]
         if edges:
             lines.append("  boundaries:")
@@ -83,6 +83,23 @@ def render(result, top: int = 10) -> str:
                 exact = f"{result.vs} = {b.exact}" if b.exact is not None else "(solved numerically)"
                 lines.append(f"    {exact} = {b.value:.6g}   [{_why(b.reason)}]")
     return "\n".join(lines)
+
+
+#: the width a line of items is wrapped at (the items a line holds; a line is never split inside one)
+WIDTH = 100
+
+
+def _wrapped(lead: str, items: list, sep: str, tail: str = "") -> list[str]:
+    """``lead`` then the items joined by ``sep``, wrapped between items at :data:`WIDTH` characters with
+    the continuation lines indented under the first item; ``tail`` ends the last line."""
+    lines, line = [], lead
+    for k, item in enumerate(items):
+        piece = item + (sep.rstrip() if k < len(items) - 1 else "")
+        if line.strip() and len(line) + len(piece) > WIDTH and line != lead:
+            lines.append(line.rstrip())
+            line = " " * len(lead)
+        line += piece + (" " if k < len(items) - 1 else "")
+    return lines + [line.rstrip() + tail]
 
 
 def _interval(sym, start, end) -> str:
