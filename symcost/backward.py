@@ -70,6 +70,16 @@ def critical(step: Step, params) -> bool:
     return base not in params
 
 
+def flagged(steps, params, phase: str | None = None) -> list[Step]:
+    """The steps, each marked on or off the critical path (and put in ``phase`` when given); a step already
+    marked right is kept as it is."""
+    out = []
+    for s in steps:
+        c, ph = critical(s, params), phase or s.phase
+        out.append(s if s.critical == c and s.phase == ph else replace(s, phase=ph, critical=c))
+    return out
+
+
 def saved_layout(t: Layout, trace: Trace, params: dict, reuse: str) -> Layout:
     """The layout in which a forward operand is available to the backward pass."""
     is_param = t.name in params
@@ -99,9 +109,7 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
     readers = Counter(t.name for u in trace.uses if not u.written for t in u.op.inputs)
 
     def add(ops_steps):
-        for s in ops_steps:
-            c = critical(s, params)
-            steps.append(s if s.phase == "backward" and s.critical == c else replace(s, phase="backward", critical=c))
+        steps.extend(flagged(ops_steps, params, "backward"))
 
     def keep(t: Layout) -> Layout:
         lay = saved_layout(t, trace, params, reuse)

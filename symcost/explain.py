@@ -40,21 +40,22 @@ def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
 
 
 def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> tuple[Step, ...]:
-    """Steps of a route the rewriter chose, each with the reason it is there (kept: the plans of a search,
-    and the runner-ups a tie is weighed with, explain the same routes again)."""
-    return _explained(tuple(ops), mesh, target, phase, tuple(sizes))
+    """Steps of a route the rewriter chose, each with the reason it is there."""
+    ops = tuple(ops)
+    return tuple(Step(op, mesh, phase, why, sizes=sizes) for op, why in zip(ops, _reasons(ops, mesh, target)))
 
 
-@caching.memoize(maxsize=8192)
-def _explained(ops, mesh, target, phase, sizes) -> tuple[Step, ...]:
+@caching.memoize(maxsize=4096)
+def _reasons(ops: tuple, mesh, target) -> tuple[str, ...]:
+    """Why each operation of a route is there (kept: a search, and the tied plans it weighs, explain the same
+    routes again)."""
     out = []
     for i, op in enumerate(ops):
         if isinstance(op, LocalEinsum):
-            why = explain_einsum(op)
+            out.append(explain_einsum(op))
         else:
             nxt = next((o for o in ops[i + 1:] if isinstance(o, LocalEinsum)), None)
-            why = explain_move(op, nxt, target, mesh)
-        out.append(Step(op, mesh, phase, why, sizes=sizes))
+            out.append(explain_move(op, nxt, target, mesh))
     return tuple(out)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple
 
-from .backward import REUSE, critical, default_params, resolve_params
+from .backward import REUSE, default_params, flagged, resolve_params
 from .binding import bind
 from .memory import memory_per_device
 from .notation import Collective, Declaration, Program, Ranking, parse
@@ -106,10 +106,10 @@ def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap,
                              alternatives=alternatives, choices=choices)
         if not backward:
             names = set(trace.param_layouts) or set(default_params(trace))
-            return _Planned(trace, _flagged(trace.steps, names))
+            return _Planned(trace, flagged(trace.steps, names), {}, {})
         from .backward import backward as derive_backward
         chosen = resolve_params(trace, params)
-        forward = _flagged(trace.steps, chosen)
+        forward = flagged(trace.steps, chosen)
         steps, saved = derive_backward(trace, chosen, reuse, input_grads)
         return _Planned(trace, forward + steps, chosen, saved)
 
@@ -124,23 +124,14 @@ def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap,
     return replace(plan, notes=plan.notes + notes) if notes else plan
 
 
-def _flagged(steps, params) -> list:
-    """The steps, each marked on or off the critical path (a step already marked right is kept)."""
-    out = []
-    for s in steps:
-        c = critical(s, params)
-        out.append(s if s.critical == c else replace(s, critical=c))
-    return out
-
-
 class _Planned(NamedTuple):
     """A program planned, before it is a :class:`Plan`: the trace, every step (forward, then backward),
     the parameters and the activations the backward pass reads."""
 
     trace: Trace
     steps: list
-    params: dict = {}
-    saved: dict = {}
+    params: dict
+    saved: dict
 
 
 def _ties_weighed(planned, best: _Planned) -> tuple[_Planned, tuple[str, ...]]:
