@@ -375,3 +375,21 @@ def test_model_program_refuses_other_questions(capsys):
     assert "--program prints the layer" in capsys.readouterr().err
     assert main(["model", "llama3-8b", "--program", "--batch", "2.5"]) == 2
     assert "whole sequences" in capsys.readouterr().err
+
+
+def test_long_candidates_are_wrapped_between_tensors():
+    """A layer's candidate names every open tensor: the text wraps it at 100 characters, never inside a
+    tensor, and the wrapped lines read back as the same layouts."""
+    from symcost.cli.search import WIDTH, render
+    text = "param W1[D, F], W2[D, F], W3[F, D]\n" + "\n".join(
+        f"U{i}[B, T, F] = Y{i}[B, T, D] *_D W1[D, F]" for i in range(6))
+    r = search(text, "X=2", "B=8,T=4096,D=4096,F=14336", "h100")
+    lines = render(r, top=1).splitlines()
+    wrapped = [l for l in lines if not l.startswith(("priced", "mesh"))]      # the program, the candidates
+    assert all(len(l) <= WIDTH for l in wrapped), max(wrapped, key=len)
+    first = next(i for i, l in enumerate(lines) if l.startswith("  1. "))
+    last = next(i for i in range(first, len(lines)) if lines[i].endswith(")"))
+    assert last > first            # it did wrap
+    body = " ".join(l.strip() for l in lines[first:last + 1])[len("1. "):]
+    assert body == f"{', '.join(r.ranked[0].layouts.values())}   ({r.ranked[0].description})"
+    assert lines[first + 1].startswith("     ") and not lines[first + 1].startswith("      ")

@@ -92,13 +92,13 @@ WIDTH = 100
 def _wrapped(lead: str, items: list, sep: str, tail: str = "") -> list[str]:
     """``lead`` then the items joined by ``sep``, wrapped between items at :data:`WIDTH` characters with
     the continuation lines indented under the first item; ``tail`` ends the last line."""
-    lines, line = [], lead
+    lines, line, held = [], lead, 0
     for k, item in enumerate(items):
         piece = item + (sep.rstrip() if k < len(items) - 1 else "")
-        if line.strip() and len(line) + len(piece) > WIDTH and line != lead:
+        if held and len(line) + len(piece) > WIDTH:
             lines.append(line.rstrip())
-            line = " " * len(lead)
-        line += piece + (" " if k < len(items) - 1 else "")
+            line, held = " " * len(lead), 0
+        line, held = line + piece + " ", held + 1
     return lines + [line.rstrip() + tail]
 
 
