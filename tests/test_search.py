@@ -373,6 +373,8 @@ def test_a_models_layer_printed_for_the_search_is_searched_at_its_own_sizes(caps
 def test_model_program_refuses_other_questions(capsys):
     assert main(["model", "llama3-8b", "--program", "--train"]) == 2
     assert "--program prints the layer" in capsys.readouterr().err
+    assert main(["model", "llama3-8b", "--program", "--mesh", "X=8"]) == 2
+    assert "search` chooses the sharding" in capsys.readouterr().err
     assert main(["model", "llama3-8b", "--program", "--batch", "2.5"]) == 2
     assert "whole sequences" in capsys.readouterr().err
 

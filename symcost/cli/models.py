@@ -202,6 +202,9 @@ def _program(args, cfg, dtype: str) -> int:
     if args.train or args.decode or args.prefill or args.frontier or args.search:
         raise UsageError("--program prints the layer for `symcost search`; drop --train, --decode, --prefill, "
                          "--frontier and --search")
+    if args.mesh or args.strategy:
+        raise UsageError("--program prints the layer with nothing sharded: `symcost search` chooses the sharding; "
+                         "drop --mesh and --strategy")
     if args.batch is not None and args.batch != int(args.batch):
         raise UsageError(f"--program takes --batch in whole sequences, not {args.batch:g}")
     n = int(args.batch or 1)
