@@ -14,7 +14,7 @@ import heapq
 import itertools
 from dataclasses import dataclass, replace
 
-from .. import progress
+from .. import caching, progress
 from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
@@ -36,6 +36,48 @@ class Found(dict):
     complete = True
 
 
+class Graph:
+    """The layout graph one ranker searches, its layouts numbered as they are met and each one's priced moves
+    kept as ``(move, number of the layout it leads to, weight)``: a search then keys its tables by small
+    integers instead of hashing layouts at every edge. Bounded: past :data:`GRAPH_LIMIT` layouts it starts
+    again (between searches, never during one)."""
+
+    def __init__(self, ranker: Ranker):
+        self.ranker = ranker
+        self.restart()
+
+    def restart(self) -> None:
+        self.number: dict[Layout, int] = {}
+        self.layouts: list[Layout] = []
+        self.out: list[tuple | None] = []
+
+    def of(self, lay: Layout) -> int:
+        i = self.number.get(lay)
+        if i is None:
+            i = self.number[lay] = len(self.layouts)
+            self.layouts.append(lay)
+            self.out.append(None)
+        return i
+
+    def edges(self, i: int) -> tuple:
+        out = self.out[i]
+        if out is None:
+            of = self.of
+            out = self.out[i] = tuple((m, of(after), w) for m, after, w in self.ranker.edges(self.layouts[i]))
+        return out
+
+
+#: the most layouts a ranker's graph keeps numbered (each with its priced moves) before it starts again
+GRAPH_LIMIT = 50_000
+
+
+@caching.memoize(maxsize=16)
+def graph(ranker: Ranker) -> Graph:
+    """The numbered layout graph of ``ranker`` (kept: every search of a plan, and of a search's candidates,
+    walks the same one)."""
+    return Graph(ranker)
+
+
 def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = None, accept=None,
            limit: int | None = None) -> Found:
     """Cheapest move sequences from ``sources`` ({layout: Entry}) to every reachable layout (Dijkstra).
@@ -44,35 +86,42 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
     at ``limit`` moves (the layouts settled by then are the cheapest ones, and exact; ``complete`` says
     whether anything was left).
     """
-    best = Found()
-    tentative: dict[Layout, float] = {}
+    g = graph(ranker)
+    if len(g.layouts) > GRAPH_LIMIT:
+        g.restart()
+    layouts, of, edges = g.layouts, g.of, g.edges
+    goal = of(target) if target is not None else -1
+    settled: dict[int, Entry] = {}
+    tentative: dict[int, float] = {}
     heap = []
     counter = itertools.count()
-    push, pop, edges = heapq.heappush, heapq.heappop, ranker.edges
+    push, pop = heapq.heappush, heapq.heappop
     for lay, ent in sources.items():
-        push(heap, (ent.cost, next(counter), lay, ent.steps))
-    looked = 0
+        push(heap, (ent.cost, next(counter), of(lay), ent.steps))
+    looked, complete = 0, True
     while heap:
-        cost, _, lay, steps = pop(heap)
-        if lay in best:
+        cost, _, i, steps = pop(heap)
+        if i in settled:
             continue
-        best[lay] = Entry(cost, steps)
-        if (target is not None and lay == target) or (accept is not None and accept(lay)):
+        settled[i] = Entry(cost, steps)
+        if i == goal or (accept is not None and accept(layouts[i])):
             break
-        out = edges(lay)     # priced once per layout and kept: every search of a plan shares them
+        out = edges(i)     # priced once per layout and kept: every search of a plan shares them
         looked += len(out)
-        if len(best) % 256 == 0:
+        if len(settled) % 256 == 0:
             progress.advance(256, "searching layouts")
         if limit is not None and looked > limit:
-            best.complete = False
+            complete = False
             break
-        for m, after, w in out:
-            if after in best:
+        for m, j, w in out:
+            if j in settled:
                 continue
             new = cost + w
-            if new < tentative.get(after, INF):
-                tentative[after] = new
-                push(heap, (new, next(counter), after, steps + (m,)))
+            if new < tentative.get(j, INF):
+                tentative[j] = new
+                push(heap, (new, next(counter), j, steps + (m,)))
+    best = Found((layouts[i], e) for i, e in settled.items())
+    best.complete = complete
     return best
 
 
