@@ -59,13 +59,11 @@ def _layer():
     ``model`` builds, left unsharded) searched forward + backward on one 8-GPU node. Its einsums have many
     equally fast forward plans, each weighed with its backward pass."""
     from symcost.models.config import load_model_config
-    from symcost.models.transformer import layer_program
-    cfg = load_model_config("llama3-8b")
-    sizes = {"B": 8, "T": 4096, "S": 4096, "D": cfg.D, "K": cfg.K, "G": cfg.G, "H": cfg.H, "F": cfg.F}
+    from symcost.models.transformer import open_layer
+    text, _ = open_layer(load_model_config("llama3-8b"), batch=8, seq=4096)
     symcost.clear_caches()
     t = time.perf_counter()
-    r = search(layer_program(cfg, {}), "X=8", ",".join(f"{k}={v}" for k, v in sizes.items()), "h100",
-               backward=True)
+    r = search(text, "X=8", None, "h100", backward=True)
     dt = time.perf_counter() - t
     return (f"search a LLaMA 3 8B layer on X=8 (h100), forward + backward: {r.priced} candidates",
             f"{r.priced / dt:8.1f} candidates/s")

@@ -197,8 +197,7 @@ def cmd_model(args) -> int:
 def _program(args, cfg, dtype: str) -> int:
     """``model NAME --program``: the layer program with every open tensor left for the search to shard, and
     its sizes as ranking sizes (``rank``), so ``symcost search`` needs no ``--dims``."""
-    from ..models.transformer import layer_program, sizes
-    from ..notation import parse
+    from ..models.transformer import open_layer
     if args.train or args.decode or args.prefill or args.frontier or args.search:
         raise UsageError("--program prints the layer for `symcost search`; drop --train, --decode, --prefill, "
                          "--frontier and --search")
@@ -207,15 +206,8 @@ def _program(args, cfg, dtype: str) -> int:
                          "drop --mesh and --strategy")
     if args.batch is not None and args.batch != int(args.batch):
         raise UsageError(f"--program takes --batch in whole sequences, not {args.batch:g}")
-    n = int(args.batch or 1)
-    body = layer_program(cfg, {}, dtype=dtype, kv_dtype=dtypes.canonical(args.kv_dtype) if args.kv_dtype else None)
-    used = {d.name for st in parse(body).statements for t in getattr(st, "tensors", ()) for d in t.dims}
-    bound = sizes(cfg, batch=n, seq=args.seq)
-    ranked = {d: size for d, size in bound.items() if d in used}
-    rank = ", ".join(f"{d}={size}" for d, size in ranked.items())
-    text = (f"# one {cfg.name} layer ({'MoE, ' if cfg.is_moe else ''}nothing sharded): {n} "
-            f"sequence{'s' if n > 1 else ''} of {args.seq} tokens\n"
-            f"#   symcost search FILE --backward --mesh X=8 --hw h100\nrank {rank}\n{body}\n")
+    text, ranked = open_layer(cfg, batch=int(args.batch or 1), seq=args.seq, dtype=dtype,
+                              kv_dtype=dtypes.canonical(args.kv_dtype) if args.kv_dtype else None)
     if args.json:
         print(json.dumps({"name": cfg.name, "program": text, "sizes": ranked}, indent=2))
     else:

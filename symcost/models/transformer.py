@@ -20,7 +20,7 @@ import sympy as sp
 from .. import caching, dtypes
 from ..errors import UsageError
 from ..layout import global_bytes
-from ..notation import format_axes
+from ..notation import format_axes, parse
 from ..program import derive_program
 from . import mla
 from .config import ModelConfig
@@ -109,6 +109,20 @@ def sizes(cfg: ModelConfig, *, batch=1, seq=1, context=None, experts_moe: bool |
         out["E"] = cfg.E
         out["R"] = max(1, int(round(batch * seq * cfg.k / cfg.E)))
     return out
+
+
+def open_layer(cfg: ModelConfig, *, batch: int = 1, seq: int = 8192, dtype: str = "bf16",
+               kv_dtype: str | None = None) -> tuple[str, dict]:
+    """One layer with nothing sharded and a ``rank`` line of its sizes (``batch`` sequences of ``seq``
+    tokens): what ``symcost search`` takes without ``--dims``. Returns the text and those sizes."""
+    body = layer_program(cfg, {}, dtype=dtype, kv_dtype=kv_dtype)
+    used = {d.name for st in parse(body).statements for t in getattr(st, "tensors", ()) for d in t.dims}
+    ranked = {d: n for d, n in sizes(cfg, batch=batch, seq=seq).items() if d in used}
+    text = (f"# one {cfg.name} layer ({'MoE, ' if cfg.is_moe else ''}nothing sharded): {batch} "
+            f"sequence{'s' if batch > 1 else ''} of {seq} tokens\n"
+            f"#   symcost search FILE --backward --mesh X=8 --hw h100\n"
+            f"rank {', '.join(f'{d}={n}' for d, n in ranked.items())}\n{body}\n")
+    return text, ranked
 
 
 def _elements(layout, dims) -> sp.Expr:

@@ -60,7 +60,7 @@ class Ranker:
         return Env.numeric(self.mesh, dict(self.sizes), dict(self.constants))
 
     def edges(self, lay: Layout) -> tuple:
-        """The allowed moves out of ``lay``: ``(move, the layout it leads to, its search weight)``."""
+        """The allowed moves out of ``lay`` with their search weights."""
         return _weighted_edges(self, lay)
 
     def moves_out(self, lay: Layout) -> tuple:
@@ -125,7 +125,7 @@ def _edges(mesh: Mesh, allowed, lay: Layout) -> tuple:
 
 @caching.memoize(maxsize=8192)
 def _weighted_edges(ranker: Ranker, lay: Layout) -> tuple:
-    return tuple((m, m.after, ranker.weight(m)) for m in _edges(ranker.mesh, ranker.moves, lay))
+    return tuple((m, ranker.weight(m)) for m in _edges(ranker.mesh, ranker.moves, lay))
 
 
 @caching.memoize(maxsize=65536)

@@ -63,7 +63,7 @@ class Graph:
         out = self.out[i]
         if out is None:
             of = self.of
-            out = self.out[i] = tuple((m, of(after), w) for m, after, w in self.ranker.edges(self.layouts[i]))
+            out = self.out[i] = tuple((m, of(m.after), w) for m, w in self.ranker.edges(self.layouts[i]))
         return out
 
 
