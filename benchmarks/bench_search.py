@@ -12,10 +12,10 @@ DIMS = "B=1048576,D=8192,F=32768"
 CASES = []
 
 
-def _rate(mesh, backward):
+def _rate(mesh, backward, jobs=1):
     symcost.clear_caches()
     t = time.perf_counter()
-    r = search(TEXT, mesh, DIMS, "tpu-v5p", backward=backward)
+    r = search(TEXT, mesh, DIMS, "tpu-v5p", backward=backward, jobs=jobs)
     return r, r.priced / (time.perf_counter() - t)
 
 
@@ -39,8 +39,36 @@ def report():
                  f"{r.priced * len(xs) / dt:8.0f} candidates/s"))
     rows.append(_regimes())
     rows.append(_layer())
+    rows.extend(_every_core())
     rows.append(_runs())
     return rows
+
+
+def _every_core():
+    """The same searches with ``--jobs auto`` (a worker process a core), the top ten plans read after."""
+    from symcost.searching.pool import cores
+    n = cores()
+    if n < 2:
+        return []
+    symcost.clear_caches()
+    t = time.perf_counter()
+    r = search(TEXT, "X=16,Y=16,Z=16", DIMS, "tpu-v5p", backward=True, jobs="auto")
+    r.to_dict(10)
+    rate = r.priced / (time.perf_counter() - t)
+    text = _layer_text()
+    symcost.clear_caches()
+    t = time.perf_counter()
+    lay = search(text, "X=8", None, "h100", backward=True, jobs="auto")
+    lay.to_dict(10)
+    return [(f"search MLP X=16,Y=16,Z=16 forward + backward on {n} cores (--jobs auto)", f"{rate:8.1f} candidates/s"),
+            (f"search the LLaMA 3 8B layer on X=8 on {n} cores (--jobs auto)",
+             f"{lay.priced / (time.perf_counter() - t):8.1f} candidates/s")]
+
+
+def _layer_text():
+    from symcost.models.config import load_model_config
+    from symcost.models.transformer import open_layer
+    return open_layer(load_model_config("llama3-8b"), batch=8, seq=4096)[0]
 
 
 def _regimes():
@@ -58,9 +86,7 @@ def _layer():
     """A whole transformer layer: LLaMA 3 8B's (attention with grouped queries, gated MLP; the program
     ``model`` builds, left unsharded) searched forward + backward on one 8-GPU node. Its einsums have many
     equally fast forward plans, each weighed with its backward pass."""
-    from symcost.models.config import load_model_config
-    from symcost.models.transformer import open_layer
-    text, _ = open_layer(load_model_config("llama3-8b"), batch=8, seq=4096)
+    text = _layer_text()
     symcost.clear_caches()
     t = time.perf_counter()
     r = search(text, "X=8", None, "h100", backward=True)

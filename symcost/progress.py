@@ -51,3 +51,9 @@ def _close() -> None:
     if _state["bar"] is not None:
         _state["bar"].close()
     _state["bar"], _state["what"] = None, None
+
+
+def quiet() -> None:
+    """This process shows no bar from now on (a worker process: the process that started it shows the
+    progress); a bar inherited from that process is left to it."""
+    _state.update(on=False, bar=None, what=None)

@@ -19,12 +19,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import progress as bar
 from ..binding import parse_dims
 from ..errors import UsageError
 from ..notation import Program, parse
-from .price import Priced, price
-from .regimes import Boundary, Regime, envelope
+from .pool import priced_all
+from .price import Priced
+from .regimes import Boundary, Regime, envelope, grid_of
 from .space import Candidate, Space
 
 OBJECTIVES = ("time", "comms", "memory")
@@ -76,15 +76,18 @@ class SearchResult:
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
-           moves=None, vs: str | None = None, range=None, progress=None) -> SearchResult:
+           moves=None, vs: str | None = None, range=None, progress=None, jobs=1) -> SearchResult:
     """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them.
 
     ``dims``: sizes (with the program's ``rank`` sizes, every size the costs use must be bound); ``hw``: the
     preset whose figures price and whose HBM filters; ``objective``: ``time`` (step time), ``comms`` or
     ``memory``; ``vs``: a dimension to find the regimes over, from ``range = (lo, hi)`` (default: its bound
     value / 1000 to x 1000), or a mesh axis (the chip count growing along it; plans are chosen at its size,
-    which is then its own class of axes; default range 1 to 64 times its size); ``progress``: a callable wrapping the candidate iterator (e.g. ``tqdm``; the
-    command line shows :mod:`symcost.progress`'s bar on a terminal instead)."""
+    which is then its own class of axes; default range 1 to 64 times its size); ``progress``: a callable
+    wrapping the iterator of priced candidates (e.g. ``tqdm``; the command line shows
+    :mod:`symcost.progress`'s bar on a terminal instead); ``jobs``: processes that price candidates (1: this
+    one; a number; ``"auto"``: every core, for spaces of :data:`.pool.MIN_CANDIDATES` or more): the
+    ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`)."""
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     if hw is None:
@@ -95,31 +98,28 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     if vs is not None:
         mesh, sizes, axis_range = _free_axis(mesh, sizes, vs)
     space = Space.of(prog, mesh, hw, sizes)
+    if vs is not None:
+        if vs not in sizes:
+            raise UsageError(f"--vs {vs}: bind {vs} with --dims (the value plans are chosen at), "
+                             f"e.g. --dims {vs}=1048576")
+        lo, hi = range if range is not None else axis_range or (sizes[vs] / 1000, sizes[vs] * 1000)
+        if not 0 < lo < hi:
+            raise UsageError(f"--range must be two positive numbers LO:HI with LO < HI, not {lo}:{hi}")
     start = time.perf_counter()
-    cands = space.candidates()
-    if progress is not None:
-        cands = progress(cands, total=space.size)
-    priced = []
-    for c in cands:
-        p = price(space, c, dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
-        if p is not None:
-            priced.append(p)
-        bar.advance(1, "pricing shardings")
+    options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
+    priced = [p for p in priced_all(space, list(space.candidates()), jobs=jobs, options=options,
+                                    progress_wrap=progress, sweep=None if vs is None else (vs, grid_of(lo, hi)))
+              if p is not None]
     if not priced:
         raise UsageError("no candidate could be priced: bind every size the program uses with --dims")
     priced.sort(key=lambda p: (not p.fits, _rounded(p.objective(objective)), p.t_comms, p.memory_bytes or 0.0))
     seconds = time.perf_counter() - start
-    hbm = getattr(priced[0].plan.hardware, "hbm_bytes", None)
+    hbm = getattr(space.hardware, "hbm_bytes", None)
     result = SearchResult(space, space.size, space.assignments, len(priced), sum(p.fits for p in priced),
                           seconds, tuple(priced), objective, hbm_bytes=hbm,
                           planned_at={a.name: sizes[a.name] for a in space.mesh.axes if a.size is None})
     if vs is None:
         return result
-    if vs not in sizes:
-        raise UsageError(f"--vs {vs}: bind {vs} with --dims (the value plans are chosen at), e.g. --dims {vs}=1048576")
-    lo, hi = range if range is not None else axis_range or (sizes[vs] / 1000, sizes[vs] * 1000)
-    if not 0 < lo < hi:
-        raise UsageError(f"--range must be two positive numbers LO:HI with LO < HI, not {lo}:{hi}")
     regimes = tuple(envelope(list(priced), vs, lo, hi, hbm))
     from dataclasses import replace
     return replace(result, vs=vs, range=(float(lo), float(hi)), regimes=regimes)

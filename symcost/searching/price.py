@@ -15,6 +15,7 @@ every candidate over hundreds of points is one array evaluation a candidate.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 
 import sympy as sp
 
@@ -30,19 +31,36 @@ BOUNDS = ("compute", "HBM", "comms")
 
 @dataclass(frozen=True)
 class Priced:
-    """A candidate, its plan and its numbers at the bound sizes."""
+    """A candidate and its numbers at the bound sizes. Its plan (and the closed form of its memory) is the
+    engine's, kept when it was planned here and derived again on first use when a worker process priced
+    it (:mod:`.pool`): a search reads the plans of the few candidates it shows."""
 
     candidate: Candidate
     layouts: dict = field(compare=False)
-    plan: object = field(compare=False, repr=False)
     t_step: float = 0.0
     t_math: float = 0.0
     t_hbm: float = 0.0
     t_comms: float = 0.0
     memory_bytes: float | None = None
-    memory_expr: object = field(default=None, compare=False, repr=False)
     fits: bool = True
     description: str = ""
+    collectives: tuple = field(default=(), compare=False)   # each collective of the plan, in the book's notation
+    derive: object = field(default=None, compare=False, repr=False)   # () -> (plan, memory closed form)
+    curves: tuple | None = field(default=None, compare=False, repr=False)  # (values, *over_grid there)
+
+    @cached_property
+    def plan(self):
+        """The engine's plan of this candidate (:class:`~symcost.plan.Plan`)."""
+        return self._derived[0]
+
+    @cached_property
+    def memory_expr(self):
+        """Bytes a device holds, in closed form."""
+        return self._derived[1]
+
+    @cached_property
+    def _derived(self) -> tuple:
+        return self.derive()
 
     @property
     def bound(self) -> str:
@@ -62,13 +80,42 @@ class Priced:
         return {"layouts": dict(self.layouts), "description": self.description, "t_step": self.t_step,
                 "t_math": self.t_math, "t_hbm": self.t_hbm, "t_comms": self.t_comms,
                 "compute_bound": self.compute_bound, "dominant": self.bound, "memory_bytes": self.memory_bytes,
-                "fits": self.fits, "collectives": [s.signature() for s in self.plan.collectives]}
+                "fits": self.fits, "collectives": list(self.collectives)}
 
 
 def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool = False, overlap=True,
           moves=None) -> Priced | None:
     """The candidate planned and priced by the engine (:func:`symcost.program.derive_program`); None when
     the engine refuses it (a sharding it cannot plan)."""
+    options = dict(dims=dims, hw=hw, backward=backward, overlap=overlap, moves=moves)
+    got = planned(space, cand, **options)
+    if got is None:
+        return None
+    plan, memory, numbers = got
+    p = priced(space, cand, numbers, replanner(space, cand, options))
+    p.__dict__["_derived"] = (plan, memory)       # kept: planned here
+    return p
+
+
+def priced(space: Space, cand: Candidate, numbers: tuple, derive, curves=None) -> Priced:
+    """A :class:`Priced` from a candidate's :func:`planned` numbers; ``derive()`` gives its plan when read;
+    ``curves``: ``(values, *over_grid(...) at them)`` where a worker computed them for a ``--vs`` sweep."""
+    *values, collectives = numbers
+    return Priced(cand, space.layouts(cand), *values, cand.describe(space.batch, space.activation_dims),
+                  collectives, derive, curves)
+
+
+def over_grid(plan, memory, symbol: str, xs) -> tuple:
+    """A plan's step time, communication time, compute time, HBM time and bytes a device holds over ``xs``
+    (NumPy arrays) of the symbol ``symbol``, every other symbol at its number."""
+    t = plan.curves(symbol, xs)
+    return t.t_step, t.t_comms, t.t_math, t.t_hbm, curve(memory, plan.bindings(), symbol, xs)
+
+
+def planned(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool = False, overlap=True,
+            moves=None):
+    """``(plan, memory closed form, numbers)`` of a candidate, numbers being ``(t_step, t_math, t_hbm,
+    t_comms, bytes a device holds, fits, the collectives' signatures)``; None when the engine refuses it."""
     prog = space.program_for(cand)
     try:
         plan = derive_program(prog, space.mesh, dims, hw, backward=backward, overlap=overlap, moves=moves,
@@ -78,7 +125,6 @@ def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool =
     num = plan.numbers()
     if num is None:
         return None
-    vals = [num.t_step, num.t_math, num.t_hbm, num.t_comms]
     mem = dict(plan.memory).get("total") if plan.memory else None
     if mem is None:      # forward only: the parameters a device holds
         params = [t.name for st in prog.statements if isinstance(st, Declaration) for t in st.tensors]
@@ -86,7 +132,20 @@ def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool =
     held = plan.evaluate(mem)
     hbm = getattr(plan.hardware, "hbm_bytes", None)
     fits = held is None or hbm is None or held <= hbm
-    return Priced(cand, space.layouts(cand), plan, *vals, held, mem, fits, cand.describe(space.batch, space.activation_dims))
+    collectives = tuple(s.signature() for s in plan.collectives)
+    return plan, mem, (num.t_step, num.t_math, num.t_hbm, num.t_comms, held, fits, collectives)
+
+
+def replanner(space: Space, cand: Candidate, options: dict):
+    """``() -> (plan, memory closed form)`` of a candidate planned again (``options``: :func:`price`'s)."""
+    return partial(_replanned, space, cand, options)
+
+
+def _replanned(space, cand, options) -> tuple:
+    got = planned(space, cand, **options)
+    if got is None:       # the engine priced it once: it must again
+        raise SymcostError(f"{cand} could not be planned again")
+    return got[:2]
 
 
 def curve(expr, subs: dict, name: str, values):

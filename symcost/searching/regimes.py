@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ..solve import roots
-from .price import curve
+from .price import curve, over_grid
 
 POINTS = 400
 
@@ -47,45 +47,54 @@ class Regime:
 
 
 def envelope(priced, symbol: str, lo: float, hi: float, hbm: float | None, points: int = POINTS):
-    """The regimes of ``priced`` (a list of :class:`~symcost.searching.price.Priced`) over ``lo..hi``."""
+    """The regimes of ``priced`` (a list of :class:`~symcost.searching.price.Priced`) over ``lo..hi``. A
+    candidate priced with its curves over this grid (:attr:`~symcost.searching.price.Priced.curves`, from a
+    worker process) is not planned again unless a boundary needs its closed forms."""
     import numpy as np
-    xs = np.geomspace(lo, hi, points)
-    subs = [p.plan.bindings() for p in priced]
-    totals = [p.plan.curves(symbol, xs) for p in priced]   # priced: every size bound
-    T = np.array([t.t_step for t in totals])
-    K = np.array([t.t_comms for t in totals])
-    M = np.array([curve(p.memory_expr, s, symbol, xs) for p, s in zip(priced, subs)])
+    xs = grid_of(lo, hi, points)
+    rows = [p.curves[1:] if p.curves is not None and np.array_equal(p.curves[0], xs)
+            else over_grid(p.plan, p.memory_expr, symbol, xs) for p in priced]
+    T = np.array([r[0] for r in rows])
+    K = np.array([r[1] for r in rows])
+    M = np.array([r[4] for r in rows])
     fits = M <= hbm if hbm is not None else np.ones_like(T, dtype=bool)
     T = np.where(fits, T, np.inf)
     best = _best(T, K)
-    bounds = _bounds(totals, xs, best)
+    bounds = _bounds(rows, xs, best)
     regimes, start = [], None
     for i in range(1, len(xs)):
         a, b = best[i - 1], best[i]
         if a == b and bounds[i - 1] == bounds[i]:
             continue
+        sa, sb = priced[a].plan.bindings(), priced[b].plan.bindings()
         if a == b:        # the same candidate turns compute-, HBM- or comms-bound
             ea, eb = (_total(priced[a], bounds[i - 1]), _total(priced[a], bounds[i]))
-            edge = _solve(ea, eb, subs[a], subs[a], symbol, xs[i - 1], xs[i], f"{bounds[i]}-bound")
+            edge = _solve(ea, eb, sa, sa, symbol, xs[i - 1], xs[i], f"{bounds[i]}-bound")
         else:
-            edge = _boundary(priced[a], priced[b], subs[a], subs[b], symbol, xs[i - 1], xs[i], hbm)
+            edge = _boundary(priced[a], priced[b], sa, sb, symbol, xs[i - 1], xs[i], hbm)
         regimes.append(Regime(int(a), start, edge, bounds[i - 1]))
         start = edge
     regimes.append(Regime(int(best[-1]), start, None, bounds[-1]))
     return [r for r in regimes if r.best >= 0]
 
 
+def grid_of(lo: float, hi: float, points: int = POINTS):
+    """The values of the symbol the envelope is found on (geometric)."""
+    import numpy as np
+    return np.geomspace(lo, hi, points)
+
+
 def _total(p, bound: str):
     return {"compute": p.plan.t_math, "HBM": p.plan.t_hbm, "comms": p.plan.t_comms}[bound]
 
 
-def _bounds(totals, xs, best) -> list[str]:
+def _bounds(rows, xs, best) -> list[str]:
     """What limits the best candidate at each grid point."""
     import numpy as np
     out = [""] * len(xs)
     for b in set(int(x) for x in best if x >= 0):
-        t = totals[b]
-        curves = np.array([t.t_math, t.t_hbm, t.t_comms])
+        r = rows[b]
+        curves = np.array([r[2], r[3], r[1]])
         which = np.argmax(curves, axis=0)
         for i in np.nonzero(best == b)[0]:
             out[i] = ("compute", "HBM", "comms")[which[i]]

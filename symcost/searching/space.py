@@ -80,6 +80,7 @@ class Space:
     open_tensors: frozenset       # (statement index, tensor position) of the open tensors
     classes: tuple[tuple[str, ...], ...]   # interchangeable axes, in mesh order
     batch: frozenset              # activation dimensions no parameter has
+    hardware: object = None       # the preset the candidates are priced with
 
     @property
     def activation_dims(self) -> frozenset:
@@ -105,7 +106,7 @@ class Space:
             key.setdefault((a.size or a.name, a.kind, a.links, a.wraparound), []).append(a.name)
         classes = tuple(tuple(v) for v in key.values())
         batch = frozenset(dims["activation"]) - frozenset(dims["param"])
-        return cls(prog, m, groups, opened, classes, batch)
+        return cls(prog, m, groups, opened, classes, batch, bound.hardware)
 
     @property
     def roles(self) -> tuple:

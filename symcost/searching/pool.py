@@ -1,0 +1,115 @@
+"""Pricing a search's candidates in worker processes.
+
+Each worker plans its share of the candidates with the engine, exactly as the calling process would, and
+sends back their numbers only (a plan holds SymPy closed forms: sending one costs more than planning it).
+The caller keeps the candidates in their order and derives a candidate's plan again when it is read (the
+few a search shows, the boundaries of its regimes), so the ranking is the one a single process finds.
+
+    >>> from symcost.searching.space import Space
+    >>> s = Space.of("param W[D, F]\\nOut[B, F] = In[B, D] *_D W[D, F]", "X=4")
+    >>> opts = dict(dims={"B": 4096, "D": 8192, "F": 8192}, hw="tpu-v5p")
+    >>> two = priced_all(s, list(s.candidates()), jobs=2, options=opts)
+    >>> one = priced_all(s, list(s.candidates()), jobs=1, options=opts)
+    >>> [p.description for p in two][:3], two == one, two[2].plan.t_step == one[2].plan.t_step
+    (['unused over X', 'DP over X', 'activations over X'], True, True)
+
+Workers are forked where that is safe (they start with the caller's caches; see :func:`start_method`),
+else started fresh. :func:`workers` says how many a ``jobs`` setting gives.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+
+from .. import progress
+from ..errors import UsageError
+from .price import Priced, over_grid, planned, price, priced, replanner
+from .space import Space
+
+#: below this many candidates a search prices in its own process (starting workers costs more)
+MIN_CANDIDATES = 32
+
+_job: dict = {}      # a worker's space and pricing options
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:          # not Linux
+        return os.cpu_count() or 1
+
+
+def workers(jobs, candidates: int) -> int:
+    """Worker processes for ``candidates`` candidates: ``jobs`` a number (1: none, price here), or ``None`` /
+    ``"auto"`` (every core, where there are at least :data:`MIN_CANDIDATES` candidates)."""
+    if jobs is None or jobs == "auto":
+        n = cores()
+        return n if n > 1 and candidates >= MIN_CANDIDATES else 1
+    if isinstance(jobs, str):
+        try:
+            jobs = int(jobs)
+        except ValueError:
+            raise UsageError(f"--jobs must be a number of processes or 'auto', not {jobs!r}") from None
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise UsageError(f"--jobs must be at least 1 (or 'auto'), not {jobs!r}")
+    return min(jobs, max(candidates, 1))
+
+
+def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wrap=None,
+               sweep=None) -> list[Priced | None]:
+    """Every candidate of ``cands`` priced (None where the engine refuses it), in order; ``options``: the
+    keyword arguments of :func:`~symcost.searching.price.price`; ``progress_wrap``: wraps the iterator of
+    results (e.g. ``tqdm``); ``sweep``: ``(symbol, values)`` over which workers also send each candidate's
+    :func:`~symcost.searching.price.over_grid` curves (what the regimes read)."""
+    n = workers(jobs, len(cands))
+    if n == 1:
+        results = (price(space, c, **options) for c in cands)
+    else:
+        results = _pooled(space, cands, n, options, sweep)
+    if progress_wrap is not None:
+        results = progress_wrap(results, total=len(cands))
+    out = []
+    for p in results:
+        out.append(p)
+        progress.advance(1, "pricing shardings")
+    return out
+
+
+def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
+    chunk = max(1, min(16, len(cands) // (n * 8)))
+    ctx = multiprocessing.get_context(start_method())
+    with ctx.Pool(n, _start, (space, options, sweep)) as pool:
+        for c, got in zip(cands, pool.imap(_numbers, cands, chunksize=chunk)):
+            if got is None:
+                yield None
+                continue
+            curves = None if got[1] is None else (sweep[1], *got[1])
+            yield priced(space, c, got[0], replanner(space, c, options), curves)
+
+
+def start_method() -> str:
+    """How workers start: forked from this process where that is safe (Linux, one thread, no JAX or
+    PyTorch loaded: their threads do not survive a fork), so they begin with its caches; else from a fresh
+    server process (``forkserver``), or spawned (not Linux)."""
+    if sys.platform != "linux":
+        return "spawn"
+    if threading.active_count() > 1 or any(m in sys.modules for m in ("jax", "torch", "tensorflow")):
+        return "forkserver"
+    return "fork"
+
+
+def _start(space: Space, options: dict, sweep) -> None:
+    progress.quiet()
+    _job.update(space=space, options=options, sweep=sweep)
+
+
+def _numbers(cand):
+    got = planned(_job["space"], cand, **_job["options"])
+    if got is None:
+        return None
+    plan, memory, numbers = got
+    sweep = _job["sweep"]
+    return numbers, (over_grid(plan, memory, *sweep) if sweep is not None else None)

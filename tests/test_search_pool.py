@@ -1,0 +1,104 @@
+"""symcost search priced in worker processes: the same ranking, numbers, plans and regimes as one process,
+plans derived again only when read, and the --jobs setting."""
+from pathlib import Path
+
+import pytest
+
+import symcost
+from symcost.cli import main
+from symcost.errors import UsageError
+from symcost.searching import pool, search
+
+ROOT = Path(__file__).parent.parent
+MLP = (ROOT / "examples" / "mlp.sc").read_text()
+DIMS = "B=1048576,D=8192,F=32768"
+
+
+def _both(**kw):
+    out = []
+    for jobs in (1, 2):
+        symcost.clear_caches()
+        out.append(search(MLP, "X=4,Y=4", DIMS, "tpu-v5p", backward=True, jobs=jobs, **kw))
+    return out
+
+
+def test_two_processes_rank_as_one():
+    """All 45 candidates of the MLP on X=4,Y=4, forward + backward: the same order, the same numbers
+    (exactly: the same engine plans them), the same memory and verdicts; a candidate's plan, derived again
+    when read, has the same closed-form step time."""
+    one, two = _both()
+    assert two.priced == one.priced == 45 and two.feasible == one.feasible
+    assert [p.candidate for p in two.ranked] == [p.candidate for p in one.ranked]
+    for a, b in zip(one.ranked, two.ranked):
+        assert (a.t_step, a.t_math, a.t_hbm, a.t_comms, a.memory_bytes, a.fits, a.description) == \
+               (b.t_step, b.t_math, b.t_hbm, b.t_comms, b.memory_bytes, b.fits, b.description)
+    assert "_derived" not in two.ranked[5].__dict__         # not derived until read
+    assert two.ranked[5].plan.t_step == one.ranked[5].plan.t_step
+    assert two.ranked[5].memory_expr == one.ranked[5].memory_expr
+    d1, d2 = one.to_dict(5), two.to_dict(5)
+    d1.pop("seconds"), d2.pop("seconds")
+    assert d1 == d2
+    assert not any("_derived" in p.__dict__ for p in two.ranked[6:])    # --json reads no plan
+
+
+def test_two_processes_find_the_same_regimes():
+    """--vs B: workers send each candidate's curves over the grid; the regimes and their exact boundaries
+    are those one process finds, and only the candidates a boundary involves are planned again here."""
+    one, two = _both(vs="B")
+    assert [(r.best, r.bound) for r in two.regimes] == [(r.best, r.bound) for r in one.regimes]
+    assert [(r.end.exact, r.end.value) for r in two.regimes[:-1]] == \
+           [(r.end.exact, r.end.value) for r in one.regimes[:-1]]
+    assert len(two.regimes) >= 2
+    involved = {r.best for r in two.regimes}
+    derived = {i for i, p in enumerate(two.ranked) if "_derived" in p.__dict__}
+    assert derived <= involved and len(derived) < two.priced
+
+
+def test_workers_setting():
+    assert pool.workers(1, 1000) == 1
+    assert pool.workers(4, 3) == 3                  # never more workers than candidates
+    assert pool.workers("2", 100) == 2
+    n = pool.cores()
+    assert pool.workers("auto", pool.MIN_CANDIDATES - 1) == 1
+    assert pool.workers(None, 10_000) == (n if n > 1 else 1)
+    for bad in (0, -1, "x", 1.5, True):
+        with pytest.raises(UsageError, match="--jobs"):
+            pool.workers(bad, 100)
+
+
+def test_cli_jobs(capsys):
+    """The text a user reads is the same whatever --jobs is; a bad --jobs is a usage error."""
+    argv = ["search", str(ROOT / "examples" / "mlp.sc"), "--backward", "--mesh", "X=4,Y=4", "--hw", "tpu-v5p",
+            "--dims", DIMS, "--top", "4"]
+    outs = []
+    for jobs in ("1", "2"):
+        assert main(argv + ["--jobs", jobs]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and "priced 45 shardings" in outs[0]
+    assert main(argv + ["--jobs", "0"]) == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
+
+
+def test_fresh_workers(monkeypatch):
+    """Workers started from a fresh server process (where forking is unsafe: JAX loaded, threads running)
+    receive the space and options pickled, and price as this process does."""
+    monkeypatch.setattr(pool, "start_method", lambda: "forkserver")
+    one = search(MLP, "X=4", DIMS, "tpu-v5p", backward=True, jobs=1)
+    two = search(MLP, "X=4", DIMS, "tpu-v5p", backward=True, jobs=2)
+    assert [(p.candidate, p.t_step, p.memory_bytes) for p in two.ranked] == \
+           [(p.candidate, p.t_step, p.memory_bytes) for p in one.ranked]
+
+
+def test_start_method_avoids_forking_threads(monkeypatch):
+    import sys
+    if sys.platform != "linux":
+        assert pool.start_method() == "spawn"
+        return
+    monkeypatch.setitem(sys.modules, "jax", object())
+    assert pool.start_method() == "forkserver"
+    monkeypatch.delitem(sys.modules, "jax")
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+    import threading
+    if threading.active_count() == 1:
+        assert pool.start_method() == "fork"
