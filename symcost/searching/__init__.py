@@ -11,7 +11,8 @@
     ('W_in[D, F]', 'DP over X', 'compute')
 
 :mod:`.space` says what is searched (roles of mesh axes, symmetric duplicates collapsed), :mod:`.price`
-prices a candidate (the engine's plan, made numbers; vectorised curves), :mod:`.regimes` finds the best
+prices a candidate (the engine's plan, made numbers; vectorised curves), :mod:`.pool` prices them in worker
+processes (``jobs``), :mod:`.regimes` finds the best
 over a range of one symbol with exact boundaries, :mod:`.plot` draws them (matplotlib, optional).
 """
 from __future__ import annotations
