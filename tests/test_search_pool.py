@@ -102,3 +102,34 @@ def test_start_method_avoids_forking_threads(monkeypatch):
     import threading
     if threading.active_count() == 1:
         assert pool.start_method() == "fork"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc")
+def test_ctrl_c_stops_the_workers_quietly(tmp_path):
+    """Ctrl-C on a terminal interrupts the whole process group: the search stops with exit code 130, no
+    traceback from any worker, and no worker left running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    layer = tmp_path / "layer.sc"
+    from symcost.models.config import load_model_config
+    from symcost.models.transformer import open_layer
+    layer.write_text(open_layer(load_model_config("llama3-8b"), batch=8, seq=4096)[0])
+    proc = subprocess.Popen([sys.executable, "-m", "symcost.cli", "search", str(layer), "--backward", "--mesh",
+                             "X=4,Y=2", "--hw", "h100", "--jobs", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None and not children.read_text().split():
+        time.sleep(0.1)
+    workers = children.read_text().split()
+    assert len(workers) == 2                       # the search (minutes long) is running in two workers
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "Traceback" not in err.decode() and "Worker" not in err.decode()
+    assert not any(Path(f"/proc/{w}").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
+                   for w in workers)

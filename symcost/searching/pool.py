@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 
@@ -102,6 +103,7 @@ def start_method() -> str:
 
 
 def _start(space: Space, options: dict, sweep) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C stops the caller, which stops the workers
     progress.quiet()
     _job.update(space=space, options=options, sweep=sweep)
 
