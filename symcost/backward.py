@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from typing import NamedTuple
 
+from . import caching
 from .collectives import gradient
 from .einsum import LocalEinsum
 from .elementwise import Elementwise
@@ -90,8 +92,30 @@ def saved_layout(t: Layout, trace: Trace, params: dict, reuse: str) -> Layout:
     return trace.first.get(t.name, t)
 
 
+class State(NamedTuple):
+    """Where the backward pass stands after the uses from some index on: the gradients laid out so far, the
+    steps and saved activations so far, and the layouts materialised (a tie's alternative resumes here)."""
+
+    grads: dict
+    steps: tuple
+    saved: dict
+    have: dict
+
+    def copied(self) -> "State":
+        return State(dict(self.grads), self.steps, dict(self.saved), {k: list(v) for k, v in self.have.items()})
+
+
 def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads: bool = True):
     """(steps of the backward pass, the activations it reads as {name: layout they are kept in})."""
+    steps, saved, _ = resumed(trace, params, reuse, input_grads)
+    return steps, saved
+
+
+def resumed(trace: Trace, params: dict, reuse: str = "activations", input_grads: bool = True,
+            start: tuple[int, State] | None = None, marks=()) -> tuple[list, dict, dict]:
+    """The backward pass from ``start`` (``(index, state)``: the uses from ``index`` on already taken
+    back; None: from the program's end): its steps, saved activations, and ``{index: State}`` at each
+    index of ``marks`` it passes (the uses from that index on taken back)."""
     if reuse not in REUSE:
         raise UsageError(f"reuse must be one of {', '.join(REUSE)}, not {reuse!r}")
     mesh, known, first = trace.mesh, trace.known, trace.first
@@ -99,14 +123,18 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
     outputs = [n for n, _ in trace.produced if n not in consumed]
     if not outputs:
         raise UsageError("the program has no output to differentiate")
-    grads: dict[str, Layout] = {n: gradient(known[n]) for n in outputs}
     inputs = set(trace.inputs)
     redefined = {u.op.after.name for u in trace.uses if u.written}
     any_move = trace.ranker.with_moves(None)
-    steps: list[Step] = []
-    saved: dict[str, Layout] = {}
-    have: dict[str, list] = {}  # tensor name -> layouts already materialized in the backward pass (reused)
+    # grads: tensor name -> its gradient's layout; have: tensor name -> layouts already materialized in the
+    # backward pass (reused)
+    at, state = start or (len(trace.uses), State({n: gradient(known[n]) for n in outputs}, (), {}, {}))
+    state = state.copied()
+    grads, saved, have, steps = state.grads, state.saved, state.have, list(state.steps)
+    states: dict[int, State] = {}
     readers = Counter(t.name for u in trace.uses if not u.written for t in u.op.inputs)
+
+    names = frozenset(params)
 
     def add(ops_steps):
         steps.extend(flagged(ops_steps, params, "backward"))
@@ -117,7 +145,10 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
             saved.setdefault(lay.name, lay)
         return lay
 
-    for use in reversed(trace.uses):
+    for i in range(at - 1, -1, -1):
+        if i + 1 in marks:
+            states[i + 1] = State(grads, tuple(steps), saved, have).copied()
+        use = trace.uses[i]
         if isinstance(use.op, Elementwise):
             e = use.op
             dres = grads.get(e.output.name)
@@ -181,9 +212,16 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
             for op in best.steps:
                 if not isinstance(op, LocalEinsum) and op.before.name in kept | {dres.name}:
                     have.setdefault(op.before.name, [op.before]).append(op.after)
-            add(explained_steps(best.steps, mesh, target, "backward", sizes=trace.bound.sizes))
+            steps.extend(_explained(best.steps, mesh, target, trace.bound.sizes, names))
             grads.setdefault(name, final_layout(best.steps))
-    return steps, saved
+    return steps, saved, states
+
+
+@caching.memoize(maxsize=8192)
+def _explained(ops: tuple, mesh, target, sizes, params: frozenset) -> tuple[Step, ...]:
+    """A gradient's route as backward steps, explained and marked (kept: the tied forward plans a search
+    weighs take the same gradients back again)."""
+    return tuple(flagged(explained_steps(ops, mesh, target, "backward", sizes=sizes), params))
 
 
 def _elementwise_backward(e: Elementwise, dres: Layout, keep, grads, params, inputs, input_grads, mesh, ranker, add):

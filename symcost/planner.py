@@ -29,7 +29,7 @@ from .pricing import policy
 from .rewrite import OBJECTIVES, Ranker, plan_chain, product_dims, reshard
 from .rewrite.chains import LAYOUT_LIMIT
 from .explain import explained_steps, final_layout
-from .trace import Step, Trace, Use
+from .trace import Step, Tie, Trace, Use
 
 #: the moves the engine inserts in a strategy (a program with ``param`` declarations): the book's
 #: algorithms gather, slice and reduce; an AllToAll or a send is part of a strategy only where written.
@@ -216,9 +216,8 @@ class _Walk:
         cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, self.mesh, self.ranker,
                            out_dtype=target.dtype if target is not None else None, names=names, keep=ALTERNATIVES)
         tied = sum(c.rank[0] == cands[0].rank[0] for c in cands)    # equally fast: the backward pass may choose
-        if tied > 1:
-            self.ties.append((self.at, line, tied))
-        best = cands[min(self.choices.get(self.at, 0), tied - 1)]
+        k = min(self.choices.get(self.at, 0), tied - 1)
+        best, s0, u0 = cands[k], len(self.steps), len(self.uses)
         chosen = explained_steps(best.steps, self.mesh, target, sizes=self.bound.sizes)
         if best.bounded:
             self.notes.append(f"line {line}: the layout search was bounded ({len(self.mesh.axes)} mesh axes): each "
@@ -226,13 +225,14 @@ class _Walk:
                               f"through costlier layouts were not explored; write the collectives you want to "
                               f"compare them")
         self.steps.extend(chosen)
-        for c in cands if self.kept else ():
-            if c is not best:
-                self.alternatives.append((tuple(explained_steps(c.steps, self.mesh, target, sizes=self.bound.sizes)),
-                                          tuple(chosen)))
+        self.alternatives.extend((explained_steps(c.steps, self.mesh, target, sizes=self.bound.sizes), tuple(chosen))
+                                 for c in (cands if self.kept else ()) if c is not best)
         self.known[name] = final_layout(best.steps)
         self.initial.setdefault(name, self.known[name])
         self.uses.extend(Use(op, line) for op in best.steps if isinstance(op, LocalEinsum))
+        if tied > 1:
+            self.ties.append(Tie(self.at, line, tied, tuple(cands[:tied]), target, k, (s0, len(self.steps)),
+                                 (u0, len(self.uses))))
 
     def reshard(self, src: Layout, target: Layout, out: TensorRef) -> None:
         target = replace(target, dtype=out.dtype or src.dtype)

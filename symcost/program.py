@@ -14,15 +14,14 @@ derives the gradients (:mod:`symcost.backward`) and returns a :class:`~symcost.p
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
 
+from . import ties
 from .backward import REUSE, default_params, flagged, resolve_params
 from .binding import bind
 from .memory import memory_per_device
 from .notation import Collective, Declaration, Program, Ranking, parse
 from .plan import Alternative, Plan
 from .planner import plan_program
-from .printers.text import fmt_seconds
 from .trace import Trace
 
 __all__ = ["derive_program", "graph", "REUSE"]
@@ -101,67 +100,20 @@ def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap,
             alternatives, choices=None) -> Plan:
     bound = bind(text, mesh, dims, hw)
 
-    def planned(choices=None) -> _Planned:
+    def planned(choices=None) -> ties.Planned:
         trace = plan_program(bound, overlap=overlap, objective=objective, moves=moves, strict=strict,
                              alternatives=alternatives, choices=choices)
         if not backward:
             names = set(trace.param_layouts) or set(default_params(trace))
-            return _Planned(trace, flagged(trace.steps, names), {}, {})
-        from .backward import backward as derive_backward
-        chosen = resolve_params(trace, params)
-        forward = flagged(trace.steps, chosen)
-        steps, saved = derive_backward(trace, chosen, reuse, input_grads)
-        return _Planned(trace, forward + steps, chosen, saved)
+            return ties.Planned(trace, tuple(flagged(trace.steps, names)))
+        return ties.planned(trace, resolve_params(trace, params), reuse, input_grads)
 
     best = planned(choices)
     notes = ()
     if backward and best.trace.ties and choices is None:
-        best, notes = _ties_weighed(planned, best)
+        best, notes = ties.weighed(best, planned, reuse, input_grads)
     plan = _plan_of(best.trace, text, best.steps, overlap, objective)
     if backward:
         memory = memory_per_device(plan, list(best.params), grad_bytes=2, saved=tuple(best.saved.values()))
         plan = replace(plan, memory=tuple(memory.items()), residuals=tuple(best.saved.values()))
     return replace(plan, notes=plan.notes + notes) if notes else plan
-
-
-class _Planned(NamedTuple):
-    """A program planned, before it is a :class:`Plan`: the trace, every step (forward, then backward),
-    the parameters and the activations the backward pass reads."""
-
-    trace: Trace
-    steps: list
-    params: dict
-    saved: dict
-
-
-def _ties_weighed(planned, best: _Planned) -> tuple[_Planned, tuple[str, ...]]:
-    """Where an einsum has equally fast forward plans, the one whose whole step (forward and backward) is
-    fastest, at the sizes plans are ranked at: the forward choice fixes the layouts the backward pass
-    reads. Einsums are taken in program order, each with the choices before it settled. Each is scored
-    from its steps; only the one chosen becomes a plan."""
-    choices: dict[int, int] = {}
-    score = _rank(best)
-    notes = []
-    while (todo := [t for t in best.trace.ties if t[0] not in choices]):
-        at, line, n = todo[0]
-        choices[at] = 0
-        scores = [score]
-        for k in range(1, n):
-            other = planned({**choices, at: k})
-            scores.append(_rank(other))
-            if scores[-1] < score:
-                best, score, choices[at] = other, scores[-1], k
-        if len({s[0] for s in scores}) > 1:
-            fastest, slowest = fmt_seconds(min(scores)[0]), fmt_seconds(max(scores)[0])
-            notes.append(f"line {line}: {n} forward plans are equally fast; the one chosen makes the step with the "
-                         f"backward pass fastest ({fastest}, the others up to {slowest})")
-    return best, tuple(notes)
-
-
-def _rank(planned: _Planned) -> tuple[float, float]:
-    """A whole plan's objective at the ranking sizes, then its communication time (of two equally fast
-    steps, the one that leaves the links more room); rounded as the chain planner rounds its own."""
-    steps, ranker = planned.steps, planned.trace.ranker
-    off_path = frozenset(i for i, s in enumerate(steps) if not s.critical)
-    t = ranker.totals([s.op for s in steps], off_path)
-    return float(f"{ranker.objective_of(t):.9g}"), float(f"{t.t_comms:.9g}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 from .binding import BoundProgram
 from .einsum import LocalEinsum
@@ -124,6 +125,21 @@ class Use:
     written: bool = False
 
 
+class Tie(NamedTuple):
+    """An einsum with equally fast plans (the backward pass may choose among them): its statement and
+    line, how many plans tie, the chain planner's plans (the tied ones first), the layout they reach,
+    which one the trace took, and where its steps and uses lie in the trace (``(start, end)``)."""
+
+    at: int
+    line: int
+    n: int
+    plans: tuple = ()
+    target: object = None
+    chosen: int = 0
+    steps: tuple[int, int] = (0, 0)
+    uses: tuple[int, int] = (0, 0)
+
+
 @dataclass(frozen=True)
 class Trace:
     """The planner's answer for a whole program: its steps, the alternatives it weighed, and what the
@@ -140,7 +156,7 @@ class Trace:
     uses: tuple[Use, ...]
     compute_dtype: str
     notes: tuple[str, ...] = ()                  # what the planner wants the reader to know (a bounded search)
-    ties: tuple[tuple[int, int, int], ...] = ()  # (statement, line, how many plans) of einsums with equally fast plans
+    ties: tuple[Tie, ...] = ()                   # einsums with equally fast plans
 
     @property
     def mesh(self) -> Mesh:

@@ -1,0 +1,116 @@
+"""Equally fast forward plans, weighed with the backward pass.
+
+An einsum can have several forward plans that are equally fast (the same moves over other axes, the
+local product on other shards). Which one the forward pass takes fixes the layouts the backward pass
+reads, so with ``backward`` each is weighed by the whole step it makes, at the sizes plans are ranked at;
+einsums are taken in program order, each with the choices before it settled.
+
+An alternative that reaches the layout the first plan reaches (the usual case) changes nothing else in
+the forward pass, and nothing the backward pass does for the statements after its einsum: it is the
+trace with that einsum's steps exchanged (:func:`spliced`), and its backward pass resumes where the
+statements after it left off (:func:`symcost.backward.resumed`). Any other alternative is planned again
+from the start. Either way it is the plan that ``choices`` would give (a test holds the two equal).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import NamedTuple
+
+from .backward import flagged, resumed
+from .einsum import LocalEinsum
+from .explain import explained_steps, final_layout
+from .printers.text import fmt_seconds
+from .trace import Tie, Trace, Use
+
+
+class Planned(NamedTuple):
+    """A program planned, before it is a :class:`~symcost.plan.Plan`: the trace, its forward steps (marked
+    on or off the critical path) and backward steps, the parameters, the activations the backward pass
+    reads, and where the backward pass stood at the end of each tie's uses (``{use index: State}``)."""
+
+    trace: Trace
+    forward: tuple
+    backward: tuple = ()
+    params: dict = {}
+    saved: dict = {}
+    states: dict = {}
+
+    @property
+    def steps(self) -> list:
+        return list(self.forward + self.backward)
+
+
+def planned(trace: Trace, params: dict, reuse: str, input_grads: bool) -> Planned:
+    """The forward steps and the whole backward pass of a trace."""
+    steps, saved, states = resumed(trace, params, reuse, input_grads, marks=_marks(trace))
+    return Planned(trace, tuple(flagged(trace.steps, params)), tuple(steps), params, saved, states)
+
+
+def spliced(trace: Trace, at: int, k: int) -> Trace | None:
+    """The trace with the ``k``-th of the tied plans of statement ``at`` taken instead of the one it took;
+    None when that plan reaches another layout (the statements after it would be planned from there)."""
+    tie = _tie(trace, at)
+    took, other = tie.plans[tie.chosen], tie.plans[k]
+    if trace.alternatives or final_layout(other.steps) != final_layout(took.steps):
+        return None
+    steps = explained_steps(other.steps, trace.mesh, tie.target, sizes=trace.bound.sizes)
+    uses = [Use(op, tie.line) for op in other.steps if isinstance(op, LocalEinsum)]
+    (s0, s1), (u0, u1) = tie.steps, tie.uses
+    if len(steps) != s1 - s0 or len(uses) != u1 - u0:
+        return None
+    ties = tuple(t._replace(chosen=k) if t.at == tie.at else t for t in trace.ties)
+    return replace(trace, steps=trace.steps[:s0] + tuple(steps) + trace.steps[s1:],
+                   uses=trace.uses[:u0] + tuple(uses) + trace.uses[u1:], ties=ties)
+
+
+def weighed(best: Planned, replan, reuse: str, input_grads: bool) -> tuple[Planned, tuple[str, ...]]:
+    """The fastest whole step over the ties' choices (``replan(choices)``: the program planned with
+    ``{statement: k}``), and a note for each tie whose choices differ."""
+    choices: dict[int, int] = {}
+    score = rank(best)
+    notes = []
+    while (todo := [t for t in best.trace.ties if t.at not in choices]):
+        tie = todo[0]
+        choices[tie.at] = 0
+        scores = [score]
+        for k in range(1, tie.n):
+            other = _alternative(best, tie.at, k, reuse, input_grads) or replan({**choices, tie.at: k})
+            scores.append(rank(other))
+            if scores[-1] < score:
+                best, score, choices[tie.at] = other, scores[-1], k
+        if len({s[0] for s in scores}) > 1:
+            fastest, slowest = fmt_seconds(min(scores)[0]), fmt_seconds(max(scores)[0])
+            notes.append(f"line {tie.line}: {tie.n} forward plans are equally fast; the one chosen makes the step "
+                         f"with the backward pass fastest ({fastest}, the others up to {slowest})")
+    return best, tuple(notes)
+
+
+def _alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool) -> Planned | None:
+    """The ``k``-th plan of statement ``at`` taken instead of the one ``best`` took (None: plan it again)."""
+    trace = spliced(best.trace, at, k)
+    if trace is None:
+        return None
+    tie = _tie(trace, at)
+    (s0, s1), end = tie.steps, tie.uses[1]
+    forward = best.forward[:s0] + tuple(flagged(trace.steps[s0:s1], best.params)) + best.forward[s1:]
+    steps, saved, states = resumed(trace, best.params, reuse, input_grads, start=(end, best.states[end]),
+                                   marks=_marks(trace))
+    kept = {i: s for i, s in best.states.items() if i >= end}
+    return Planned(trace, forward, tuple(steps), best.params, saved, {**kept, **states})
+
+
+def _tie(trace: Trace, at: int) -> Tie:
+    return next(t for t in trace.ties if t.at == at)
+
+
+def _marks(trace: Trace) -> frozenset:
+    return frozenset(t.uses[1] for t in trace.ties)
+
+
+def rank(planned: Planned) -> tuple[float, float]:
+    """A whole plan's objective at the ranking sizes, then its communication time (of two equally fast
+    steps, the one that leaves the links more room); rounded as the chain planner rounds its own."""
+    steps, ranker = planned.steps, planned.trace.ranker
+    off_path = frozenset(i for i, s in enumerate(steps) if not s.critical)
+    t = ranker.totals([s.op for s in steps], off_path)
+    return float(f"{ranker.objective_of(t):.9g}"), float(f"{t.t_comms:.9g}")
