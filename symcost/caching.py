@@ -36,11 +36,12 @@ def kept_hash(self) -> int:
     """``__hash__`` for a frozen dataclass hashed again and again (a search's layouts, a run's layer): its
     fields' hash, computed once and kept on the instance (write ``__hash__ = caching.kept_hash`` in the class
     body, with ``__getstate__ = caching.state_without_hash``: the kept hash is this process's)."""
-    h = self.__dict__.get("_hash")
-    if h is None:
+    try:
+        return self._hash
+    except AttributeError:
         h = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
         object.__setattr__(self, "_hash", h)
-    return h
+        return h
 
 
 def state_without_hash(self) -> dict:

@@ -110,7 +110,6 @@ def _marks(trace: Trace) -> frozenset:
 def rank(planned: Planned) -> tuple[float, float]:
     """A whole plan's objective at the ranking sizes, then its communication time (of two equally fast
     steps, the one that leaves the links more room); rounded as the chain planner rounds its own."""
-    steps, ranker = planned.steps, planned.trace.ranker
-    off_path = frozenset(i for i, s in enumerate(steps) if not s.critical)
-    t = ranker.totals([s.op for s in steps], off_path)
+    ranker = planned.trace.ranker
+    t = ranker.totals_of(s.ranked(ranker) for s in planned.forward + planned.backward)
     return float(f"{ranker.objective_of(t):.9g}"), float(f"{t.t_comms:.9g}")

@@ -94,6 +94,18 @@ class Step:
         """The layout this step leaves its tensor in."""
         return self.op.output if self.is_compute else self.op.after
 
+    def ranked(self, ranker: Ranker):
+        """The step's cost in numbers at the ranker's sizes, off the critical path where the step is
+        (kept on the step for the last ranker that asked: a whole plan is ranked again for each of its
+        tied alternatives, which share most of their steps)."""
+        got = self.__dict__.get("_ranked")
+        if got is not None and (got[0] is ranker or got[0] == ranker):
+            return got[1]
+        c = ranker.cost(self.op)
+        c = c if self.critical or c.local else c._replace(critical=False)
+        self.__dict__["_ranked"] = (ranker, c)
+        return c
+
     bytes = property(lambda self: self.cost.bytes)
     flops = property(lambda self: self.cost.flops)
     seconds = property(lambda self: self.cost.seconds)

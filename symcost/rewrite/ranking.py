@@ -98,6 +98,14 @@ class Ranker:
             costs = (c._replace(critical=False) if i in off_path and not c.local else c for i, c in enumerate(costs))
         return totals(costs, self.env, self.overlap)
 
+    def cost(self, op):
+        """An operation's :class:`~symcost.pricing.OpCost` in numbers at the ranking sizes."""
+        return _op_cost(self, op)
+
+    def totals_of(self, costs):
+        """The :class:`~symcost.pricing.Totals` of operations' costs in numbers (as :meth:`cost` gives)."""
+        return totals(costs, self.env, self.overlap)
+
     def objective_of(self, t) -> float:
         """The objective of a plan's numeric :class:`~symcost.pricing.Totals`."""
         if self.objective == "comms":
