@@ -272,28 +272,39 @@ def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, m
     """For every sigma whose operand layouts are reachable: (result layout, entry)."""
     # which unreduced sets an operand may keep (at most one operand keeps any: the product is linear)
     keep_opts = [(frozenset(), frozenset())]
-    keep_opts += [(u, frozenset()) for u in sorted({lay.unreduced for lay in dist_left} - {frozenset()}, key=sorted)]
+    keep_opts += [(u, frozenset()) for u in _unreduced_sets(dist_left)]
     if right is not None:
-        keep_opts += [(frozenset(), u) for u in sorted({lay.unreduced for lay in dist_right} - {frozenset()},
-                                                       key=sorted)]
+        keep_opts += [(frozenset(), u) for u in _unreduced_sets(dist_right)]
     rkey = None if right is None else (right.name, right.dims, right.dtype)
-    best: dict[Layout, Entry] = {}
+    best: dict[Layout, tuple] = {}     # result -> (cost, left's entry, right's entry, einsum): the first cheapest
+    get_l, get_r = dist_left.get, dist_right.get if right is not None else None
     for keep in keep_opts:
         for lay_l, lay_r, res, e, t in _local_einsums((left.name, left.dims, left.dtype), rkey, keep,
                                                       tuple(dims_out), name, dtype, mesh, ranker):
-            ent_l = dist_left.get(lay_l)
+            ent_l = get_l(lay_l)
             if ent_l is None:
                 continue
             if lay_r is None:
-                cost, steps = ent_l.cost + t, ent_l.steps
+                ent_r, cost = None, ent_l.cost + t
             else:
-                ent_r = dist_right.get(lay_r)
+                ent_r = get_r(lay_r)
                 if ent_r is None:
                     continue
-                cost, steps = ent_l.cost + ent_r.cost + t, ent_l.steps + ent_r.steps
-            if res not in best or cost < best[res].cost:
-                best[res] = Entry(cost, steps + (e,))
-    return list(best.items())
+                cost = ent_l.cost + ent_r.cost + t
+            got = best.get(res)
+            if got is None or cost < got[0]:
+                best[res] = (cost, ent_l, ent_r, e)
+    return [(res, Entry(cost, ent_l.steps + (ent_r.steps if ent_r is not None else ()) + (e,)))
+            for res, (cost, ent_l, ent_r, e) in best.items()]
+
+
+def _unreduced_sets(found) -> list:
+    """The nonempty sets of unreduced axes among a search's layouts, in a fixed order (kept on the search's
+    answer: the operands' searches are shared by every plan of a candidate)."""
+    got = found.__dict__.get("unreduced_sets")
+    if got is None:
+        got = found.__dict__["unreduced_sets"] = sorted({lay.unreduced for lay in found} - {frozenset()}, key=sorted)
+    return got
 
 
 @caching.memoize(maxsize=512)
