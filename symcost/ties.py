@@ -56,9 +56,12 @@ def spliced(trace: Trace, at: int, k: int) -> Trace | None:
     steps = explained_steps(other.steps, trace.mesh, tie.target, sizes=trace.bound.sizes)
     uses = [Use(op, tie.line) for op in other.steps if isinstance(op, LocalEinsum)]
     (s0, s1), (u0, u1) = tie.steps, tie.uses
-    if len(steps) != s1 - s0 or len(uses) != u1 - u0:
+    if len(uses) != u1 - u0:
         return None
-    ties = tuple(t._replace(chosen=k) if t.at == tie.at else t for t in trace.ties)
+    shift = len(steps) - (s1 - s0)     # equally fast plans may take more or fewer steps
+    ties = tuple(t._replace(chosen=k, steps=(s0, s0 + len(steps))) if t.at == at else
+                 t._replace(steps=(t.steps[0] + shift, t.steps[1] + shift)) if t.steps[0] >= s1 else t
+                 for t in trace.ties)
     return replace(trace, steps=trace.steps[:s0] + tuple(steps) + trace.steps[s1:],
                    uses=trace.uses[:u0] + tuple(uses) + trace.uses[u1:], ties=ties)
 
@@ -90,9 +93,9 @@ def _alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool) 
     trace = spliced(best.trace, at, k)
     if trace is None:
         return None
-    tie = _tie(trace, at)
-    (s0, s1), end = tie.steps, tie.uses[1]
-    forward = best.forward[:s0] + tuple(flagged(trace.steps[s0:s1], best.params)) + best.forward[s1:]
+    (s0, s1), (_, end) = _tie(best.trace, at).steps, _tie(best.trace, at).uses
+    taken = _tie(trace, at).steps[1]
+    forward = best.forward[:s0] + tuple(flagged(trace.steps[s0:taken], best.params)) + best.forward[s1:]
     steps, saved, states = resumed(trace, best.params, reuse, input_grads, start=(end, best.states[end]),
                                    marks=_marks(trace))
     kept = {i: s for i, s in best.states.items() if i >= end}

@@ -133,7 +133,7 @@ class _Bounded:
 
     def __call__(self, sources, target=None, accept=None, limit=LAYOUT_LIMIT):
         if target is None and accept is None and all(e.cost == 0.0 and not e.steps for e in sources.values()):
-            found = _reachable(frozenset(sources), self.mesh, self.ranker, limit)
+            found = _reachable(tuple(sources), self.mesh, self.ranker, limit)
         else:
             found = search(sources, self.mesh, self.ranker, target=target, accept=accept, limit=limit)
         self.short = self.short or not found.complete
@@ -141,9 +141,11 @@ class _Bounded:
 
 
 @caching.memoize(maxsize=128)
-def _reachable(layouts: frozenset, mesh, ranker, limit) -> Found:
+def _reachable(layouts: tuple, mesh, ranker, limit) -> Found:
     """Every layout reachable from ``layouts`` (each where a tensor already is) and its cheapest route:
-    the same operand layouts recur in every plan of a search, so the answer is kept (read-only)."""
+    the same operand layouts recur in every plan of a search, so the answer is kept (read-only). Keyed in
+    the caller's order: of two equally cheap routes the search takes the one from the earlier source, so a
+    set here would make the plan depend on the process's string hashing."""
     return search({lay: Entry(0.0, ()) for lay in layouts}, mesh, ranker, limit=limit)
 
 
