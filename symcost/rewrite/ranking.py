@@ -48,12 +48,12 @@ class Ranker:
     @classmethod
     def make(cls, mesh: Mesh, sizes=None, constants=None, objective: str = "time", overlap: str = "program",
              moves=None) -> "Ranker":
-        return cls(mesh, tuple(sorted((sizes or {}).items())), tuple(sorted((constants or {}).items())),
-                   objective, overlap, None if moves is None else tuple(moves))
+        return _interned(cls(mesh, tuple(sorted((sizes or {}).items())), tuple(sorted((constants or {}).items())),
+                             objective, overlap, None if moves is None else tuple(moves)))
 
     def with_moves(self, moves) -> "Ranker":
-        return Ranker(self.mesh, self.sizes, self.constants, self.objective, self.overlap,
-                      None if moves is None else tuple(moves))
+        return _interned(Ranker(self.mesh, self.sizes, self.constants, self.objective, self.overlap,
+                                None if moves is None else tuple(moves)))
 
     @cached_property
     def env(self) -> Env:
@@ -111,6 +111,13 @@ class Ranker:
         if self.objective == "comms":
             return t.t_comms + 1e-9 * max(t.t_math, t.t_hbm)
         return t.t_step
+
+
+@caching.memoize(maxsize=256)
+def _interned(ranker: Ranker) -> Ranker:
+    """One instance of each ranker value: the caches keyed by a ranker then find it by identity, without
+    comparing meshes and sizes field by field (every plan of a search makes its own)."""
+    return ranker
 
 
 @caching.memoize(maxsize=2048)
