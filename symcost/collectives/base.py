@@ -13,6 +13,7 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import ClassVar, Iterator
 
+from .. import caching
 from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
@@ -67,7 +68,13 @@ class Move:
 
 def gradient(layout: Layout, unreduced=()) -> Layout:
     """The layout of ``d<name>`` laid out like ``layout``, holding partial sums over ``unreduced``."""
-    return replace(layout, name="d" + layout.name, unreduced=frozenset(unreduced))
+    return _gradient(layout, frozenset(unreduced))
+
+
+@caching.memoize(maxsize=4096)
+def _gradient(layout: Layout, unreduced: frozenset) -> Layout:
+    """Kept: a backward pass asks for the same gradients' layouts again for every plan it weighs."""
+    return Layout("d" + layout.name, layout.dims, layout.axes, unreduced, layout.dtype)
 
 
 def set_axes(axes, i: int, value) -> tuple:
