@@ -85,18 +85,12 @@ class Ranker:
         return sum(_move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
                               m.distance)[1] for m in ops if not isinstance(m, LocalEinsum))
 
-    def total(self, ops, off_path=()) -> float:
+    def total(self, ops) -> float:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
-        objective, its communication time with compute as a tie-break). ``off_path``: the positions of
-        collectives off the critical path (a backward pass's weight gathers and gradient reductions)."""
-        return self.objective_of(self.totals(ops, off_path))
-
-    def totals(self, ops, off_path=()):
-        """A whole plan's :class:`~symcost.pricing.Totals` in numbers (``off_path`` as in :meth:`total`)."""
-        costs = (_op_cost(self, op) for op in ops)
-        if off_path:
-            costs = (c._replace(critical=False) if i in off_path and not c.local else c for i, c in enumerate(costs))
-        return totals(costs, self.env, self.overlap)
+        objective, its communication time with compute as a tie-break). A step off the critical path (a
+        backward pass's weight gathers and gradient reductions) is ranked by :meth:`Step.ranked
+        <symcost.trace.Step.ranked>`."""
+        return self.objective_of(self.totals_of(_op_cost(self, op) for op in ops))
 
     def cost(self, op):
         """An operation's :class:`~symcost.pricing.OpCost` in numbers at the ranking sizes."""
