@@ -93,8 +93,8 @@ def _alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool) 
     trace = spliced(best.trace, at, k)
     if trace is None:
         return None
-    (s0, s1), (_, end) = _tie(best.trace, at).steps, _tie(best.trace, at).uses
-    taken = _tie(trace, at).steps[1]
+    took = _tie(best.trace, at)
+    (s0, s1), end, taken = took.steps, took.uses[1], _tie(trace, at).steps[1]
     forward = best.forward[:s0] + tuple(flagged(trace.steps[s0:taken], best.params)) + best.forward[s1:]
     steps, saved, states = resumed(trace, best.params, reuse, input_grads, start=(end, best.states[end]),
                                    marks=_marks(trace))

@@ -274,9 +274,9 @@ def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, m
     """For every sigma whose operand layouts are reachable: (result layout, entry)."""
     # which unreduced sets an operand may keep (at most one operand keeps any: the product is linear)
     keep_opts = [(frozenset(), frozenset())]
-    keep_opts += [(u, frozenset()) for u in _unreduced_sets(dist_left)]
+    keep_opts += [(u, frozenset()) for u in dist_left.unreduced_sets]
     if right is not None:
-        keep_opts += [(frozenset(), u) for u in _unreduced_sets(dist_right)]
+        keep_opts += [(frozenset(), u) for u in dist_right.unreduced_sets]
     rkey = None if right is None else (right.name, right.dims, right.dtype)
     best: dict[Layout, tuple] = {}     # result -> (cost, left's entry, right's entry, einsum): the first cheapest
     get_l, get_r = dist_left.get, dist_right.get if right is not None else None
@@ -298,15 +298,6 @@ def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, m
                 best[res] = (cost, ent_l, ent_r, e)
     return [(res, Entry(cost, ent_l.steps + (ent_r.steps if ent_r is not None else ()) + (e,)))
             for res, (cost, ent_l, ent_r, e) in best.items()]
-
-
-def _unreduced_sets(found) -> list:
-    """The nonempty sets of unreduced axes among a search's layouts, in a fixed order (kept on the search's
-    answer: the operands' searches are shared by every plan of a candidate)."""
-    got = found.__dict__.get("unreduced_sets")
-    if got is None:
-        got = found.__dict__["unreduced_sets"] = sorted({lay.unreduced for lay in found} - {frozenset()}, key=sorted)
-    return got
 
 
 @caching.memoize(maxsize=512)

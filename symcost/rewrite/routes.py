@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from .. import caching, progress
 from ..errors import ShardingError
@@ -34,6 +35,12 @@ class Found(dict):
     with layouts left unexplored."""
 
     complete = True
+
+    @cached_property
+    def unreduced_sets(self) -> list:
+        """The nonempty sets of unreduced axes among the settled layouts, in a fixed order (kept: the
+        operands' searches are shared by every plan of a candidate)."""
+        return sorted({lay.unreduced for lay in self} - {frozenset()}, key=sorted)
 
 
 class Graph:
