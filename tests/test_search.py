@@ -66,6 +66,24 @@ def test_bad_requests_are_usage_errors(kwargs, message):
         search(MLP, dims=DIMS, **kwargs)
 
 
+def test_unbound_sizes_are_named_before_anything_is_priced(monkeypatch):
+    """Every candidate would fail to price without F's size: the search says which size, at once."""
+    import symcost.searching as searching
+    monkeypatch.setattr(searching, "priced_all", lambda *a, **k: pytest.fail("priced before checking sizes"))
+    with pytest.raises(UsageError, match=r"bind F with --dims .*--dims F=8192"):
+        search("param W[D, F]\nOut[B, F] = In[B, D] * W[D, F]", "X=4", "B=1048576,D=8192", "tpu-v5p")
+
+
+def test_without_open_parameters_axes_are_named_by_the_dimension_they_split():
+    """With no parameter to search there is no batch to tell from a weight dimension: not "DP over XY" for a
+    sharding that splits the contraction's output K."""
+    r = search("A[I, J] * B[J, K] -> C[I, K]", "X=2,Y=2", "I=1024,J=1024,K=1024", "tpu-v5p")
+    by_layouts = {tuple(sorted(p.layouts.values())): p.description for p in r.ranked}
+    assert by_layouts[("A[I_X, J]", "B[J, K_Y]", "C[I_X, K_Y]")] == "I over X, K over Y"
+    assert by_layouts[("A[I, J_XY]", "B[J_XY, K]", "C[I, K]")] == "J over XY"
+    assert by_layouts[("A[I, J]", "B[J, K]", "C[I, K]")] == "unused over XY"
+
+
 def test_nothing_open_is_a_usage_error():
     with pytest.raises(UsageError, match="nothing to search"):
         search(open(ROOT / "derivations" / "fsdp.sc").read(), "X=4", DIMS, "tpu-v5p")

@@ -99,6 +99,10 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     if vs is not None:
         mesh, sizes, axis_range = _free_axis(mesh, sizes, vs)
     space = Space.of(prog, mesh, hw, sizes)
+    free = space.unbound(sizes)
+    if free:
+        raise UsageError(f"search ranks by numbers: bind {', '.join(free)} with --dims (or a rank statement), "
+                         f"e.g. --dims " + ",".join(f"{d}=8192" for d in free))
     if vs is not None:
         if vs not in sizes:
             raise UsageError(f"--vs {vs}: bind {vs} with --dims (the value plans are chosen at), "

@@ -101,8 +101,8 @@ def priced(space: Space, cand: Candidate, numbers: tuple, derive, curves=None) -
     """A :class:`Priced` from a candidate's :func:`planned` numbers; ``derive()`` gives its plan when read;
     ``curves``: ``(values, *over_grid(...) at them)`` where a worker computed them for a ``--vs`` sweep."""
     *values, collectives = numbers
-    return Priced(cand, space.layouts(cand), *values, cand.describe(space.batch, space.activation_dims),
-                  collectives, derive, curves)
+    described = cand.describe(space.batch, space.activation_dims, space.has_params)
+    return Priced(cand, space.layouts(cand), *values, described, collectives, derive, curves)
 
 
 def over_grid(plan, memory, symbol: str, xs) -> tuple:

@@ -48,12 +48,19 @@ class Candidate:
                 out[r[i]] = out.get(r[i], ()) + (a,)
         return out
 
-    def describe(self, batch: frozenset, activation_dims=frozenset()) -> str:
+    def describe(self, batch: frozenset, activation_dims=frozenset(), params: bool = True) -> str:
         """The book's names for what each axis does: FSDP (splits the batch and the weights), DP (the batch
         only), TP (the weights, and either the activations' model dimension or a weight dimension no
         activation has: Megatron's hidden F, activations replicated), weights (a weight dimension the
-        activations have, the activations not split), activations (their model dimension only), unused."""
+        activations have, the activations not split), activations (their model dimension only), unused.
+        Without open parameters (``params`` False) there is no batch to tell from a weight: each axis is
+        named by the dimension it splits (``I over X, K over Y``)."""
         kinds: dict[str, list[str]] = {}
+        if not params:
+            for a, (_, act) in zip(self.axes, self.roles):
+                kinds.setdefault(act or "unused", []).append(a)
+            named = [k for k in kinds if k != "unused"] + (["unused"] if "unused" in kinds else [])
+            return ", ".join(f"{k} over {_axes(kinds[k])}" for k in named)
         for a, (p, act) in zip(self.axes, self.roles):
             on_batch = act is not None and act in batch
             kind = ("FSDP" if on_batch and p else "DP" if on_batch else
@@ -83,6 +90,11 @@ class Space:
     hardware: object = None       # the preset the candidates are priced with
 
     @property
+    def has_params(self) -> bool:
+        """Does the search choose any parameter's layout?"""
+        return any(g == "param" for g, _ in self.groups)
+
+    @property
     def activation_dims(self) -> frozenset:
         return frozenset(d for g, dims in self.groups if g == "activation" for d in dims)
 
@@ -107,6 +119,17 @@ class Space:
         classes = tuple(tuple(v) for v in key.values())
         batch = frozenset(dims["activation"]) - frozenset(dims["param"])
         return cls(prog, m, groups, opened, classes, batch, bound.hardware)
+
+    def unbound(self, sizes) -> list[str]:
+        """The program's dimension names without a size in ``sizes``, in order of appearance (a search
+        ranks by numbers: each needs one)."""
+        out: list[str] = []
+        for st in self.program.statements:
+            for t in getattr(st, "tensors", ()):
+                for d in t.dims:
+                    if d.size is None and not d.name.isdigit() and d.name not in sizes and d.name not in out:
+                        out.append(d.name)
+        return out
 
     @property
     def roles(self) -> tuple:
