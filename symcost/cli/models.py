@@ -83,7 +83,8 @@ def _show_serving(res: dict, args, hw) -> None:
               if res["latency"] else "")
     what = f"prefill of {args.seq}-token prompts" if prefill else f"decode, context {args.seq}"
     print(f"  serving search on {args.chips} x {hw.name}, {what}{target}: priced "
-          f"{res['searched']} (mesh, batch) pairs over {len(res['meshes'])} meshes; {res['feasible']} qualify")
+          f"{res['searched']} (mesh, batch) pairs over {len(res['meshes'])} meshes in "
+          f"{fmt_seconds(res['search_seconds'])}; {res['feasible']} qualify")
     if not res["runs"]:
         print("    NONE QUALIFIES: more chips, a shorter context, a smaller --dtype"
               + (" or a longer --latency" if res["latency"] else ""))

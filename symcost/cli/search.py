@@ -65,7 +65,7 @@ def render(result, top: int = 10) -> str:
     lines = [*_wrapped("program: ", str(result.space.program).splitlines(), " ; "),
              f"mesh: {','.join(f'{a}={n}' for a, n in result.mesh_sizes.items())}"
              + "".join(f" ({a} varied by --vs)" for a in result.planned_at) + f"   objective: {result.objective}",
-             f"priced {result.priced:,} shardings ({result.assignments:,} assignments, "
+             f"priced {result.priced:,} shardings in {fmt_seconds(result.seconds)} ({result.assignments:,} assignments, "
              f"symmetric duplicates collapsed); {result.feasible:,} fit in{hbm} a device"]
     for i, p in enumerate(result.ranked[:top], 1):
         lines.extend(_wrapped(f" {i:2d}. ", list(p.layouts.values()), ", ", f"   ({p.description})"))

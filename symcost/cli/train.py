@@ -86,9 +86,9 @@ def contract(res: dict) -> dict:
 
 def show_search(res: dict, hw) -> None:
     from ..models.runs import describe
-    from ..printers.text import fmt_bytes
+    from ..printers.text import fmt_bytes, fmt_seconds
     print(f"  run search on {res['chips']} x {hw.name}, {res['sequences']} sequences of {res['seq']}: priced "
-          f"{res['searched']:,} runs; {res['feasible']:,} fit in "
+          f"{res['searched']:,} runs in {fmt_seconds(res['search_seconds'])}; {res['feasible']:,} fit in "
           f"{fmt_bytes(hw.hbm_bytes)}")
     if not res["runs"]:
         print("    NONE FITS: more chips, or fewer sequences")
