@@ -103,14 +103,15 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
     heap = []
     counter = itertools.count()
     push, pop = heapq.heappush, heapq.heappop
-    for lay, ent in sources.items():
-        push(heap, (ent.cost, next(counter), of(lay), ent.steps))
+    for lay, ent in sources.items():      # (cost, order, layout, the layout it came from or -1, move or steps)
+        push(heap, (ent.cost, next(counter), of(lay), -1, ent.steps))
     looked, complete = 0, True
     while heap:
-        cost, _, i, steps = pop(heap)
+        cost, _, i, parent, m = pop(heap)
         if i in settled:
             continue
-        settled[i] = Entry(cost, steps)
+        # a route's steps are written once, when its layout is settled, not at every push
+        settled[i] = Entry(cost, m if parent < 0 else settled[parent].steps + (m,))
         if i == goal or (accept is not None and accept(layouts[i])):
             break
         out = edges(i)     # priced once per layout and kept: every search of a plan shares them
@@ -126,7 +127,7 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
             new = cost + w
             if new < tentative.get(j, INF):
                 tentative[j] = new
-                push(heap, (new, next(counter), j, steps + (m,)))
+                push(heap, (new, next(counter), j, i, m))
     best = Found((layouts[i], e) for i, e in settled.items())
     best.complete = complete
     return best
