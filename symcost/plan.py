@@ -316,7 +316,7 @@ def _cost_over(cost, subs: tuple, name: str | None = None, values: bytes = b""):
     xs, numbers = (np.frombuffer(values) if name else 0.0), dict(subs)
     out = []
     for v in cost:
-        if isinstance(v, (tuple, bool)):
+        if isinstance(v, (tuple, bool, str)):
             out.append(v)
             continue
         y = over(sp.sympify(v), numbers, name, xs)

@@ -58,6 +58,9 @@ class OpCost(NamedTuple):
     seconds: object
     vector_flops: object = 0   # elementwise FLOPs (not counted in ``flops``, which are the matmuls')
     critical: bool = True      # on the critical path (the ``critical`` policy runs the others beside it)
+    reads: tuple = ()          # the layouts it reads and writes: the plan's dependency graph (see ``totals``)
+    writes: tuple = ()
+    kernel: str = ""           # what runs: "einsum", "elementwise", "collective", or "" (a view: no kernel)
 
 
 def compute_dtype(e: LocalEinsum) -> str:
@@ -77,13 +80,15 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
         if env.achieved:
             shape = gemm_shape(op, env) if len(op.inputs) == 2 else None
             tm, th = tm / env.eta_math(f, compute_dtype(op), shape), th / env.eta_hbm
-        return OpCost(f, b, tm, th, z, z, (), True, z, env.max(tm, th))
+        return OpCost(f, b, tm, th, z, z, (), True, z, env.max(tm, th), reads=op.inputs, writes=(op.output,),
+                      kernel="einsum")
     if isinstance(op, elementwise.Elementwise):
         vf, b = elementwise.vector_flops(op, env), elementwise.hbm_bytes(op, env, on_chip)
         tm, th = vf / env.C_vec, b / env.W_hbm
         if env.achieved:
             tm, th = tm / env.eta_vec, th / env.eta_hbm
-        return OpCost(z, b, tm, th, z, z, (), True, z, env.max(tm, th), vf)
+        return OpCost(z, b, tm, th, z, z, (), True, z, env.max(tm, th), vf, reads=op.inputs, writes=(op.output,),
+                      kernel="elementwise")
     lat, bw = op.rule.link_time(op, env)
     t = env.max(lat, bw)
     if env.achieved and op.rule.communicates and op.axes:
@@ -91,7 +96,8 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
         bw = bw / eta
         t = env.max(lat, bw) + fixed
         lat = lat + fixed
-    return OpCost(z, op.rule.volume(op, env), z, z, lat, bw, op.rule.channels(op), not op.rule.communicates, t, t)
+    return OpCost(z, op.rule.volume(op, env), z, z, lat, bw, op.rule.channels(op), not op.rule.communicates, t, t,
+                  reads=(op.before,), writes=(op.after,), kernel="collective" if op.rule.communicates else "")
 
 
 @caching.memoize(maxsize=8192)
@@ -141,11 +147,70 @@ class Totals(NamedTuple):
                 "t_step": self.t_step}
 
 
+def depends_on(costs) -> list[tuple[int, ...]]:
+    """For each operation, the earlier operations whose result it reads (the last writer of each layout it
+    reads): the plan's dependency graph. A layout no step wrote is the program's input."""
+    writer: dict = {}
+    out = []
+    for i, c in enumerate(costs):
+        out.append(tuple(sorted({writer[t] for t in c.reads if t in writer})))
+        for t in c.writes:
+            writer[t] = i
+    return out
+
+
+def _longest_path(costs, deps, env: Env):
+    """The longest path of the dependency graph, each operation weighing its ``seconds``: work that feeds
+    the next runs one after the other, whatever else runs beside it."""
+    z, dist = env.zero, []
+    for c, before in zip(costs, deps):
+        dist.append(c.seconds + (env.max(*(dist[i] for i in before)) if before else z))
+    return env.max(*dist) if dist else z
+
+
+def _collective_chains(costs, deps, env: Env) -> list:
+    """The times of chains of collectives that feed each other (through views such as a local slice) and
+    share no mesh axis: each runs only once the one before it has delivered, so a chain is a sum. Chains
+    whose collectives share an axis are already summed on that axis; an einsum or elementwise step breaks a
+    chain (the book's collective matmul splits it, so its operands arrive and its result leaves in chunks
+    while it computes)."""
+    chain = [c.kernel in ("collective", "") and not c.local or (c.local and c.kernel == "") for c in costs]
+    paths: dict[int, list[tuple[int, ...]]] = {}
+    fed = set()
+    for j, before in enumerate(deps):
+        if not chain[j]:
+            continue
+        preds = [i for i in before if chain[i]]
+        fed.update(preds)
+        paths[j] = [p + (j,) for i in preds for p in paths[i]] or [(j,)]
+        if len(paths[j]) > 64:    # keep the longest few: a chain's time only grows along it
+            paths[j] = sorted(paths[j], key=len)[-64:]
+    out, seen = [], set()
+    for j, ps in paths.items():
+        if j in fed:
+            continue
+        for p in ps:
+            colls = [costs[i] for i in p if not costs[i].local]
+            if len(colls) < 2 or set.intersection(*(set(c.axes) for c in colls)):
+                continue
+            key = tuple(p)
+            if key not in seen:
+                seen.add(key)
+                out.append(env.total(c.t_comms for c in colls))
+    return out
+
+
 def totals(costs, env: Env, overlap: str = "program") -> Totals:
     """Totals of a sequence of :class:`OpCost` under an overlap policy (see the module docstring). The
-    one place a plan's step time is decided: the ranker, plans, solve and the serving models call it."""
+    one place a plan's step time is decided: the ranker, plans, solve and the serving models call it.
+
+    A step is hidden only under work it does not depend on (:func:`depends_on`): under ``program`` a chain
+    of collectives feeding each other is a sum (:func:`_collective_chains`); under ``step`` the longest
+    path of the dependency graph bounds the step, so a collective between two einsums (a tensor-parallel
+    AllReduce) adds to them."""
     if overlap not in OVERLAPS:
         raise ValueError(f"overlap must be one of {OVERLAPS}, not {overlap!r}")
+    costs = list(costs)
     z = env.zero
     fl = tm = th = local = serial = z
     per_axis: dict[str, list] = {}        # axis -> [time, throughput term] of its collectives
@@ -171,7 +236,11 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     tc_bw = env.max(*(v[1] for v in per_axis.values())) if per_axis else z
     if overlap == "critical":
         return Totals(fl, tm, th, tc, tc_bw, env.max(path, *(v for v in beside.values())), local)
-    step = env.max(tm, th, tc) if overlap == "program" else env.max(local, tc)
+    deps = depends_on(costs) if per_axis else []
+    if overlap == "program":
+        step = env.max(tm, th, tc, *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
+    else:
+        step = env.max(local, tc, *((_longest_path(costs, deps, env),) if per_axis else ()))
     return Totals(fl, tm, th, tc, tc_bw, step, local)
 
 

@@ -1,0 +1,81 @@
+"""A step is hidden only under work it does not depend on: the step time is at least the time of every
+pair of steps where one reads what the other wrote (the plan's dependency graph, ``pricing.depends_on``).
+
+Under the book's ``program`` policy an einsum is split into chunks (collective matmul, Part 3), so the
+collectives that feed it or read its result overlap with it; collectives that feed each other do not.
+Under ``step`` every dependency counts: a tensor-parallel AllReduce between two einsums adds to them.
+"""
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import symcost
+from symcost.pricing import depends_on
+from symcost.testing import einsum_cases, reshard_cases
+
+CHAIN = "A[I_X, J] * B[J, K] -> C[I_Y, K]"
+
+
+def _reaches(costs, deps, j, through_views: bool):
+    """The steps ``j`` depends on: directly, or (``through_views``) through views (a local slice)."""
+    out, todo = set(), list(deps[j])
+    while todo:
+        i = todo.pop()
+        if i in out:
+            continue
+        out.add(i)
+        if through_views and costs[i].kernel == "":
+            todo.extend(deps[i])
+    return out
+
+
+def _pairs(plan, policy):
+    costs = [s.cost for s in plan.steps]
+    deps = depends_on(costs)
+    for j, c in enumerate(costs):
+        for i in _reaches(costs, deps, j, policy == "program"):
+            if policy == "program" and (c.kernel != "collective" or costs[i].kernel != "collective"):
+                continue
+            yield plan.steps[i], plan.steps[j]
+
+
+def _check(plan, policy):
+    t = plan.evaluate(plan.t_step)
+    for a, b in _pairs(plan, policy):
+        assert t >= (plan.evaluate(a.seconds) + plan.evaluate(b.seconds)) * (1 - 1e-9), (a.signature(), b.signature())
+
+
+@given(einsum_cases())
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_no_step_is_hidden_under_a_step_it_depends_on(case):
+    text, mesh, sizes = case
+    for policy in ("program", "step"):
+        _check(symcost.derive(text, mesh=mesh, dims=sizes, hw="tpu-v5p", overlap=policy), policy)
+
+
+@given(reshard_cases())
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_reshards_collectives_feeding_each_other_add_up(case):
+    text, mesh, sizes = case
+    _check(symcost.derive(text, mesh=mesh, dims=sizes, hw="tpu-v5p"), "program")
+
+
+def test_a_chain_of_collectives_is_a_sum():
+    """AllToAll_XY -> AllToAll_Y -> AllGather_X, each reading the one before: 140 + 140 + 280 us on a v5p
+    4x4 (it was priced 419 us, the larger axis' sum, and chosen over plans of 559 us)."""
+    plan = symcost.derive(CHAIN, mesh="X=4,Y=4", dims="I=8192,J=8192,K=8192", hw="tpu-v5p")
+    chain = next(a for a in plan.alternatives
+                 if [s.label for s in a.steps if s.is_collective] == ["AllToAll_XY", "AllToAll_Y", "AllGather_X"])
+    colls = [plan.evaluate(s.seconds) for s in chain.steps if s.is_collective]
+    assert [round(c * 1e6) for c in colls] == [140, 140, 280]
+    assert plan.evaluate(chain.t_step) == pytest.approx(sum(colls), rel=1e-9)
+    assert plan.evaluate(plan.t_step) == pytest.approx(559.2e-6, rel=1e-3)   # no plan of this einsum is cheaper
+    assert plan.evaluate(plan.t_step) <= plan.evaluate(chain.t_step) + 1e-12
+
+
+def test_a_tensor_parallel_allreduce_adds_to_the_einsums_around_it():
+    """``step`` policy: the AllReduce of Out reads the einsum's partial sums, so it is not hidden under it."""
+    plan = symcost.derive("In[B, D] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B, D]", mesh="Y=8",
+                          dims="B=8,D=8192,F=28672", hw="h100", overlap="step")
+    steps = {s.kind: plan.evaluate(s.seconds) for s in plan.steps}
+    local = sum(plan.evaluate(s.seconds) for s in plan.steps if s.is_compute)
+    assert plan.evaluate(plan.t_step) == pytest.approx(local + steps["AllReduce"], rel=1e-9)
