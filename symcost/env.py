@@ -74,6 +74,7 @@ class Env:
         self.constants = dict(constants or {})
         self.efficiency = None if efficiency in (None, False) else efficiency
         self.achieved = self.efficiency is not None
+        self.floors = True        # a symbolic env keeps T_kernel unless the preset is known to have none
         self._axes = {a.name: a for a in mesh.axes}
         figures = {**RANKING_DEFAULTS, **self.constants} if numeric else {k: symbols.hw(k) for k in FIGURES}
         for k in FIGURES:
@@ -114,6 +115,14 @@ class Env:
     @property
     def eta_hbm(self):
         return self.efficiency.hbm if self.is_numeric else symbols.eta_hbm
+
+    @property
+    def t_kernel(self):
+        """The per-kernel floor (:func:`symcost.pricing.totals` adds it to every kernel); 0 on the book's
+        ideal machine."""
+        if not self.achieved or not self.floors:
+            return self.zero
+        return self.efficiency.t_kernel if self.is_numeric else symbols.t_kernel
 
     @property
     def eta_vec(self):

@@ -127,7 +127,9 @@ class Plan:
 
     @cached_property
     def totals(self) -> Totals:
-        return totals((s.cost for s in self.steps), Env.symbolic(self.mesh, efficiency=self.efficient), self.policy)
+        env = Env.symbolic(self.mesh, efficiency=self.efficient)
+        env.floors = self.hardware is None or bool(self.hardware.efficiency.t_kernel)   # T_kernel where it is not 0
+        return totals((s.cost for s in self.steps), env, self.policy)
 
     @property
     def collectives(self) -> tuple[Step, ...]:
@@ -192,7 +194,8 @@ class Plan:
         each einsum's rate (its size's table value times its waves' useful fraction, so the total math time
         is exact), the others are the preset's figures."""
         eff = self.hardware.efficiency
-        out = {symbols.eta_hbm: sp.Float(eff.hbm), symbols.eta_vec: sp.Float(eff.vector)}
+        out = {symbols.eta_hbm: sp.Float(eff.hbm), symbols.eta_vec: sp.Float(eff.vector),
+               symbols.t_kernel: sp.Float(eff.t_kernel)}
         for kind in symbols.LINK_KINDS:
             eta, lat = eff.net(kind)
             out[symbols.eta_net(kind)], out[symbols.t_net(kind)] = sp.Float(eta), sp.Float(lat)
@@ -222,7 +225,14 @@ class Plan:
         :meth:`bindings` (kept, since the plans of a search share most of their steps) and totalled by the
         same function as the closed forms, so the numbers are those of :attr:`totals` without building it."""
         costs = self._step_costs()
-        return None if costs is None else totals(costs, Env.numeric(self.mesh), self.policy)
+        return None if costs is None else totals(costs, self._numeric_env(Env.numeric(self.mesh)), self.policy)
+
+    def _numeric_env(self, env: Env) -> Env:
+        """``env`` with the preset's efficiency where the plan is priced with it (its per-kernel floor is
+        part of the totals)."""
+        if self.efficient and self.hardware is not None:
+            env.efficiency, env.achieved = self.hardware.efficiency, True
+        return env
 
     def curves(self, name: str, values) -> Totals | None:
         """The totals over ``values`` of the symbol ``name`` (NumPy arrays; None where another size is
@@ -233,7 +243,7 @@ class Plan:
         costs = self._step_costs(name, xs)
         if costs is None:
             return None
-        out = totals(costs, Env.arrays(self.mesh), self.policy)
+        out = totals(costs, self._numeric_env(Env.arrays(self.mesh)), self.policy)
         return Totals(*(np.broadcast_to(np.asarray(v, dtype=float), xs.shape) for v in out))   # 0: no such step
 
     def _step_costs(self, name: str | None = None, xs=None) -> list | None:

@@ -60,7 +60,8 @@ class OpCost(NamedTuple):
     critical: bool = True      # on the critical path (the ``critical`` policy runs the others beside it)
     reads: tuple = ()          # the layouts it reads and writes: the plan's dependency graph (see ``totals``)
     writes: tuple = ()
-    kernel: str = ""           # what runs: "einsum", "elementwise", "collective", or "" (a view: no kernel)
+    kernel: str = ""           # what runs: "einsum", "elementwise", "collective", "fused" (inside the kernel
+                               # of the step that made its on-chip operand) or "" (a view: no kernel)
 
 
 def compute_dtype(e: LocalEinsum) -> str:
@@ -80,8 +81,9 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
         if env.achieved:
             shape = gemm_shape(op, env) if len(op.inputs) == 2 else None
             tm, th = tm / env.eta_math(f, compute_dtype(op), shape), th / env.eta_hbm
+        fused = any(t.name in on_chip for t in op.inputs)    # reads a tile its producer keeps on chip
         return OpCost(f, b, tm, th, z, z, (), True, z, env.max(tm, th), reads=op.inputs, writes=(op.output,),
-                      kernel="einsum")
+                      kernel="fused" if fused else "einsum")
     if isinstance(op, elementwise.Elementwise):
         vf, b = elementwise.vector_flops(op, env), elementwise.hbm_bytes(op, env, on_chip)
         tm, th = vf / env.C_vec, b / env.W_hbm
@@ -91,6 +93,10 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
                       kernel="elementwise")
     lat, bw = op.rule.link_time(op, env)
     t = env.max(lat, bw)
+    alone = env.is_numeric and op.axes and env.group_size(op.axes) == 1   # over axes of one device: a no-op
+    if alone:
+        return OpCost(z, op.rule.volume(op, env), z, z, z, z, op.rule.channels(op), True, z, z,
+                      reads=(op.before,), writes=(op.after,), kernel="")
     if env.achieved and op.rule.communicates and op.axes:
         eta, fixed = env.net(env.axis_info(op.axes[0]).kind, op.kind)
         bw = bw / eta
@@ -160,11 +166,14 @@ def depends_on(costs) -> list[tuple[int, ...]]:
 
 
 def _longest_path(costs, deps, env: Env):
-    """The longest path of the dependency graph, each operation weighing its ``seconds``: work that feeds
-    the next runs one after the other, whatever else runs beside it."""
+    """The longest path of the dependency graph: work that feeds the next runs one after the other,
+    whatever else runs beside it. Local work weighs its ``seconds``; a collective its latency, which no
+    overlap hides -- its bandwidth term may run beside the einsums it feeds or follows, split into chunks
+    as a collective matmul does (and it is counted on its axes); collectives that feed each other directly
+    are summed whole by :func:`_collective_chains`."""
     z, dist = env.zero, []
     for c, before in zip(costs, deps):
-        dist.append(c.seconds + (env.max(*(dist[i] for i in before)) if before else z))
+        dist.append((c.seconds if c.local else c.latency) + (env.max(*(dist[i] for i in before)) if before else z))
     return env.max(*dist) if dist else z
 
 
@@ -200,18 +209,51 @@ def _collective_chains(costs, deps, env: Env) -> list:
     return out
 
 
+def kernel_starts(costs, deps=None) -> list[bool]:
+    """Which operations launch a kernel, under the fusion policy of XLA and Inductor: an einsum (a library
+    matmul) and a collective each launch one; elementwise work launches one unless the last result it
+    waits on is elementwise work, whose kernel it joins (loop fusion: a residual add and the norm after
+    it, SiLU and the gate's product, are one kernel; an add that waits on a matmul is not); a step that reads a tile kept on chip (flash attention's
+    probabilities) is part of the kernel that made it; a view launches nothing."""
+    deps = depends_on(costs) if deps is None else deps
+    out = []
+    for c, before in zip(costs, deps):
+        if c.kernel == "elementwise":      # joins its producer's kernel when that is the last thing it waits on
+            out.append(not before or costs[max(before)].kernel != "elementwise")
+        else:
+            out.append(c.kernel in ("einsum", "collective"))
+    return out
+
+
+def _floored(c: OpCost, tk) -> OpCost:
+    """``c`` with the per-kernel floor added: the launch and tail every kernel pays beside its work (a
+    kernel with no work to speak of costs the floor)."""
+    if c.local:
+        return c._replace(seconds=c.seconds + tk)
+    return c._replace(seconds=c.seconds + tk, t_comms=c.t_comms + tk, latency=c.latency + tk)
+
+
 def totals(costs, env: Env, overlap: str = "program") -> Totals:
     """Totals of a sequence of :class:`OpCost` under an overlap policy (see the module docstring). The
     one place a plan's step time is decided: the ranker, plans, solve and the serving models call it.
 
     A step is hidden only under work it does not depend on (:func:`depends_on`): under ``program`` a chain
-    of collectives feeding each other is a sum (:func:`_collective_chains`); under ``step`` the longest
-    path of the dependency graph bounds the step, so a collective between two einsums (a tensor-parallel
-    AllReduce) adds to them."""
+    of collectives feeding each other is a sum (:func:`_collective_chains`); under ``step`` so is the
+    longest path of the dependency graph, where a collective between two einsums (a tensor-parallel
+    AllReduce) adds its latency to them (:func:`_longest_path`).
+
+    With a per-kernel floor (``env.t_kernel``, from the preset's achieved efficiency) every kernel
+    (:func:`kernel_starts`) pays it beside its work, the kernels run one after another on the device, and
+    a collective's latency -- unlike its bandwidth term -- is never hidden under other work: under
+    ``program`` the step is at least the kernels' sum plus every collective's latency."""
     if overlap not in OVERLAPS:
         raise ValueError(f"overlap must be one of {OVERLAPS}, not {overlap!r}")
     costs = list(costs)
     z = env.zero
+    tk = env.t_kernel
+    floors = not (tk == 0)
+    if floors:
+        costs = [_floored(c, tk) if k else c for c, k in zip(costs, kernel_starts(costs))]
     fl = tm = th = local = serial = z
     per_axis: dict[str, list] = {}        # axis -> [time, throughput term] of its collectives
     comm, comm_bw = z, z
@@ -238,9 +280,11 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
         return Totals(fl, tm, th, tc, tc_bw, env.max(path, *(v for v in beside.values())), local)
     deps = depends_on(costs) if per_axis else []
     if overlap == "program":
-        step = env.max(tm, th, tc, *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
+        stream = (local + env.total(c.latency for c in costs if not c.local),) if floors else ()
+        step = env.max(tm, th, tc, *stream, *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
     else:
-        step = env.max(local, tc, *((_longest_path(costs, deps, env),) if per_axis else ()))
+        step = env.max(local, tc, *((_longest_path(costs, deps, env),) if per_axis else ()),
+                       *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
     return Totals(fl, tm, th, tc, tc_bw, step, local)
 
 

@@ -23,7 +23,7 @@ from . import caching
 
 HARDWARE_SYMBOLS = ("C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "T_min", "C_vec")
 LINK_KINDS = ("ici", "nvlink", "dcn")
-EFFICIENCY_SYMBOLS = ("eta_math", "eta_hbm", "eta_vec") + tuple(f"eta_net_{k}" for k in LINK_KINDS) + tuple(
+EFFICIENCY_SYMBOLS = ("eta_math", "eta_hbm", "eta_vec", "T_kernel") + tuple(f"eta_net_{k}" for k in LINK_KINDS) + tuple(
     f"T_net_{k}" for k in LINK_KINDS)
 
 
@@ -57,6 +57,7 @@ C_vec = hw("C_vec")
 eta_math = hw("eta_math")
 eta_hbm = hw("eta_hbm")
 eta_vec = hw("eta_vec")
+t_kernel = hw("T_kernel")       # the per-kernel floor: the launch and tail every kernel pays
 
 
 def eta_net(kind: str) -> sp.Symbol:

@@ -1,5 +1,6 @@
 """Choosing how to serve (``model --decode --search``, ``model --prefill --search``): meshes over the heads
 and the KV cache's batch, batches that fit, a latency target, ranked by tokens a second per chip."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 
 from symcost.cli import main
 from symcost.hardware import hardware
+from symcost.hardware.efficiency import Efficiency
 from symcost.models.config import load_model_config
 from symcost.models.inference import Serving
 from symcost.models.serving_search import meshes, search_serving
@@ -92,10 +94,10 @@ def test_nothing_qualifies_exits_one(capsys):
 
 
 def test_a_prefill_step_is_the_derived_layer_program_with_the_last_tokens_logits():
-    """LLaMA 3-8B, one 4096-token prompt on 8 H100s (the preset has no efficiency data: the peak): every
+    """LLaMA 3-8B, one 4096-token prompt on 8 H100s at the datasheet's peaks (no efficiency data): every
     weight once a token (embeddings excepted), attention over the whole prompt (QK^T and AV, not halved for
     causality), and the logits of the last token only -- split evenly over the 8 chips."""
-    cfg, hw = load_model_config("llama3-8b"), hardware("h100")
+    cfg, hw = load_model_config("llama3-8b"), dataclasses.replace(hardware("h100"), efficiency=Efficiency())
     r = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1").prefill_step(1, 4096)
     p, T = param_counts(cfg), 4096
     flops = 2 * (p["total"] - p["embedding"]) * T + cfg.L * 2 * (2 * T * T * cfg.N * cfg.H) + 2 * cfg.D * cfg.V

@@ -22,6 +22,8 @@ def register(sub):
     c.add_argument("--mesh", help="the mesh collectives are measured over, axis by axis (default: every device on X)")
     c.add_argument("--dtypes", help="matmul dtypes to sweep, e.g. bf16,fp8 (default: the backend's)")
     c.add_argument("--runs", type=int, help="timed runs per point (default 20, --quick 5; CPU 10)")
+    c.add_argument("--model", help="also time the matmuls of this model's layers (e.g. llama3-8b)")
+    c.add_argument("--tokens", default="1,2048", help="with --model: the rows of those matmuls (default 1,2048)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     c.add_argument("--json", action="store_true", help="the measurements as JSON on stdout")
     c.set_defaults(handler=cmd_calibrate)
@@ -72,8 +74,17 @@ def cmd_calibrate(args) -> int:
     info = runtime.device_info()
     base, measured = _base(args.base, args.peaks, info)
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()] if args.dtypes else None
+    try:
+        tokens = tuple(int(t) for t in args.tokens.split(",") if t.strip())
+    except ValueError:
+        raise UsageError(f"--tokens {args.tokens}: give whole numbers, e.g. 1,2048") from None
+    if not tokens or min(tokens) < 1:
+        raise UsageError(f"--tokens {args.tokens}: give positive whole numbers, e.g. 1,2048")
+    if args.model:
+        from ..models.config import load_model_config
+        load_model_config(args.model)            # an unknown model is refused before anything runs
     cal = calibrate.calibrate(quick=args.quick, mesh=args.mesh, base=base, dtypes=dtypes, runs=args.runs,
-                              progress=not args.no_progress and not args.json)
+                              progress=not args.no_progress and not args.json, model=args.model, tokens=tokens)
     name = args.name or os.path.splitext(os.path.basename(args.out))[0]
     data = preset.build_preset(cal, name, measured)
     header = (f"written by symcost calibrate{' --quick' if args.quick else ''} on {info.describe()}, {cal.when}\n"
@@ -106,6 +117,11 @@ def _rate(x: float, unit: str) -> str:
     return f"{x:.3g} {unit}"
 
 
+def calibrate_within() -> float:
+    from ..device.calibrate import PEAK_WITHIN
+    return PEAK_WITHIN
+
+
 def _print_calibration(cal, data, base, measured) -> None:
     from ..device.preset import datasheet_flops
     d = cal.device
@@ -119,7 +135,12 @@ def _print_calibration(cal, data, base, measured) -> None:
         ds = datasheet_flops(base, dt)
         print(f"matmul {dt}: {_rate(best.rate, 'FLOP/s')} at {best.size}^3"
               + (f" ({best.rate / ds:.0%} of the datasheet's {_rate(ds, 'FLOP/s')})" if ds else "")
-              + "; efficiency by size: " + ", ".join(f"{p.size}^3 {e:.2f}" for p, e in zip(pts, eta)))
+              + "; efficiency by size: " + ", ".join(f"{p.size}^3 {e:.2f}" for p, e in zip(pts, eta))
+              + ("" if cal.peak_reached.get(dt) else
+                 f"; the peak was not reached (the largest sizes differ by more than {calibrate_within():.0%})"))
+    for w, m, k, n, smp in cal.shapes:
+        print(f"  layer matmul {w} {m}x{k}x{n}: {_rate(smp.rate, 'FLOP/s')}, {fmt_seconds(smp.timing.median)}"
+              f" ({_rate(2.0 * k * n / smp.timing.median, 'B/s')} of bf16 weights)")
     for what, why in cal.skipped.items():
         print(f"{what}: not measured ({why})")
     c, r = cal.copy, cal.read
@@ -129,6 +150,8 @@ def _print_calibration(cal, data, base, measured) -> None:
           + f", {fmt_bytes(c.size)} per device, every device at once")
     if cal.elementwise is not None:
         print(f"elementwise bf16: {_rate(cal.elementwise.rate, 'FLOP/s')}")
+    if cal.kernel is not None:
+        print(f"per-kernel floor: {fmt_seconds(cal.kernel.per_kernel)} ({cal.kernel.describe()})")
     for link, n in sorted({(x.link, x.devices) for x in cal.collectives}):
         fits = [x for x in cal.collectives if x.link == link and x.devices == n]
         table = data.get("efficiency", {}).get("collectives", {}).get(link, {})
@@ -252,3 +275,6 @@ def _print_measurement(m, hw) -> None:
             ratio = f"x{s.ratio:.2f}" if s.ratio is not None else "(predicted free)"
             print(f"  {i:2d}. {s.signature:{width}s}  predicted {fmt_seconds(s.predicted or 0):>9s}   measured "
                   f"{fmt_seconds(s.timing.median):>9s}   {ratio}")
+        worst = m.worst
+        if worst is not None:
+            print(f"worst step: {worst.signature} (measured/predicted {worst.ratio:.2f})")

@@ -105,6 +105,80 @@ def elementwise(n: int, depth: int, dtype: str, runs: int, key) -> Sample:
     return Sample(n, 2.0 * depth * n, _time(f, (x,), runs, donate=True))
 
 
+def gemm(m: int, k: int, n: int, dtype: str, runs: int, key, copies: int = 0) -> Sample:
+    """An ``[m, k] @ [k, n]`` matmul in ``dtype`` (a model layer's shape: ``m`` tokens through a ``k x n``
+    weight) on one device, timed as ``copies`` products with distinct weights in one jitted call (default:
+    enough to stream about 256 MB, 1 to 16) so that a short product is not timed as the host's dispatch of
+    a call; ``size`` is ``m``, the time one product's."""
+    jx = runtime.jax()
+    import jax.numpy as jnp
+    acc = jnp.float32 if dtype == "fp32" else jnp.bfloat16
+    r = copies or max(1, min(16, int(256e6 // (2.0 * k * n))))
+    k1, k2 = jx.random.split(key)
+    a = runtime.random_array(k1, (m, k), dtype, None)
+    bs = [runtime.random_array(kk, (k, n), dtype, None) for kk in jx.random.split(k2, r)]
+    f = jx.jit(lambda x, ws: [jnp.matmul(x, w, preferred_element_type=acc) for w in ws]).lower(a, bs).compile()
+    t = _time(f, (a, bs), runs)
+    one = Timing(t.median / r, t.runs, t.spread, t.inner, tuple(x / r for x in t.samples))
+    return Sample(m, 2.0 * m * k * n, one)
+
+
+@dataclass(frozen=True)
+class KernelFloor:
+    """The per-kernel floor, measured as a decode step meets it: chains of dependent matrix-vector
+    products in one jitted function, each product its own kernel streaming its own weight, at several
+    weight sizes. A line ``seconds per kernel = t_kernel + bytes / bandwidth`` through them separates what
+    every kernel pays whatever it moves (its launch, ramp and tail: the intercept) from the rate a
+    weight-streaming kernel reaches (the slope)."""
+
+    samples: tuple          # Sample per weight size: size = k (a k x k weight), work = bytes per kernel
+    chain: int              # kernels in each chain
+    fit: object             # LineFit over (bytes, seconds per kernel)
+
+    @property
+    def per_kernel(self) -> float:
+        return max(0.0, self.fit.latency)
+
+    @property
+    def bandwidth(self) -> float:
+        return self.fit.bandwidth
+
+    def describe(self) -> str:
+        pts = ", ".join(f"{s.work / 1e6:.3g} MB {s.timing.median / self.chain * 1e6:.3g} us" for s in self.samples)
+        return (f"chains of {self.chain} dependent matrix-vector products in one jit, each its own kernel "
+                f"streaming its own bf16 weight ({pts} a kernel, median of {self.samples[0].timing.runs} runs); "
+                f"a line through them: {self.per_kernel * 1e6:.3g} us a kernel plus bytes at "
+                f"{self.bandwidth / 1e12:.3g} TB/s (largest relative residual {self.fit.residual:.1%})")
+
+    def as_dict(self) -> dict:
+        return {"chain": self.chain, "points": [s.as_dict("bytes") for s in self.samples],
+                "per_kernel": self.per_kernel, "bandwidth": self.bandwidth, "residual": self.fit.residual}
+
+
+def kernel_floor(widths, chain: int, runs: int, key) -> KernelFloor:
+    """Time a chain of ``chain`` dependent ``k x k`` matrix-vector products (bf16 weights, a distinct one
+    each) for each ``k`` of ``widths``, and fit the line of :class:`KernelFloor`."""
+    from .fit import fit_line
+    jx = runtime.jax()
+    import jax.numpy as jnp
+    out = []
+    for k in widths:
+        key, sub = jx.random.split(key)
+        ws = [runtime.random_array(kk, (k, k), "bf16", None) for kk in jx.random.split(sub, chain)]
+        v = jnp.ones((k,), jnp.bfloat16)
+
+        def f(x, weights):
+            for w in weights:
+                x = jnp.matmul(w, x) * 0.01     # each product waits on the last
+            return x
+        g = jx.jit(f).lower(v, ws).compile()
+        t = _time(g, (v, ws), runs)
+        out.append(Sample(k, 2.0 * k * k, t))
+        del ws
+    fit = fit_line([s.work for s in out], [s.timing.median / chain for s in out])
+    return KernelFloor(tuple(out), chain, fit)
+
+
 # ------------------------------------------------------------------------------------------ collectives
 
 

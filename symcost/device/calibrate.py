@@ -2,10 +2,17 @@
 
     cal = calibrate(quick=True)        # about 30 s; the full sweep takes a few minutes on an accelerator
     cal.matmul["bf16"][-1].rate        # FLOP/s of the largest matmul
+    cal.kernel.per_kernel              # the per-kernel floor, seconds
     cal.collectives[0].fit             # latency + bytes / bandwidth, with its residual
 
 What is swept depends on the backend (a CPU gets smaller sizes than a GPU, so that the sweep ends in
-seconds) and on ``quick``. The result is a value; :mod:`symcost.device.preset` turns it into a preset file.
+seconds) and on ``quick``. The matmul sweep goes on doubling past its listed sizes until the peak is
+reached -- two sizes in a row within :data:`PEAK_WITHIN` of each other and of the best -- or one call takes
+longer than :data:`MAX_CALL` seconds (a peak taken at a size still climbing would price every large einsum
+too slow). ``model`` adds matmuls at the shapes of a model's layers (its weights, at ``tokens`` rows: decode
+and prefill). The per-kernel floor is timed as chains of dependent matrix-vector kernels in one jit
+(:class:`~symcost.device.bench.KernelFloor`). The result is a
+value; :mod:`symcost.device.preset` turns it into a preset file.
 """
 from __future__ import annotations
 
@@ -19,6 +26,10 @@ from . import bench, runtime
 from .fit import LineFit, fit_line
 
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
+PEAK_WITHIN = 0.03       # two sizes in a row this close (and this close to the best): the peak is reached
+MAX_CALL = 1.0           # seconds: the matmul sweep stops doubling once one call takes longer
+MAX_N = 32768            # and never goes past this n
+KERNEL_CHAIN = 128       # kernels in each chain of the per-kernel floor
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,9 @@ class Calibration:
     copy: object = None
     read: object = None
     elementwise: object = None
+    kernel: object = None               # bench.KernelFloor
+    shapes: list = field(default_factory=list)      # (weight, m, k, n, Sample): a model's layer matmuls
+    peak_reached: dict = field(default_factory=dict)  # dtype -> whether two sizes in a row agreed
     collectives: list = field(default_factory=list)
     skipped: dict = field(default_factory=dict)     # what could not be measured, and why
 
@@ -109,6 +123,9 @@ class Calibration:
             "hbm": {"copy": self.copy.as_dict("bytes") if self.copy else None,
                     "read": self.read.as_dict("bytes") if self.read else None},
             "elementwise": self.elementwise.as_dict("flops") if self.elementwise else None,
+            "kernel": self.kernel.as_dict() if self.kernel else None,
+            "peak_reached": dict(self.peak_reached),
+            "shapes": [{"weight": w, "m": m, "k": k, "n": n, **s.as_dict("flops")} for w, m, k, n, s in self.shapes],
             "collectives": [c.as_dict() for c in self.collectives],
             "skipped": dict(self.skipped),
         }
@@ -128,10 +145,52 @@ def calibration_mesh(text: str | None, count: int, base):
     return place(mesh, base).mesh if base is not None else mesh
 
 
+def matmul_to_peak(sizes, dtype: str, runs: int, key, step=lambda n: None) -> tuple[list, bool]:
+    """n x n x n matmuls at ``sizes``, then doubling n until the peak is reached (see the module
+    docstring): the samples, and whether the peak was reached."""
+    pts, n = [], None
+    todo = list(sizes)
+    while todo:
+        n = todo.pop(0)
+        step(n)
+        pts.append(bench.matmul(n, dtype, runs, key))
+        if not todo and not _at_peak(pts) and pts[-1].timing.median < MAX_CALL and 2 * n <= MAX_N:
+            todo.append(2 * n)
+    return pts, _at_peak(pts)
+
+
+def _at_peak(pts) -> bool:
+    if len(pts) < 2:
+        return False
+    a, b = pts[-2].rate, pts[-1].rate
+    best = max(p.rate for p in pts)
+    return abs(a - b) <= PEAK_WITHIN * max(a, b) and b >= (1 - PEAK_WITHIN) * best
+
+
+def kernel_widths(backend: str, quick: bool) -> tuple[int, ...]:
+    """The k of the k x k weights the per-kernel floor streams: from about the floor's own time to well
+    past it, every chain larger than a GPU's L2 cache (50 MB on an H100) where the device is a GPU."""
+    if backend == "cpu":
+        return (64, 128, 256) if quick else (64, 128, 256, 512)
+    return (1024, 2048, 4096) if quick else (512, 1024, 2048, 4096)
+
+
+def layer_shapes(model: str, tokens=(1, 2048)) -> list[tuple[str, int, int, int]]:
+    """(weight, m, k, n) of each distinct weight matmul of a model's layer and its unembedding, at each
+    row count of ``tokens`` (a decode step's batch, a prefill's tokens)."""
+    from ..models.config import load_model_config
+    c = load_model_config(model)
+    weights = {"Wq": (c.D, c.N * c.H), "Wk": (c.D, c.K * c.H), "Wo": (c.N * c.H, c.D), "W1": (c.D, c.F),
+               "W3": (c.F, c.D), "Wu": (c.D, c.V)}
+    return [(w, m, k, n) for m in tokens for w, (k, n) in weights.items()]
+
+
 def calibrate(*, quick: bool = False, mesh: str | None = None, base=None, dtypes=None, runs: int | None = None,
-              progress: bool = True, sweep: Sweep | None = None) -> Calibration:
+              progress: bool = True, sweep: Sweep | None = None, model: str | None = None,
+              tokens=(1, 2048)) -> Calibration:
     """Run the microbenchmarks (see the module docstring). ``base``: the Hardware the measurements are
-    compared with (None: the device's own best figures serve as its peaks)."""
+    compared with (None: the device's own best figures serve as its peaks); ``model``: a model whose layer
+    shapes are measured too, at ``tokens`` rows."""
     runtime.jax()                      # the jax extra, or a clear error
     info = runtime.device_info()
     sw = sweep or sweep_for(info.platform, quick, dtypes)
@@ -141,20 +200,24 @@ def calibrate(*, quick: bool = False, mesh: str | None = None, base=None, dtypes
     cal = Calibration(info, runtime.now(), quick, sw, str(smesh) if smesh else "", base)
     key = runtime.key(0)
     axes = [a for a in smesh.axes if a.size > 1] if smesh else []
-    total = len(sw.dtypes) * len(sw.matmul) + 2 + len(axes) * len(bench.COLLECTIVES) * len(sw.collective)
+    total = (len(sw.dtypes) * len(sw.matmul) + 3 + len(axes) * len(bench.COLLECTIVES) * len(sw.collective)
+             + (len(layer_shapes(model, tokens)) if model else 0))
 
     def step(label: str) -> None:      # a bar on the terminal (the progress room), when it is showing
         if progress:
             advance(1, "calibrating", total=total, unit=" benchmarks", label=label)
     for dt in sw.dtypes:
-        for n in sw.matmul:
-            step(f"matmul {dt} {n}")
-            try:
-                cal.matmul.setdefault(dt, []).append(bench.matmul(n, dt, sw.runs, key))
-            except Exception as e:     # a dtype the backend cannot multiply: said, not fatal
-                cal.skipped[f"matmul {dt}"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-                cal.matmul.pop(dt, None)
-                break
+        try:
+            pts, cal.peak_reached[dt] = matmul_to_peak(sw.matmul, dt, sw.runs, key, lambda n: step(f"matmul {dt} {n}"))
+            cal.matmul[dt] = pts
+        except Exception as e:     # a dtype the backend cannot multiply: said, not fatal
+            cal.skipped[f"matmul {dt}"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    if model is not None:
+        for w, m, k, n in layer_shapes(model, tokens):
+            step(f"matmul {w} {m}x{k}x{n}")
+            cal.shapes.append((w, m, k, n, bench.gemm(m, k, n, "bf16", sw.runs, key)))
+    step("kernel floor")
+    cal.kernel = bench.kernel_floor(kernel_widths(info.platform, quick), KERNEL_CHAIN, sw.runs, key)
     step("HBM")
     cal.copy, cal.read = bench.hbm(sw.hbm, sw.runs, key)
     step("elementwise")

@@ -64,12 +64,22 @@ class Measurement:
     def ratio(self) -> float:
         return self.timing.median / self.predicted if self.predicted else float("inf")
 
+    @property
+    def worst(self) -> StepResult | None:
+        """The step whose measured time is furthest from its prediction (by |ln(measured / predicted)|),
+        among those predicted to take time."""
+        import math
+        rated = [s for s in self.steps if s.ratio]
+        return max(rated, key=lambda s: abs(math.log(s.ratio)), default=None)
+
     def as_dict(self) -> dict:
         d = self.device
+        w = self.worst
         return {"measured": _timing(self.timing),
                 "predicted": {"seconds": self.predicted, "policy": self.policy, "serial": self.serial},
                 "ratio": self.ratio if self.predicted else None,
                 "steps": [s.as_dict() for s in self.steps],
+                "worst": None if w is None else {"step": w.signature, "ratio": w.ratio},
                 "what": self.what, "hardware": self.hardware,
                 "device": {"platform": d.platform, "kind": d.kind, "count": d.count, "jax": d.jax_version},
                 **self.extra}

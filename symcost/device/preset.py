@@ -85,6 +85,8 @@ def _efficiency_data(e) -> dict:
         entry.update({"eta": eta, "latency": lat, **({"residual": res} if res else {})})
     if e.waves:
         out["waves"] = {"units": e.waves[0], "tiles": [list(t) for t in e.waves[1]]}
+    if e.t_kernel:
+        out["t_kernel"] = e.t_kernel
     return out
 
 
@@ -209,6 +211,10 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
             src["vector_flops"] = (f"{how}: {cal.sweep.depth} dependent bf16 multiply-adds on each of {ew.size} "
                                    f"elements in one kernel, {runs(ew)}")
         src["efficiency.vector"] = f"{how}: {ew.rate:.4g} elementwise bf16 FLOP/s, {runs(ew)}"
+    kf = getattr(cal, "kernel", None)
+    if kf is not None:
+        eff["t_kernel"] = _round(kf.per_kernel)
+        src["efficiency.t_kernel"] = (f"{how}: {kf.describe()}")
     # ------------------------------------------------------------------ collectives
     colls: dict = {}
     by_link: dict = {}

@@ -6,6 +6,7 @@ latency beyond T_min per hop). A preset may give, each with a source:
     [efficiency]
     hbm = 0.88                        # achieved / peak HBM bandwidth
     vector = 0.8                      # achieved / peak elementwise FLOP/s
+    t_kernel = 4e-6                   # the per-kernel floor, seconds: no kernel runs in less
     [efficiency.matmul.bf16]          # achieved / peak FLOP/s by the FLOPs of one matmul (log-interpolated)
     flops = [2.1e9, 1.7e10, 1.4e11, 1.1e12]
     eta = [0.35, 0.62, 0.74, 0.79]
@@ -45,6 +46,11 @@ from dataclasses import dataclass
 from ..errors import UsageError
 
 
+#: an output this thin (a decode step's few tokens) runs as matrix-vector work, not in tensor-core tiles
+#: (the smallest MMA shape is 16 rows): it streams its weights and leaves no tiles to quantize
+GEMV_ROWS = 16
+
+
 @dataclass(frozen=True)
 class Efficiency:
     hbm: float = 1.0
@@ -52,16 +58,17 @@ class Efficiency:
     matmul: tuple = ()        # ((dtype, ((flops, eta), ...)), ...), flops ascending
     collectives: tuple = ()   # ((link kind, collective or "", eta, latency, residual), ...)
     waves: tuple = ()         # (units, ((tile rows, tile columns), ...)): matmuls run in waves of tiles
+    t_kernel: float = 0.0     # the per-kernel floor (launch and tail of one kernel; an XLA op), seconds
 
     @property
     def ideal(self) -> bool:
         return (self.hbm == 1.0 and self.vector == 1.0 and not self.matmul and not self.collectives
-                and not self.waves)
+                and not self.waves and not self.t_kernel)
 
     def wave_fraction(self, m: float, n: float, batch: float = 1) -> float:
         """The useful fraction of the tiles' waves for an ``m x n`` output (``batch`` of them): 1 without
         ``[efficiency.waves]``."""
-        if not self.waves:
+        if not self.waves or min(m, n) <= GEMV_ROWS:
             return 1.0
         units, tiles = self.waves
         best = 0.0
@@ -104,6 +111,8 @@ class Efficiency:
         if self.ideal:
             return ["efficiency: ideal (every figure at its datasheet peak)"]
         out = [f"efficiency: HBM {self.hbm:.2f}, vector {self.vector:.2f}   {sources.get('efficiency', '')}"]
+        if self.t_kernel:
+            out.append(f"  per-kernel floor: {self.t_kernel * 1e6:.3g} us   {sources.get('efficiency.t_kernel', '')}".rstrip())
         for dtype, pts in self.matmul:
             out.append(f"  matmul {dtype}: " + ", ".join(f"{e:.2f} at {f:.2g} FLOPs" for f, e in pts))
         if self.waves:
@@ -137,10 +146,10 @@ def parse_efficiency(data: dict, where: str) -> Efficiency:
     """An ``[efficiency]`` table, every bad field named (``where`` is the file)."""
     if not isinstance(data, dict):
         raise UsageError(f"{where}: field 'efficiency' must be a table")
-    unknown = set(data) - {"hbm", "vector", "matmul", "collectives", "waves"}
+    unknown = set(data) - {"hbm", "vector", "matmul", "collectives", "waves", "t_kernel"}
     if unknown:
         raise UsageError(f"{where}: unknown field 'efficiency.{sorted(unknown)[0]}' (known: hbm, vector, matmul, "
-                         f"collectives, waves)")
+                         f"collectives, waves, t_kernel)")
     hbm = _fraction(data.get("hbm", 1.0), f"{where}: field 'efficiency.hbm'")
     vector = _fraction(data.get("vector", 1.0), f"{where}: field 'efficiency.vector'")
     matmul = []
@@ -168,7 +177,8 @@ def parse_efficiency(data: dict, where: str) -> Efficiency:
                 colls.append((link, name, _fraction(sub.get("eta", 1.0), g + ".eta"),
                               _seconds(sub.get("latency", 0.0), g + ".latency"),
                               _residual(sub.get("residual", 0.0), g + ".residual")))
-    return Efficiency(hbm, vector, tuple(matmul), tuple(colls), _waves(data.get("waves"), where))
+    t_kernel = _seconds(data.get("t_kernel", 0.0), f"{where}: field 'efficiency.t_kernel'")
+    return Efficiency(hbm, vector, tuple(matmul), tuple(colls), _waves(data.get("waves"), where), t_kernel)
 
 
 def _waves(t, where: str) -> tuple:

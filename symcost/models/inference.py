@@ -169,9 +169,10 @@ class Serving:
         the ``step`` overlap policy. The attention scores never reach HBM (the attention einsums run fused,
         as flash attention does), so their bytes are not counted. ``override`` rebinds sizes
         (the plan is symbolic in them), so one derivation serves a sweep."""
-        env = Env.numeric(plan.mesh, {**dict(plan.sizes), **(override or {})}, self._constants(plan))
+        eff = None if self.hw.efficiency.ideal else self.hw.efficiency     # the preset's achieved figures
+        env = Env.numeric(plan.mesh, {**dict(plan.sizes), **(override or {})}, self._constants(plan), eff)
         t = totals((op_cost(s.op, env, on_chip(self.cfg)) for s in plan.steps), env, "step")
-        return t.t_einsums, t.t_math, t.t_hbm, t.t_comms
+        return t.t_step, t.t_math, t.t_hbm, t.t_comms
 
     # ------------------------------------------------------------------ decode
     def decode(self, batch: int, seq: int, plan_batch: int | None = None, new_tokens: int = 1) -> dict:

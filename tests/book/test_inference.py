@@ -214,10 +214,18 @@ def test_decode_step_on_4x2_and_4x4():
     # them twice, 12.1e9 bytes more than the book counts (disagreement kept; the layout is the cause).
     held = s16.decode(32, 8192)["memory_bytes"] - kv
     assert held - s16.param_bytes == pytest.approx(param_counts(LLAMA70)["attention"], rel=1e-6)
-    # the engine also streams the (replicated) activations each matmul reads: 9.5 ms on 16 chips
-    assert s16.decode(32, 8192)["step_time"] == pytest.approx(0.0085, rel=0.12)
+    # the engine also streams the (replicated) activations each matmul reads (9.5 ms on 16 chips), and each
+    # layer's two AllReduces wait on the matmul before them and the next matmul waits on them, so their
+    # latency floors (T_min a hop) add to the step instead of hiding under it: 10.4 ms. The book overlaps
+    # them (disagreement kept: the dependency graph is the cause).
+    assert s16.decode(32, 8192)["step_time"] == pytest.approx(0.01037, rel=1e-3)
+    assert s16.decode(32, 8192)["step_time"] == pytest.approx(0.0085, rel=0.25)
     weights_only = Serving(LLAMA70, V5E_82, chips=16, dtype="int8").decode(1, 1)["step_time"]
-    assert weights_only == pytest.approx(0.0055, rel=0.05)
+    # weights alone stream in 5.5 ms (the book's figure), but at batch 1 every AllReduce is latency-bound
+    # and waits on the matmul before it: 160 latency floors add 1.3 ms on the dependency path (kept: the
+    # book leaves collective latency out of its minimum-latency point)
+    assert weights_only == pytest.approx(0.006826, rel=1e-3)
+    assert weights_only == pytest.approx(0.0055, rel=0.25)
 
 
 def test_ici_bound_on_model_parallelism():
