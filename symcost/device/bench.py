@@ -59,18 +59,20 @@ def _every_device():
 
 
 def matmul(n: int, dtype: str, runs: int, key) -> Sample:
-    """An ``n x n @ n x n`` matmul in ``dtype`` (accumulating in fp32, or int32 for integers) on every device
-    at once, each on its own operands: the rate of one device while all of them work, as in a plan (host
-    devices share the machine's cores; chips do not)."""
+    """An ``n x n @ n x n`` matmul in ``dtype`` (accumulating in fp32, or int32 for integers, and written in
+    ``dtype``: the einsum a plan runs, as ``export-jax`` lowers it) on every device at once, each on its own
+    operands: the rate of one device while all of them work, as in a plan (host devices share the
+    machine's cores; chips do not)."""
     jx = runtime.jax()
     import jax.numpy as jnp
     dt = runtime.jnp_dtype(dtype)
-    acc = jnp.int32 if jnp.issubdtype(dt, jnp.integer) else (jnp.float32 if dtype == "fp32" else jnp.bfloat16)
+    acc = jnp.int32 if jnp.issubdtype(dt, jnp.integer) else jnp.float32   # as a plan's einsums run (export-jax)
     d, sh = _every_device()
     k1, k2 = jx.random.split(key)
     a = runtime.random_array(k1, (d, n, n), dtype, sh)
     b = runtime.random_array(k2, (d, n, n), dtype, sh)
-    f = jx.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=acc), out_shardings=sh).lower(a, b).compile()
+    f = jx.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=acc).astype(dt),
+               out_shardings=sh).lower(a, b).compile()
     return Sample(n, 2.0 * n ** 3, _time(f, (a, b), runs))
 
 
@@ -112,12 +114,13 @@ def gemm(m: int, k: int, n: int, dtype: str, runs: int, key, copies: int = 0) ->
     a call; ``size`` is ``m``, the time one product's."""
     jx = runtime.jax()
     import jax.numpy as jnp
-    acc = jnp.float32 if dtype == "fp32" else jnp.bfloat16
+    dt = runtime.jnp_dtype(dtype)
     r = copies or max(1, min(16, int(256e6 // (2.0 * k * n))))
     k1, k2 = jx.random.split(key)
     a = runtime.random_array(k1, (m, k), dtype, None)
     bs = [runtime.random_array(kk, (k, n), dtype, None) for kk in jx.random.split(k2, r)]
-    f = jx.jit(lambda x, ws: [jnp.matmul(x, w, preferred_element_type=acc) for w in ws]).lower(a, bs).compile()
+    f = jx.jit(lambda x, ws: [jnp.matmul(x, w, preferred_element_type=jnp.float32).astype(dt) for w in ws]
+               ).lower(a, bs).compile()
     t = _time(f, (a, bs), runs)
     one = Timing(t.median / r, t.runs, t.spread, t.inner, tuple(x / r for x in t.samples))
     return Sample(m, 2.0 * m * k * n, one)
