@@ -23,6 +23,10 @@
   (weight gathers that can be prefetched, gradient reductions, and whatever a framework overlaps) run
   beside them, concurrently by axis: T_step = max(sum of critical steps, max over axes of the rest).
 
+Under every policy a step is hidden only under work it does not depend on (:func:`depends_on`: collectives
+that feed each other add up; under ``step`` the dependency graph's longest path bounds the step), and with
+a preset's per-kernel floor every kernel pays ``t_kernel`` (:func:`kernel_starts`, :func:`totals`).
+
 Elementwise operations are priced like einsums, on the vector unit: max(vector FLOPs / C_vec,
 bytes / W_hbm). With an :class:`~symcost.env.Env` that carries efficiency, each time is divided by the
 fraction of the figure that is reached (``eta_math`` by the size of the matmul and its tiles' waves, ``eta_hbm``, ``eta_vec``,
@@ -183,7 +187,7 @@ def _collective_chains(costs, deps, env: Env) -> list:
     whose collectives share an axis are already summed on that axis; an einsum or elementwise step breaks a
     chain (the book's collective matmul splits it, so its operands arrive and its result leaves in chunks
     while it computes)."""
-    chain = [c.kernel in ("collective", "") and not c.local or (c.local and c.kernel == "") for c in costs]
+    chain = [c.kernel in ("collective", "") for c in costs]     # collectives and views
     paths: dict[int, list[tuple[int, ...]]] = {}
     fed = set()
     for j, before in enumerate(deps):

@@ -1,16 +1,19 @@
 """Context parallelism (``--cp``): each sequence split over ``cp`` ranks, keys and values passed round a
 ring beside attention. Every figure below is derived, then checked against its closed form."""
+from dataclasses import replace
+
 import pytest
 
 from symcost.cli import main
 from symcost.errors import UsageError
 from symcost.hardware import hardware
+from symcost.hardware.efficiency import Efficiency
 from symcost.models.config import load_model_config
 from symcost.models.execution import Run
 from symcost.models.recompute import LAYER
 from symcost.models.runs import candidates
 
-H100 = hardware("h100")            # no efficiency table: every figure at its peak, so shares are exact
+H100 = replace(hardware("h100"), efficiency=Efficiency())   # the ideal H100: every figure at its peak, so shares are exact
 A100 = hardware("a100")
 LLAMA = load_model_config("llama3-8b")
 
