@@ -9,7 +9,7 @@ target, ranked by tokens a second per chip.
     >>> res = search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.02)
     >>> best = res["runs"][0]
     >>> best["mesh"], best["batch"], best["bound"]
-    ('Y=2,Z=4', 512, 'hbm')
+    ('Y=8', 512, 'hbm')
 
 With ``phase="prefill"`` the step is a prefill of ``batch`` prompts of ``seq`` tokens (the time to the first
 token; ``latency`` bounds it) and tokens a second count the prompts' tokens:
