@@ -17,6 +17,6 @@ from .plan import Plan
 from .trace import Step
 
 __version__ = "0.2.0"
-__all__ = ["derive", "check", "search", "clear_caches", "parse", "parse_mesh", "parse_dims", "hardware", "hardware_presets",
-           "Hardware", "Plan", "Step", "Layout", "Mesh", "Axis", "local_shape", "bytes_per_device", "bytes_total",
-           "SymcostError", "NotationError", "ShardingError", "UsageError", "__version__"]
+__all__ = ["derive", "check", "search", "clear_caches", "parse", "parse_mesh", "parse_dims", "hardware",
+           "hardware_presets", "Hardware", "Plan", "Step", "Layout", "Mesh", "Axis", "local_shape", "bytes_per_device",
+           "bytes_total", "SymcostError", "NotationError", "ShardingError", "UsageError", "__version__"]

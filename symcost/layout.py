@@ -15,7 +15,7 @@ padded (each device holds the size rounded up, as GSPMD pads); ``check --strict`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import sympy as sp
 

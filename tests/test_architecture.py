@@ -1,7 +1,6 @@
 """The architecture is enforced: rooms are layered (import-linter), modules stay small, no module reaches
 into another's private names, and every cache is owned by symcost.caching."""
 import ast
-import functools
 import shutil
 import subprocess
 import sys

@@ -100,7 +100,8 @@ def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, d
     if batch < 1 or seq < 1:
         raise UsageError("--batch and --seq must be positive")
     if hw is None:
-        raise UsageError("measure compares with a prediction: give --hw (a preset, or the file symcost calibrate wrote)")
+        raise UsageError("measure compares with a prediction: give --hw (a preset, or the file symcost calibrate "
+                         "wrote)")
     jx = runtime.jax()
     mesh, kinds, head_plan = _plans(cfg, hw, mode, batch, seq, chips, dtype, kv_dtype)
     want = cfg.L if layers is None else int(layers)
