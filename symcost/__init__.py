@@ -5,7 +5,7 @@
     >>> [s.kind for s in plan.collectives]                  # the book's Case 2 with a small K
     ['AllReduce']
 
-The notation is the book *How to Scale Your Model*'s (Part 3). See the README for the command line.
+The notation is the book *How to Scale Your Model*'s (Part 3). See README.md and docs/commands.md for the command line.
 """
 from .api import check, clear_caches, derive, parse_dims, search
 from .errors import NotationError, ShardingError, SymcostError, UsageError

@@ -22,7 +22,7 @@ from . import dtypes, symbols
 from .layout import Layout
 from .mesh import Axis, Mesh
 
-#: what ranks candidate plans when a symbol is unbound (documented in the README): dimensions of 8192,
+#: what ranks candidate plans when a symbol is unbound (docs/how-it-decides.md): dimensions of 8192,
 #: axes of 4 devices, one link per axis, and TPU v5p's figures (book Part 2). Bind sizes with --dims to
 #: rank at yours.
 RANKING_DEFAULTS = {"dim": 8192, "axis": 4, "links": 1,
