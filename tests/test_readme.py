@@ -3,13 +3,18 @@ run and its output compared with the lines that follow it (up to the next ``$`` 
 indented block). When the engine's numbers change, ``python tests/update_examples.py`` rewrites them."""
 import pytest
 
-from update_examples import all_examples, compared, examples, run, update
-
-pytestmark = pytest.mark.slow    # one process per example
+from update_examples import ROOT, all_examples, compared, examples, run, update
 
 EXAMPLES = all_examples()
 
 
+def test_the_front_page_is_short_and_every_page_has_a_title():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert page.read_text().startswith("# "), page.name
+
+
+@pytest.mark.slow
 def test_the_update_script_rewrites_outputs_in_place(tmp_path):
     """A stale output is replaced by the command's, a head-only one keeps its length and its ``...``, and
     the prose around them is left as it was."""
@@ -25,6 +30,7 @@ def test_the_update_script_rewrites_outputs_in_place(tmp_path):
     assert [e.expect for e in examples(doc)] == [tuple(real), (real[0], "...")]
 
 
+@pytest.mark.slow    # one process per example
 @pytest.mark.parametrize("example", EXAMPLES, ids=[f"{e.where} {e.cmd[8:60]}" for e in EXAMPLES])
 def test_example(example):
     want, got = compared(example, run(example.cmd))
