@@ -21,10 +21,11 @@ demo: $(STAMP)
 	$(VENV)/bin/symcost derive "A[I, J_X] * B[J, K] -> C[I, K]" --mesh X=4 --dims I=256,J=8192,K=8192 --hw tpu-v5e
 
 # the layering contract, then every test (doctests of the package included); the JAX extra first where it
-# can be installed, so that the tests that run on (forced CPU host) devices run too
+# can be installed, so that the tests that run on (forced CPU host) devices run too; the property tests that
+# take their size from the hypothesis profile run at full size (SYMCOST_HYPOTHESIS=ci: 500 examples, 25 else)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
-	$(PY) -m pytest
+	SYMCOST_HYPOTHESIS=ci $(PY) -m pytest
 
 # the fast tier for your own loop: everything but the tests marked slow (about 15 s)
 test-fast: $(STAMP)
