@@ -26,7 +26,7 @@ from .errors import SimulationError
 from .layout import Layout
 from .mesh import Mesh
 
-__all__ = ["SimulationError", "check_plan", "collect", "distribute", "pad", "padded_shape", "reference", "Grid"]
+__all__ = ["SimulationError", "check_plan", "collect", "distribute", "full_shape", "pad", "padded_shape", "reference", "Grid"]
 
 
 def padded_shape(shape, layout: Layout, mesh: Mesh) -> tuple:
@@ -87,7 +87,7 @@ def collect(blocks: dict, layout: Layout, mesh: Mesh, shape) -> np.ndarray:
     return full[tuple(slice(0, s) for s in true_shape)]
 
 
-def _shape(layout: Layout, sizes: dict) -> tuple:
+def full_shape(layout: Layout, sizes: dict) -> tuple:
     out = []
     for d in layout.dims:
         if d.isdigit():

@@ -29,7 +29,7 @@ from .einsum import LocalEinsum
 from .elementwise import Elementwise, mask_layout
 from .errors import SimulationError
 from .layout import Layout
-from .simulate import _shape, collect, distribute, pad, padded_shape
+from .simulate import full_shape, collect, distribute, pad, padded_shape
 
 __all__ = ["Devices"]
 
@@ -92,7 +92,7 @@ class Devices:
     def _create(self, t: Layout) -> tuple:
         arr = self.inputs.get(t.name)
         if arr is None:
-            arr = self.rng.standard_normal(_shape(t, self.sizes))
+            arr = self.rng.standard_normal(full_shape(t, self.sizes))
         k = key(t)
         self.full[k] = np.asarray(arr, dtype=np.float64)
         self.blocks[k] = distribute(self.full[k], t, self.mesh, self.rng)
@@ -180,7 +180,7 @@ class Devices:
             full = np.einsum(sub, *(self.full[k] for k in ins))
         elif isinstance(op, Elementwise):
             for t in op.inputs + (op.output,):
-                shape = _shape(t, self.sizes)
+                shape = full_shape(t, self.sizes)
                 if padded_shape(shape, t, self.mesh) != shape:
                     raise SimulationError(f"elementwise work on {t} is simulated only where every size divides by "
                                           f"the mesh's {self.grid.count(self.mesh.names)} devices")
