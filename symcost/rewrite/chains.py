@@ -24,7 +24,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 from collections.abc import Mapping
-from functools import cached_property
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -49,8 +48,11 @@ class Candidate:
     moved: float = 0.0
     bounded: bool = False   # some search behind it stopped at LAYOUT_LIMIT
 
-    @cached_property
+    @property
     def rank(self) -> tuple:
+        """How plans are ordered: the objective, then the moves' throughput time (nine significant digits,
+        so that sums taken in different orders tie), then fewer steps. Computed when asked: a candidate is a
+        value and keeps nothing on the side."""
         return (float(f"{self.cost:.9g}"), float(f"{self.moved:.9g}"), len(self.steps))
 
 
