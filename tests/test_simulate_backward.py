@@ -156,3 +156,14 @@ def test_every_backward_plan_computes_the_gradients(case):
     params = [t.name for st in symcost.parse(text).statements if st.__class__.__name__ == "Declaration"
               for t in st.tensors]
     assert {"d" + p for p in params} <= set(out)
+
+
+def test_the_simulator_page_runs():
+    """docs/simulator.md's Python blocks run as written, one after the other."""
+    import re
+    text = open("docs/simulator.md").read()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 3
+    scope: dict = {}
+    for block in blocks:
+        exec(compile(block, "docs/simulator.md", "exec"), scope)
