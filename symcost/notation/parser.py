@@ -31,7 +31,7 @@ def _span(meta_or_tok) -> Span:
         return NO_SPAN
 
 
-@caching.memoize(maxsize=1)
+@caching.memoize(maxsize=1, holds_state=True)
 def _parser() -> lark.Lark:
     # cache=True keeps lark's LALR tables in the temp folder between processes (keyed by the grammar)
     kw = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True)
