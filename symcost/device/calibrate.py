@@ -208,7 +208,8 @@ def calibrate(*, quick: bool = False, mesh: str | None = None, base=None, dtypes
             advance(1, "calibrating", total=total, unit=" benchmarks", label=label)
     for dt in sw.dtypes:
         try:
-            pts, cal.peak_reached[dt] = matmul_to_peak(sw.matmul, dt, sw.runs, key, lambda n: step(f"matmul {dt} {n}"))
+            pts, cal.peak_reached[dt] = matmul_to_peak(sw.matmul, dt, sw.runs, key,
+                                                       lambda n, dt=dt: step(f"matmul {dt} {n}"))
             cal.matmul[dt] = pts
         except Exception as e:     # a dtype the backend cannot multiply: said, not fatal
             cal.skipped[f"matmul {dt}"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"

@@ -113,7 +113,8 @@ class Efficiency:
             return ["efficiency: ideal (every figure at its datasheet peak)"]
         out = [f"efficiency: HBM {self.hbm:.2f}, vector {self.vector:.2f}   {sources.get('efficiency', '')}"]
         if self.t_kernel:
-            out.append(f"  per-kernel floor: {self.t_kernel * 1e6:.3g} us   {sources.get('efficiency.t_kernel', '')}".rstrip())
+            src = sources.get("efficiency.t_kernel", "")
+            out.append(f"  per-kernel floor: {self.t_kernel * 1e6:.3g} us   {src}".rstrip())
         for dtype, pts in self.matmul:
             out.append(f"  matmul {dtype}: " + ", ".join(f"{e:.2f} at {f:.2g} FLOPs" for f, e in pts))
         if self.waves:
