@@ -75,4 +75,4 @@ def kv_dtype(args) -> str | None:
     return dtypes.canonical(args.kv_dtype) if args.kv_dtype else None
 
 
-__all__ = ["add_arguments", "seconds", "need_hw", "checked", "kv_dtype"]
+__all__ = ["add_arguments", "checked", "kv_dtype", "need_hw", "seconds"]

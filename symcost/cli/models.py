@@ -103,7 +103,7 @@ def _hardware(args, cfg, hw, dtype: str) -> dict:
 
 def _train(args, cfg, hw, dtype: str) -> dict:
     """A training run: chosen (--search), as launched (the run knobs), or the book's whole-batch estimate."""
-    from ..models.inference import train_estimate
+    from ..models.estimates import train_estimate
     if args.search:
         return run_search.answer(args, cfg, hw)
     if train.wanted(args):
@@ -198,7 +198,6 @@ def _print_estimate(args, hw, t: dict, dtype: str) -> None:
 
 def _strategy_check(args, cfg, hw):
     """Derive the strategy on the model's shapes: per-layer forward + backward times on the mesh."""
-    from .. import symbols
     from ..api import derive
     from ..optimize import optimize_plan
     text = read_program(args.strategy)

@@ -110,7 +110,7 @@ def _why_none(res: dict, hw, cfg) -> str:
 
 def _show_vs_chips(rows: list) -> None:
     from ..models.runs import describe
-    print(f"  the best run by chip budget:")
+    print("  the best run by chip budget:")
     print(f"  {'chips':>7} {'used':>7} {'iteration':>10} {'MFU':>6}  run")
     for r in rows:
         if not r["fits"]:
@@ -119,4 +119,4 @@ def _show_vs_chips(rows: list) -> None:
         print(f"  {r['chips']:>7,} {r['chips_used']:>7,} {r['step_time']:>9.3g}s {r['mfu']:>6.1%}  {describe(r['config'])}")
 
 
-__all__ = ["answer", "contract", "show", "COMPUTE"]
+__all__ = ["COMPUTE", "answer", "contract", "show"]

@@ -161,4 +161,4 @@ def _show_search(res: dict, args, hw) -> None:
               f"{fmt_bytes(r['memory_bytes'])} a chip{copies}")
 
 
-__all__ = ["register", "cmd_serve", "answer", "show", "wanted", "MODES"]
+__all__ = ["MODES", "answer", "cmd_serve", "register", "show", "wanted"]

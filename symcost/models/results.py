@@ -82,4 +82,4 @@ class SearchResult:
                 **dict(self.extra), "runs": [r.as_dict() for r in self.rows]}
 
 
-__all__ = ["ServingStep", "SearchResult"]
+__all__ = ["SearchResult", "ServingStep"]

@@ -207,4 +207,4 @@ def describe(cfg: dict) -> str:
     return out
 
 
-__all__ = ["search_runs", "candidates", "shapes", "describe", "budget_note", "RunChoice"]
+__all__ = ["RunChoice", "budget_note", "candidates", "describe", "search_runs", "shapes"]

@@ -117,4 +117,4 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
                         (("phase", phase), ("meshes", [m for m, _ in options]), ("latency", latency)))
 
 
-__all__ = ["search_serving", "meshes", "PHASES", "ServingRun"]
+__all__ = ["PHASES", "ServingRun", "meshes", "search_serving"]

@@ -6,8 +6,8 @@ import sympy as sp
 
 import symcost
 from symcost.models.config import load_model_config
-from symcost.models.inference import (Serving, critical_batch, kv_evicted_per_step, min_topology,
-                                      moe_critical_batch, prefill_generate_ratio)
+from symcost.models.estimates import kv_evicted_per_step, min_topology, prefill_generate_ratio
+from symcost.models.inference import Serving, critical_batch, moe_critical_batch
 from symcost.models.transformer import kv_bytes_per_token, param_counts
 from symcost.optimize import optimize_plan
 from symcost.program import derive_program
@@ -304,7 +304,7 @@ def test_flops_per_dollar():
 def test_speculative_decoding():
     """Part 7, speculative sampling: checking k drafted tokens costs about one memory-bound step, so with a
     cheap drafter and a good acceptance rate tokens/s rise; with nothing accepted they fall."""
-    from symcost.models.inference import speculative_decode
+    from symcost.models.estimates import speculative_decode
     target = Serving(LLAMA70, V5E, chips=8, dtype="int8")
     drafter = Serving(load_model_config("llama3-8b"), V5E, chips=8, dtype="int8")
     plain = target.decode(4, 8192).step_time
