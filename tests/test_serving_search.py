@@ -170,10 +170,12 @@ def test_a_step_streams_at_least_the_weights_a_chip_holds(name, split, batch, wr
     assert dict(step.mesh) == {"Y": y, "Z": z}
     embedding = cfg.D * cfg.V * 2 / chips      # split with the vocabulary over every axis
     held = s.weight_bytes_per_device - embedding
-    if cfg.is_moe:     # the experts not reached are not read; the rest is
-        assert step.weight_bytes_read <= held * (1 + 1e-9)
-    else:
-        assert step.weight_bytes_read == pytest.approx(held, rel=1e-9)
+    if cfg.is_moe:     # the routed experts a chip holds and no token reaches are not read; the rest is
+        n = chips                                   # the experts are split over every model axis
+        reached = min(cfg.E / n, max(1.0, touched_experts(cfg.E, cfg.k, s._padded(batch)) / n))
+        expert = 3 * cfg.D * cfg.F_expert * 2
+        held -= (cfg.L - cfg.dense_layers) * (cfg.E / n - reached) * expert
+    assert step.weight_bytes_read == pytest.approx(held, rel=1e-9)
 
 
 def test_replicated_attention_weights_are_read_whole():
@@ -207,6 +209,20 @@ def test_mixtral_at_batch_one_reads_the_two_experts_it_touches():
     assert eight.weight_bytes_read == pytest.approx((p["attention"] * 2 + cfg.L * expert * 8 + head) / 8, rel=1e-9)
     assert touched_experts(8, 2, 1) == 2 and touched_experts(8, 2, 2) == pytest.approx(8 * (1 - 0.75 ** 2))
     assert Serving(cfg, hardware("h200"), chips=1).decode(64, 4096).experts_read == pytest.approx(8, rel=1e-6)
+
+
+def test_shared_experts_are_read_as_they_are_held():
+    """DeepSeek-V3 on 64 H100s (Y=8 over the heads, Z=8 over the cache's batch), batch 64: 64 tokens reach
+    256 (1 - (1 - 8/256)^64) = 222.4 of the 256 routed experts, 3.5 of a chip's 4, and a chip holds 1/64 of
+    the shared expert: it reads what it holds of those, never more than it holds."""
+    ds = load_model_config("deepseek-v3")
+    s = Serving(ds, H100, chips=64, mesh="Y=8,Z=8", dtype="fp8")
+    step = s.decode(64, 4096)
+    assert step.experts_read == pytest.approx(256 * (1 - (1 - 8 / 256) ** 64) + 1)
+    reached = (step.experts_read - 1) / 64                      # routed experts reached, a chip's share
+    unread = (ds.L - ds.dense_layers) * (4 - reached) * 3 * ds.D * ds.F_expert     # fp8: a byte a weight
+    embedding = ds.D * ds.V / 64
+    assert step.weight_bytes_read == pytest.approx(s.weight_bytes_per_device - embedding - unread, rel=1e-9)
 
 
 def test_a_mesh_whose_size_is_not_the_chips_is_an_error(capsys):

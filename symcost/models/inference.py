@@ -246,17 +246,28 @@ class Serving:
         ``step_time`` is the time to the first token; tokens a second count the prompt's tokens."""
         return self._step(batch, seq, plan_batch, seq, 1, absorbed=False)
 
-    def _experts(self, tokens: int) -> tuple[dict, float]:
-        """The sizes an MoE layer's step is priced at, and the experts it reads on the slice: the routed
-        experts its ``tokens`` touch (:func:`touched_experts`), at least one a device where the experts
-        are split (the step waits for the busiest device, which reads whole experts), and the shared
-        experts; each expert sees the tokens routed to it (R), so the FLOPs stay B T (k + shared) D F."""
+    def _expert_layer(self, plan, over: dict, tokens: int) -> tuple[tuple, float]:
+        """An MoE layer's step, reading the experts its ``tokens`` reach, and those experts on the slice.
+        A chip reads ``p`` experts: of its E/n routed ones, those reached (:func:`touched_experts`, at
+        least one where the experts are split: the step waits for a chip that holds a reached expert and
+        reads it whole), and its share s/n of the shared experts, laid out as the routed ones are (so it
+        never reads more than it holds). The plan is priced with E = n x floor(p) and n x ceil(p) experts
+        (each seeing its tokens, R = B T (k + s) / E, so the FLOPs stay the tokens') and the two steps
+        weighed to p: the expected step over the batches' routings."""
         cfg = self.cfg
         n = self._group(self.sharding.model)
         touched = touched_experts(cfg.E, cfg.k, tokens)
-        per_device = min(cfg.E / n, max(1.0, touched / n)) if n < cfg.E else 1.0
-        experts = n * per_device + cfg.shared_experts
-        return {"E": experts, "R": tokens * (cfg.k + cfg.shared_experts) / experts}, touched + cfg.shared_experts
+        p = min(cfg.E / n, max(1.0, touched / n)) + cfg.shared_experts / n
+        lo, hi = math.floor(p), math.ceil(p)
+
+        def at(per: int) -> tuple:
+            experts = n * per
+            return self._roofline(plan, {**over, "E": experts, "R": tokens * (cfg.k + cfg.shared_experts) / experts})
+        low = at(lo)
+        if hi == lo:
+            return low, touched + cfg.shared_experts
+        high = at(hi)
+        return tuple(a + (p - lo) * (b - a) for a, b in zip(low, high)), touched + cfg.shared_experts
 
     def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int, absorbed: bool) -> ServingStep:
         if batch < 1 or seq < 1:
@@ -267,11 +278,11 @@ class Serving:
         experts = None
         for moe, count in self._layer_kinds():
             if count:
-                over = {"B": run_batch}
+                plan = self._plan("layer", at, new_tokens, seq, moe, absorbed)
                 if moe:
-                    sized, experts = self._experts(run_batch * new_tokens)
-                    over.update(sized)
-                r = self._roofline(self._plan("layer", at, new_tokens, seq, moe, absorbed), over)
+                    r, experts = self._expert_layer(plan, {"B": run_batch}, run_batch * new_tokens)
+                else:
+                    r = self._roofline(plan, {"B": run_batch})
                 roof, tm, th, tc, read = (acc + count * x for acc, x in zip((roof, tm, th, tc, read), r))
         h = self._roofline(self._plan("head", at, logits_tokens, seq), {"B": run_batch})
         roof, tm, th, tc, read = (acc + x for acc, x in zip((roof, tm, th, tc, read), h))
