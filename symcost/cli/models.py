@@ -1,6 +1,7 @@
 """``symcost model``: a model's counts (parameters, KV cache, FLOPs), and the router of its modes: serving
 (``--decode``, ``--prefill``, ``--frontier``: :mod:`symcost.cli.serve`, also ``symcost serve``) and training
-(``--train``: :mod:`symcost.cli.train`, its search :mod:`symcost.cli.run_search`; also ``symcost train``)."""
+(``--train``: :mod:`symcost.cli.train`, its search :mod:`symcost.cli.run_search`; also ``symcost train``,
+:mod:`symcost.cli.training`)."""
 from __future__ import annotations
 
 import json
@@ -16,17 +17,6 @@ def register(sub):
     m.add_argument("--list", action="store_true", help="list the presets")
     model_options.add_arguments(m)
     m.set_defaults(handler=cmd_model)
-    t = sub.add_parser("train", help="a training run of a model: its step, memory and MFU, or the run chosen "
-                                     "(= model NAME --train)")
-    model_options.add_arguments(t, name_required=True)
-    t.set_defaults(handler=cmd_train)
-
-
-def cmd_train(args) -> int:
-    if serve.wanted(args):
-        raise UsageError("`symcost train` prices a training run; serving is `symcost serve`")
-    args.train = True
-    return cmd_model(args)
 
 
 def cmd_model(args) -> int:
