@@ -48,7 +48,7 @@ def answer(args, cfg, hw, dtype) -> dict:
             raise UsageError("--decode needs --batch (sequences), or --frontier for every batch that fits")
         out["decode"] = server.decode(int(args.batch), args.seq).as_dict()
     if args.prefill:
-        out["prefill"] = server.prefill(args.seq, args.mfu, batch=int(args.batch or 1))
+        out["prefill"] = server.prefill(args.seq, args.mfu, batch=int(args.batch or 1)).as_dict()
     if args.frontier:
         out["frontier"] = [r.as_dict() for r in server.frontier(args.seq)]
     return out

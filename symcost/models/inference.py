@@ -29,7 +29,7 @@ from ..mesh import parse_mesh
 from ..pricing import op_cost, totals
 from ..program import derive_program
 from .config import ModelConfig
-from .results import ServingStep
+from .results import PrefillEstimate, ServingStep
 from .transformer import (
     WEIGHTS_MLP,
     Sharding,
@@ -311,7 +311,7 @@ class Serving:
 
     # ------------------------------------------------------------------ prefill and training
     def prefill(self, seq: int, mfu: float | None = None, attention: bool = True, causal: bool = False,
-                batch: int = 1) -> dict:
+                batch: int = 1) -> PrefillEstimate:
         """Prefill of ``batch`` sequences of ``seq`` tokens at ``mfu`` of the slice's peak (by default the
         preset's matmul efficiency at the size of the layer's largest matmul on one chip, or the book's 0.4
         for a preset without efficiency data). It can be no faster than streaming the weights a device
@@ -330,10 +330,8 @@ class Serving:
             else:
                 mfu, source = 0.4, "the book's assumption (the preset has no efficiency data)"
         floor = self.weight_bytes_per_device / (self.hw.hbm_bandwidth * eff.hbm)
-        memory = self.memory_per_device(batch, seq)
-        return {"batch": batch, "flops": flops, "seconds": max(flops / (self.chips * C * mfu), floor),
-                "mfu": mfu, "mfu_source": source, "hbm_floor": floor, "mesh": dict(self.axes),
-                "memory_bytes": memory, "fits": memory <= self.hw.hbm_bytes}
+        return PrefillEstimate(batch, flops, max(flops / (self.chips * C * mfu), floor), mfu, source, floor,
+                               self.axes, self.memory_per_device(batch, seq), self.hw.hbm_bytes)
 
 
 def _reading_held(op, held: dict):

@@ -63,6 +63,31 @@ class ServingStep:
 
 
 @dataclass(frozen=True)
+class PrefillEstimate:
+    """The book's prefill estimate: ``flops`` at ``mfu`` of the slice's peak (``mfu_source`` says where the
+    figure comes from), no faster than a chip streams the weights it holds (``hbm_floor``); what a chip
+    holds (``memory_bytes``) against its HBM."""
+
+    batch: int
+    flops: float
+    seconds: float
+    mfu: float
+    mfu_source: str
+    hbm_floor: float
+    mesh: tuple[tuple[str, int], ...]
+    memory_bytes: float
+    hbm_bytes: float
+
+    @property
+    def fits(self) -> bool:
+        return self.memory_bytes <= self.hbm_bytes
+
+    def as_dict(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if k not in ("mesh", "hbm_bytes")}
+        return {**out, "mesh": dict(self.mesh), "fits": self.fits}
+
+
+@dataclass(frozen=True)
 class SearchResult:
     """A search's answer: how many candidates it priced (``searched``), how many passed its filter
     (``feasible``), how long it took, and the best ``rows`` in rank order (each a frozen value with
@@ -82,4 +107,4 @@ class SearchResult:
                 **dict(self.extra), "runs": [r.as_dict() for r in self.rows]}
 
 
-__all__ = ["SearchResult", "ServingStep"]
+__all__ = ["PrefillEstimate", "SearchResult", "ServingStep"]

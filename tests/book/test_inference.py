@@ -288,9 +288,9 @@ def test_prefill_and_disaggregation():
     add 15%); with 19 ms steps, batch 32 and 512 generated tokens that needs 3 prefill servers per
     generate server; a step frees B (P + G) / G = 96 KV tokens."""
     s = Serving(LLAMA70, V5E, chips=16, dtype="int8")
-    no_att = s.prefill(8192, 0.4, attention=False)["seconds"]
+    no_att = s.prefill(8192, 0.4, attention=False).seconds
     assert no_att == pytest.approx(0.91, rel=0.01)
-    assert s.prefill(8192, 0.4)["seconds"] == pytest.approx(no_att * 1.15, rel=0.01)
+    assert s.prefill(8192, 0.4).seconds == pytest.approx(no_att * 1.15, rel=0.01)
     assert prefill_generate_ratio(0.91, 0.019, 32, 512) == pytest.approx(3, rel=0.01)
     assert kv_evicted_per_step(32, 8192, 4096) == 96
 
