@@ -13,6 +13,10 @@ cache stream from HBM; matmuls become compute-bound past the critical batch), ti
 unembedding; collectives run beside compute (the step is the larger of the two). With the weights and
 KV sharded as the book does (heads and F over the model axes, the KV cache's batch over the rest) this is
 its general form, B KV / W_hbm + max(2 B N_params / C, P / W_hbm).
+
+A chip reads every weight block in the layout it holds it (a weight the mesh does not split is streamed
+whole by every chip of that axis), and an MoE step reads only the experts its batch reaches, so the step
+time and the memory a chip holds (``memory_bytes``) are two readings of the same layouts.
 """
 from __future__ import annotations
 
@@ -22,7 +26,6 @@ from dataclasses import dataclass, field, replace
 import sympy as sp
 
 from .. import dtypes
-from ..einsum import LocalEinsum
 from ..env import Env
 from ..errors import UsageError
 from ..mesh import parse_mesh
@@ -227,10 +230,10 @@ class Serving:
         derivation serves a sweep."""
         env = Env.numeric(plan.mesh, {**dict(plan.sizes), **(override or {})}, self._constants(plan))
         held = self._weights(plan)
-        ops = [_reading_held(s.op, held) for s in plan.steps]
+        einsums = [_reading_held(s.op, held) for s in plan.steps if s.is_einsum]
+        ops = [_reading_held(s.op, held) if s.is_einsum else s.op for s in plan.steps]
         t = totals((op_cost(op, env, on_chip(self.cfg)) for op in ops), env, "step")
-        read = sum(float(env.local_bytes(i)) for op in ops if isinstance(op, LocalEinsum)
-                   for i in op.inputs if i.name in held)
+        read = sum(float(env.local_bytes(i)) for op in einsums for i in op.inputs if i.name in held)
         return t.t_einsums, t.t_math, t.t_hbm, t.t_comms, read
 
     # ------------------------------------------------------------------ decode
@@ -335,9 +338,9 @@ class Serving:
 
 
 def _reading_held(op, held: dict):
-    """``op`` reading each weight in the layout the device holds it (an einsum on a slice of a replicated
+    """The einsum ``op`` reading each weight in the layout the device holds it (an einsum on a slice of a replicated
     weight still streams the whole block from HBM: the device holds it and the step reads what it holds)."""
-    if not isinstance(op, LocalEinsum) or not any(i.name in held for i in op.inputs):
+    if not any(i.name in held for i in op.inputs):
         return op
     return replace(op, inputs=tuple(held.get(i.name, i) for i in op.inputs))
 
