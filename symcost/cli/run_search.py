@@ -116,7 +116,8 @@ def _show_vs_chips(rows: list) -> None:
         if not r["fits"]:
             print(f"  {r['chips']:>7,} {'-':>7} {'-':>10} {'-':>6}  none fits")
             continue
-        print(f"  {r['chips']:>7,} {r['chips_used']:>7,} {r['step_time']:>9.3g}s {r['mfu']:>6.1%}  {describe(r['config'])}")
+        print(f"  {r['chips']:>7,} {r['chips_used']:>7,} {r['step_time']:>9.3g}s {r['mfu']:>6.1%}  "
+              f"{describe(r['config'])}")
 
 
 __all__ = ["COMPUTE", "answer", "contract", "show"]

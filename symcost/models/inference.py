@@ -21,7 +21,7 @@ time and the memory a chip holds (``memory_bytes``) are two readings of the same
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
