@@ -250,7 +250,12 @@ def inline(key):
         if name in NAMED and len(live) == 1 and len(eqn.outvars) == 1:
             return elementwise(r, eqn, ins, rule=NAMED[name])
         jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
-        return r.run(jaxpr, dict(zip(jaxpr.invars, ins)), consts)
+        from .reader import CALLERS
+        CALLERS.append(_where(eqn))
+        try:
+            return r.run(jaxpr, dict(zip(jaxpr.invars, ins)), consts)
+        finally:
+            CALLERS.pop()
     return run
 
 

@@ -18,15 +18,23 @@ from .program import Read, Stmt, Tensor, Val
 from .specs import notation_dtype
 
 
+#: the lines of the calls being read through (jit, custom derivatives): an equation inside a library
+#: function (jnp.cumsum is jitted) is named by the user's line that called it
+CALLERS: list[str] = []
+
+
 def where(eqn) -> str:
     """``file.py:12 (fn)``: the user's line an equation came from."""
     try:
         from jax._src import source_info_util
         s = source_info_util.summarize(eqn.source_info)
     except Exception:  # noqa: BLE001 -- an older or newer JAX without the helper: say less
-        return "an unknown line"
+        s = ""
     path, _, rest = s.partition(":")
-    return os.path.basename(path) + ":" + rest.split(":")[0] + (" " + rest.split(" ", 1)[1] if " " in rest else "")
+    line = rest.split(":")[0]
+    if not line.isdigit():
+        return CALLERS[-1] if CALLERS else "an unknown line"
+    return os.path.basename(path) + ":" + line + (" " + rest.split(" ", 1)[1] if " " in rest else "")
 
 
 def _dedupe(layout) -> tuple:

@@ -37,6 +37,8 @@ def _split(text: str, sep: str):
         elif ch == sep and depth == 0:
             yield start, text[start:i]
             start = i + 1
+    if depth:                   # an unclosed bracket: the rest is one piece, which its reader refuses
+        yield start, text[start:]
 
 
 def _named(what: str, text: str, start: int, piece: str) -> tuple[str, str, int]:

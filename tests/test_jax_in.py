@@ -1,0 +1,227 @@
+"""JAX functions in: the small parsers (no JAX needed), tracing into programs (the LLaMA 3 8B layer against
+the model's own layer program), the errors, the command line, and the ground truth against XLA on eight
+forced CPU host devices (in a subprocess, so that JAX sees them)."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symcost.cli import main
+from symcost.errors import UsageError
+from symcost.jaxin.dims import Dims
+from symcost.jaxin.specs import parse_args, parse_names, parse_specs
+
+ROOT = Path(__file__).parent.parent
+HAS_JAX = importlib.util.find_spec("jax") is not None
+NEEDS_JAX = pytest.mark.skipif(not HAS_JAX, reason="tracing needs the jax extra: pip install 'symcost[jax]'")
+EIGHT = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "PYTHONPATH": str(ROOT)}
+LLAMA_SPECS = "x=B_X,T,D;wq=D,N_Y;wk=D,M_Y;wv=D,M_Y;wo=N_Y,D;w1=D,F_Y;w2=D,F_Y;w3=F_Y,D"
+
+
+# ---------------------------------------------------------------------------------------- the parsers
+
+
+def test_args_specs_and_names_are_read_by_hand():
+    assert parse_args("x=bf16[8,2048,4096], w=float32[4096,14336]") == {
+        "x": ("bf16", (8, 2048, 4096)), "w": ("fp32", (4096, 14336))}
+    assert parse_specs("x=B_X,T,D;w=D,F_{X,Y}") == {
+        "x": (("B", ("X",)), ("T", ()), ("D", ())), "w": (("D", ()), ("F", ("X", "Y")))}
+    assert parse_specs("x=B_XY,D")["x"][0] == ("B", ("X", "Y"))
+    assert parse_names("K=8,H=128") == {"K": 8, "H": 128}
+
+
+@pytest.mark.parametrize("text, where", [("x=bf16[8,2048", 3), ("x=bf9[8]", 3), ("x bf16[8]", 1),
+                                         ("x=bf16[8],x=bf16[8]", 11), ("x=bf16[8,-1]", 3),
+                                         ("__import__('os')=bf16[1]", 1)])
+def test_bad_args_say_where(text, where):
+    with pytest.raises(UsageError, match=rf"at character {where}\)"):
+        parse_args(text)
+
+
+def test_bad_specs_say_where():
+    with pytest.raises(UsageError, match=r"'B_' is not a dimension.*at character 3"):
+        parse_specs("x=B_,D")
+    with pytest.raises(UsageError, match=r"'w\+' is not a name \(at character 7\)"):
+        parse_specs("x=B,D;w+=D")
+
+
+def test_the_union_find_factors_and_refuses_a_size_mismatch():
+    d = Dims()
+    a, b = d.new(4096, "F"), d.new(4096)
+    parts = [d.new(8), d.new(4), d.new(128)]
+    d.factor(b, parts)
+    d.union(a, b)
+    assert [d.size(x) for x in d.leaves(a)] == [8, 4, 128] and d.name(b) == "F"
+    with pytest.raises(UsageError, match="size 8 meets one of size 16"):
+        d.union(d.new(8), d.new(16))
+
+
+def test_importing_symcost_does_not_import_jax():
+    code = "import sys, symcost; symcost.derive('A[I, J] * B[J, K] -> C[I, K]'); print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=EIGHT, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ------------------------------------------------------------------------------------------- tracing
+
+
+def _llama(batch=8, seq=2048, **kw):
+    import jax
+    import jax.numpy as jnp
+    sys.path.insert(0, str(ROOT / "examples"))
+    from llama_layer import layer
+    from symcost.jaxin import from_jax
+    from symcost.models.config import load_model_config
+    cfg = load_model_config("llama3-8b")
+    n, m = cfg.K * cfg.G * cfg.H, cfg.K * cfg.H
+    shapes = dict(x=(batch, seq, cfg.D), wq=(cfg.D, n), wk=(cfg.D, m), wv=(cfg.D, m), wo=(n, cfg.D),
+                  w1=(cfg.D, cfg.F), w2=(cfg.D, cfg.F), w3=(cfg.F, cfg.D))
+    args = [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in shapes.values()]
+    specs = dict(part.split("=") for part in LLAMA_SPECS.split(";"))
+    return cfg, from_jax(layer, *args, mesh="X=4,Y=2", in_specs=specs,
+                         names={"K": cfg.K, "G": cfg.G, "H": cfg.H, "S": seq}, **kw)
+
+
+@NEEDS_JAX
+def test_the_llama3_8b_layer_traces_to_the_model_layer_step_time():
+    """The plain-JAX layer, elementwise work fused into the matmuls as `symcost model --program` writes a
+    layer, has the model program's step time, FLOPs, HBM time and collectives at full LLaMA 3 8B sizes."""
+    from symcost.models.transformer import Sharding, layer_program, sizes
+    from symcost.program import derive_program
+    cfg, traced = _llama(elementwise=False)
+    assert "wq[D, K_Y, G, H]" in traced.text and "wo[K_Y, G, H, D]" in traced.text
+    ours = traced.derive("h100").numeric()
+    prog = layer_program(cfg, Sharding(batch=("X",), model=("Y",), heads=("Y",)))
+    dims = {k: v for k, v in sizes(cfg, batch=8, seq=2048).items() if k in "BTSDFKGH"}
+    theirs = derive_program(prog, "X=4,Y=2", dims, "h100").numeric()
+    for key in ("t_step", "flops", "t_math", "t_hbm", "t_comms"):
+        assert ours[key] == pytest.approx(theirs[key], rel=1e-12), key
+    assert theirs["t_step"] == pytest.approx(9.7277e-4, rel=1e-4)
+
+
+@NEEDS_JAX
+def test_the_full_llama_layer_adds_its_elementwise_work_and_keeps_the_matmuls():
+    cfg, traced = _llama()
+    plan = traced.derive("h100")
+    text = traced.text
+    assert "= SiLU(" in text and "*_D OnesD[D]" in text and "View(" in text
+    _, fused = _llama(elementwise=False)
+    matmuls = fused.derive("h100")
+    # the einsums of the fused program are the full program's matmul FLOPs; elementwise work only adds
+    assert plan.numeric()["flops"] > matmuls.numeric()["flops"]
+    assert plan.numeric()["t_step"] > matmuls.numeric()["t_step"]
+
+
+@NEEDS_JAX
+def test_an_unsupported_primitive_names_its_source_line():
+    import jax
+    import jax.numpy as jnp
+    sys.path.insert(0, str(ROOT / "examples"))
+    from jax_layers import prefix_sum
+    from symcost.jaxin import from_jax
+    s = jax.ShapeDtypeStruct
+    with pytest.raises(UsageError, match=r"^cumsum at jax_layers\.py:\d+ \(prefix_sum\) has no symcost notation"):
+        from_jax(prefix_sum, s((8, 16), jnp.bfloat16), s((16, 16), jnp.bfloat16), mesh="X=2")
+
+
+@NEEDS_JAX
+def test_the_cli_prints_the_program_then_the_plan(capsys):
+    argv = ["trace", "examples/mlp_jax.py:mlp", "--args", "x=bf16[64,256],w_in=bf16[256,1024],w_out=bf16[1024,256]",
+            "--specs", "x=B_X,D;w_in=D,F_Y;w_out=F_Y,D", "--mesh", "X=4,Y=2", "--hw", "h100", "--json"]
+    os.chdir(ROOT)
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["dims"] == {"B": 64, "D": 256, "F": 1024}
+    assert [(s["before"], s["after"]) for s in out["steps"] if s["kind"] == "AllReduce"] == [
+        ("Out[B_X, D]{U_Y}", "Out[B_X, D]")]
+    assert out["program"].startswith("param w_in[D, F_Y], w_out[F_Y, D]\n")
+
+
+@NEEDS_JAX
+@pytest.mark.parametrize("bad, message", [
+    (["--args", "x=bf16[64,256"], "at character 3"),
+    (["--specs", "x=B_,D"], "at character 3"),
+    (["--args", "x=bf16[64,256]"], "lacks w_in, w_out"),
+])
+def test_the_cli_refuses_bad_text_with_exit_2(bad, message, capsys):
+    argv = ["trace", "examples/mlp_jax.py:mlp", "--args", "x=bf16[64,256],w_in=bf16[256,1024],w_out=bf16[1024,256]",
+            "--mesh", "X=4,Y=2"]
+    for flag, value in zip(bad[::2], bad[1::2]):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
+    os.chdir(ROOT)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
+# ------------------------------------------------------------------------------------ against XLA
+
+TRUTH = r"""
+import json, sys
+sys.path.insert(0, "examples")
+import jax, jax.numpy as jnp
+from symcost.jaxin import from_jax
+from symcost.jaxin.truth import compare, one_device, program_flops, xla_flops
+import jax_layers as L, mlp_jax
+S = lambda *s: jax.ShapeDtypeStruct(s, jnp.bfloat16)
+out = {}
+cases = {"mlp": (mlp_jax.mlp, [S(256, 1024), S(1024, 4096), S(4096, 1024)], ["B_X,D", "D,F_Y", "F_Y,D"], "X=4,Y=2"),
+         "fsdp": (L.fsdp, [S(256, 1024), S(1024, 4096), S(4096, 1024)], ["B_X,D", "D_X,F", "F,D_X"], "X=8"),
+         "checkpointed": (L.checkpointed, [S(256, 1024), S(1024, 4096), S(4096, 1024)], ["B_X,D", "D,F_Y", "F_Y,D"],
+                          "X=4,Y=2"),
+         "stack": (L.stack, [S(256, 1024), S(3, 1024, 4096), S(3, 4096, 1024)], ["B_X,D", "L,D,F_Y", "L,F_Y,D"],
+                   "X=4,Y=2")}
+for name, (fn, args, specs, mesh) in cases.items():
+    specs_by = dict(zip(["x", "w_in", "w_out"], specs))
+    t = from_jax(fn, *args, mesh=mesh, in_specs=specs_by)
+    c = compare(t.derive(), fn, args, mesh, specs)
+    one = from_jax(fn, *args, mesh=one_device(mesh), in_specs=specs_by).derive()
+    out[name] = {"symcost": c["symcost"], "xla": c["xla"], "flops": program_flops(one),
+                 "xla_flops": xla_flops(fn, args, mesh), "reuse": t.reuse}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def truth():
+    if not HAS_JAX:
+        pytest.skip("the comparison with XLA needs the jax extra: pip install 'symcost[jax]'")
+    res = subprocess.run([sys.executable, "-c", TRUTH], capture_output=True, text=True, env=EIGHT, cwd=ROOT,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+@NEEDS_JAX
+@pytest.mark.parametrize("case", ["mlp", "fsdp", "checkpointed"])
+def test_the_plan_has_the_collectives_xla_inserts(truth, case):
+    assert truth[case]["symcost"] == truth[case]["xla"]
+    assert truth[case]["symcost"]       # each example communicates
+
+
+@NEEDS_JAX
+def test_a_scanned_stack_repeats_the_collectives_xla_runs_in_its_loop(truth):
+    """XLA lists the loop body's AllReduce once (it runs three times); the program writes each iteration."""
+    assert truth["stack"]["xla"] == [["all-reduce", ["Y"]]]
+    assert truth["stack"]["symcost"] == truth["stack"]["xla"] * 3
+
+
+@NEEDS_JAX
+@pytest.mark.parametrize("case", ["mlp", "fsdp", "checkpointed", "stack"])
+def test_the_program_flops_are_xlas_within_2_percent(truth, case):
+    """XLA's cost analysis counts a loop's body once (the scan's three iterations as one); the program
+    writes every iteration, so the stack is held to three times XLA's count."""
+    iterations = 3 if case == "stack" else 1
+    assert truth[case]["flops"] == pytest.approx(iterations * truth[case]["xla_flops"], rel=0.02)
+
+
+@NEEDS_JAX
+def test_a_checkpoint_policy_becomes_the_reuse_policy(truth):
+    assert truth["checkpointed"]["reuse"] == "none" and truth["mlp"]["reuse"] is None
