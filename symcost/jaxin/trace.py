@@ -1,17 +1,15 @@
 """``symcost.from_jax``: a JAX function, traced with abstract arguments, as a symcost program.
 
-    >>> import jax, jax.numpy as jnp, symcost                       # doctest: +SKIP
-    >>> def mlp(x, w_in, w_out):
-    ...     return jax.nn.silu(x @ w_in) @ w_out
-    >>> t = symcost.from_jax(mlp, jax.ShapeDtypeStruct((8, 4096), jnp.bfloat16),
-    ...                      jax.ShapeDtypeStruct((4096, 14336), jnp.bfloat16),
-    ...                      jax.ShapeDtypeStruct((14336, 4096), jnp.bfloat16),
-    ...                      mesh="X=4", in_specs={"x": "B_X,D", "w_in": "D,F", "w_out": "F,D"})
-    >>> print(t.text)
-    param w_in[D, F], w_out[F, D]
-    Dot1[B_X, F] = x[B_X, D] *_D w_in[D, F]
-    SiLU1[B_X, F] = SiLU(Dot1[B_X, F])
-    Out[B_X, D] = SiLU1[B_X, F] *_F w_out[F, D]
+    import jax, jax.numpy as jnp, symcost
+    def mlp(x, w_in, w_out):
+        return jax.nn.silu(x @ w_in) @ w_out
+    S = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.bfloat16)
+    t = symcost.from_jax(mlp, S(8, 4096), S(4096, 14336), S(14336, 4096), mesh="X=4",
+                         in_specs={"x": "B_X,D", "w_in": "D,F", "w_out": "F,D"})
+    print(t.text)       # param w_in[D, F], w_out[F, D]
+                        # Dot1[B_X, F] = x[B_X, D] *_D w_in[D, F]
+                        # SiLU1[B_X, F] = SiLU(Dot1[B_X, F])
+                        # Out[B_X, D] = SiLU1[B_X, F] *_F w_out[F, D]
 
 The program is read from ``jax.make_jaxpr`` (nothing runs), its dimensions named by the specs (and by
 ``names``: {name: size} for dimensions the specs do not reach), its sizes bound (:attr:`Traced.sizes`), and
