@@ -36,3 +36,16 @@ def stack(x, w_in, w_out):
 def prefix_sum(x, w):
     """A cumulative sum: no statement of the notation says it."""
     return jnp.cumsum(x @ w, axis=0)
+
+
+def repeated(x, w):
+    """The same layer three times in a while loop that counts to a constant."""
+    def step(c):
+        i, h = c
+        return i + 1, h + jnp.tanh(h @ w)
+    return jax.lax.while_loop(lambda c: c[0] < 3, step, (0, x))[1]
+
+
+def unbounded(x, w):
+    """A loop whose trip count depends on the data: no program says how often it runs."""
+    return jax.lax.while_loop(lambda h: jnp.sum(h) < 1e3, lambda h: h @ w, x)

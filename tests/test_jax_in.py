@@ -169,17 +169,24 @@ sys.path.insert(0, "examples")
 import jax, jax.numpy as jnp
 from symcost.jaxin import from_jax
 from symcost.jaxin.truth import compare, one_device, program_flops, xla_flops
-import jax_layers as L, mlp_jax
+import jax_layers as L, mlp_jax, llama_layer
 S = lambda *s: jax.ShapeDtypeStruct(s, jnp.bfloat16)
 out = {}
+MLP = ["x", "w_in", "w_out"]
 cases = {"mlp": (mlp_jax.mlp, [S(256, 1024), S(1024, 4096), S(4096, 1024)], ["B_X,D", "D,F_Y", "F_Y,D"], "X=4,Y=2"),
          "fsdp": (L.fsdp, [S(256, 1024), S(1024, 4096), S(4096, 1024)], ["B_X,D", "D_X,F", "F,D_X"], "X=8"),
          "checkpointed": (L.checkpointed, [S(256, 1024), S(1024, 4096), S(4096, 1024)], ["B_X,D", "D,F_Y", "F_Y,D"],
                           "X=4,Y=2"),
          "stack": (L.stack, [S(256, 1024), S(3, 1024, 4096), S(3, 4096, 1024)], ["B_X,D", "L,D,F_Y", "L,F_Y,D"],
-                   "X=4,Y=2")}
+                   "X=4,Y=2"),
+         "repeated": (L.repeated, [S(256, 1024), S(1024, 1024)], ["B_X,D", "D,E_Y"], "X=4,Y=2"),
+         # LLaMA's proportions at a small size: 2 key/value heads of 4 queries, head width 128
+         "llama": (llama_layer.layer, [S(8, 64, 1024), S(1024, 1024), S(1024, 256), S(1024, 256), S(1024, 1024),
+                                       S(1024, 2048), S(1024, 2048), S(2048, 1024)],
+                   [s.split("=")[1] for s in "LLAMA_SPECS".split(";")], "X=4,Y=2")}
+NAMES = {"repeated": ["x", "w"], "llama": "x wq wk wv wo w1 w2 w3".split()}
 for name, (fn, args, specs, mesh) in cases.items():
-    specs_by = dict(zip(["x", "w_in", "w_out"], specs))
+    specs_by = dict(zip(NAMES.get(name, MLP), specs))
     t = from_jax(fn, *args, mesh=mesh, in_specs=specs_by)
     c = compare(t.derive(), fn, args, mesh, specs)
     one = from_jax(fn, *args, mesh=one_device(mesh), in_specs=specs_by).derive()
@@ -187,6 +194,9 @@ for name, (fn, args, specs, mesh) in cases.items():
                  "xla_flops": xla_flops(fn, args, mesh), "reuse": t.reuse}
 print(json.dumps(out))
 """
+
+
+TRUTH = TRUTH.replace("LLAMA_SPECS", LLAMA_SPECS)
 
 
 @pytest.fixture(scope="module")
@@ -200,25 +210,28 @@ def truth():
 
 
 @NEEDS_JAX
-@pytest.mark.parametrize("case", ["mlp", "fsdp", "checkpointed"])
+@pytest.mark.parametrize("case", ["mlp", "fsdp", "checkpointed", "llama"])
 def test_the_plan_has_the_collectives_xla_inserts(truth, case):
     assert truth[case]["symcost"] == truth[case]["xla"]
     assert truth[case]["symcost"]       # each example communicates
 
 
 @NEEDS_JAX
-def test_a_scanned_stack_repeats_the_collectives_xla_runs_in_its_loop(truth):
-    """XLA lists the loop body's AllReduce once (it runs three times); the program writes each iteration."""
-    assert truth["stack"]["xla"] == [["all-reduce", ["Y"]]]
-    assert truth["stack"]["symcost"] == truth["stack"]["xla"] * 3
+@pytest.mark.parametrize("case", ["stack", "repeated"])
+def test_a_loop_repeats_the_collectives_xla_runs_in_its_body(truth, case):
+    """XLA lists the loop body's collective once (it runs three times); the program writes each iteration
+    (the scan over stacked weights and the while loop counting to 3 alike)."""
+    expected = {"stack": [["all-reduce", ["Y"]]], "repeated": [["all-gather", ["Y"]]]}[case]
+    assert truth[case]["xla"] == expected
+    assert truth[case]["symcost"] == expected * 3
 
 
 @NEEDS_JAX
-@pytest.mark.parametrize("case", ["mlp", "fsdp", "checkpointed", "stack"])
+@pytest.mark.parametrize("case", ["mlp", "fsdp", "checkpointed", "stack", "repeated", "llama"])
 def test_the_program_flops_are_xlas_within_2_percent(truth, case):
-    """XLA's cost analysis counts a loop's body once (the scan's three iterations as one); the program
-    writes every iteration, so the stack is held to three times XLA's count."""
-    iterations = 3 if case == "stack" else 1
+    """XLA's cost analysis counts a loop's body once (the three iterations as one); the program writes
+    every iteration, so the loops are held to three times XLA's count."""
+    iterations = 3 if case in ("stack", "repeated") else 1
     assert truth[case]["flops"] == pytest.approx(iterations * truth[case]["xla_flops"], rel=0.02)
 
 

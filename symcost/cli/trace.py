@@ -33,7 +33,8 @@ def register(sub):
     t.add_argument("--matmuls-only", action="store_true",
                    help="leave elementwise work and reductions out (fused into the matmuls, as "
                         "'symcost model --program' writes a layer)")
-    t.add_argument("--to-notation", metavar="PATH", help="also write the program to PATH ('-': only print it)")
+    t.add_argument("--to-notation", metavar="PATH", nargs="?", const="-",
+                   help="print the program instead of its plan (with PATH: write it there, then derive)")
     json_flag(t)
     planning(t)
     t.set_defaults(handler=cmd_trace, reuse=None)

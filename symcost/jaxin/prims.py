@@ -59,10 +59,13 @@ def elementwise(r, eqn, ins, rule: str | None = None):
         first = owners[0]
         for k, v in enumerate(owners[1:], 1):
             if r.collides(first.nodes[i], v.nodes[i]):
-                raise UsageError(f"{eqn.primitive.name} at {_where(eqn)} makes two dimensions of size "
-                                 f"{r.d.size(v.nodes[i])} one, which another tensor holds apart; name them "
-                                 "through the specs")
-            r.d.union(first.nodes[i], v.nodes[i])
+                # a square weight's two dimensions meet (h + f(h @ w)): read this operand's axis as the
+                # first's dimension through a View, as the positional operation does
+                w = r.renamed(v, i, first.nodes[i])
+                live = [w if u is v else u for u in live]
+                owners[k] = w
+            else:
+                r.d.union(first.nodes[i], v.nodes[i])
         nodes.append(first.nodes[i])
         layout.append(next((v.layout[i] for v in owners if v.layout[i]), ()))
     name = eqn.primitive.name
@@ -282,8 +285,6 @@ HANDLERS = {"dot_general": dot_general, "transpose": transpose, "squeeze": squee
             "custom_jvp_call": inline(("call_jaxpr",)), "custom_vjp_call": inline(("call_jaxpr", "fun_jaxpr")),
             "custom_vjp_call_jaxpr": inline(("fun_jaxpr", "call_jaxpr")), "remat2": checkpoint,
             "checkpoint": checkpoint, "iota": constant, "axis_index": constant,
-            "while": refuse("its trip count is not known when tracing (a fori_loop with Python int bounds "
-                            "becomes a scan, which symcost reads)"),
             "cond": refuse("a branch is chosen at run time; price each branch as its own function"),
             "ppermute": refuse("a permutation along an axis is a Send in the notation; write it by hand"),
             "all_to_all": refuse("write the AllToAll in the notation by hand")}

@@ -137,13 +137,65 @@ def scan(r, eqn, ins):
         r.emit(Stmt("comment", text=f"iteration {it + 1} of {n} of the scan at {here}"))
         sliced = [_slice(r, eqn, x, it) for x in xs]
         outs = r.run(body.jaxpr, dict(zip(body.jaxpr.invars, list(consts) + list(carry) + sliced)), body.consts)
-        carry = outs[:ncar]
+        carry = _carried(r, carry, outs[:ncar])
+        outs = list(carry) + list(outs[ncar:])
     ys = []
     for var in eqn.outvars[ncar:]:
         y = r.constant(var.aval.shape)
         y.stacked = here
         ys.append(y)
     return list(carry) + ys
+
+
+def trip_count(eqn) -> int | None:
+    """The iterations of a ``while`` that counts a carried integer from a constant up to a constant by one
+    (``i < n`` or ``i <= n``), or None."""
+    p = eqn.params
+    cond, body = p["cond_jaxpr"].jaxpr, p["body_jaxpr"].jaxpr
+    if len(cond.eqns) != 1 or cond.eqns[0].primitive.name not in ("lt", "le"):
+        return None
+    test = cond.eqns[0]
+    i, n = test.invars
+    if type(n).__name__ != "Literal" or i not in cond.invars[p["cond_nconsts"]:]:
+        return None
+    k = cond.invars[p["cond_nconsts"]:].index(i)
+    start = eqn.invars[p["cond_nconsts"] + p["body_nconsts"] + k]
+    if type(start).__name__ != "Literal":
+        return None
+    counter = body.invars[p["body_nconsts"] + k]
+    step = next((e for e in body.eqns if e.outvars[0] is body.outvars[k]), None)
+    if step is None or step.primitive.name != "add" or counter not in step.invars:
+        return None
+    one = next(x for x in step.invars if x is not counter)
+    if type(one).__name__ != "Literal" or int(one.val) != 1:
+        return None
+    return max(0, int(n.val) - int(start.val) + (1 if test.primitive.name == "le" else 0))
+
+
+def while_loop(r, eqn, ins):
+    n = trip_count(eqn)
+    if n is None:
+        raise UsageError(f"while at {_where(eqn)} has no symcost notation: its trip count is not a constant "
+                         "(symcost reads a loop counting from a constant to a constant by one, and a scan)")
+    p = eqn.params
+    body = p["body_jaxpr"]
+    consts = ins[p["cond_nconsts"]:p["cond_nconsts"] + p["body_nconsts"]]
+    carry = ins[p["cond_nconsts"] + p["body_nconsts"]:]
+    here = _where(eqn)
+    for it in range(n):
+        r.emit(Stmt("comment", text=f"iteration {it + 1} of {n} of the loop at {here}"))
+        carry = _carried(r, carry, r.run(body.jaxpr, dict(zip(body.jaxpr.invars, list(consts) + list(carry))),
+                                          body.consts))
+    return list(carry)
+
+
+def _carried(r, before, after) -> list:
+    """A loop's carried values keep one layout from iteration to iteration (XLA compiles the loop once):
+    each iteration's result is laid out as the value it replaces."""
+    if r.manual:
+        return list(after)
+    return [relaid(r, a, b.layout) if a.tensor is not None and b.tensor is not None and len(a.shape) == len(b.shape)
+            else a for b, a in zip(before, after)]
 
 
 def _slice(r, eqn, x, it: int):
@@ -160,4 +212,4 @@ def _slice(r, eqn, x, it: int):
 
 HANDLERS.update({"sharding_constraint": sharding_constraint, "shard_map": shard_map, "all_gather": all_gather,
                  "psum": psum, "psum_invariant": psum, "psum2": psum, "psum_scatter": psum_scatter,
-                 "reduce_scatter": psum_scatter, "scan": scan})
+                 "reduce_scatter": psum_scatter, "scan": scan, "while": while_loop})
