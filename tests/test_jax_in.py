@@ -238,3 +238,73 @@ def test_the_program_flops_are_xlas_within_2_percent(truth, case):
 @NEEDS_JAX
 def test_a_checkpoint_policy_becomes_the_reuse_policy(truth):
     assert truth["checkpointed"]["reuse"] == "none" and truth["mlp"]["reuse"] is None
+
+
+# ------------------------------------------------------------------------------------ more of the face
+
+
+@NEEDS_JAX
+def test_a_written_program_derives_as_the_traced_one(tmp_path, capsys):
+    """`--to-notation PATH` writes the program; `symcost derive` on it with the sizes its first line names
+    gives the traced plan's step time."""
+    os.chdir(ROOT)
+    path = tmp_path / "fsdp.sc"
+    base = ["trace", "examples/jax_layers.py:fsdp", "--args",
+            "x=bf16[256,1024],w_in=bf16[1024,4096],w_out=bf16[4096,1024]",
+            "--specs", "x=B_X,D;w_in=D_X,F;w_out=F,D_X", "--mesh", "X=8", "--hw", "h100"]
+    assert main(base + ["--json", "--to-notation", str(path)]) == 0
+    traced = json.loads(capsys.readouterr().out)
+    head = path.read_text().splitlines()[0].split()
+    assert head[:4] == ["#", "symcost", "derive", "FILE"]
+    dims = head[head.index("--dims") + 1]
+    assert main(["derive", str(path), "--mesh", "X=8", "--dims", dims, "--hw", "h100", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["numeric"]["t_step"] == traced["numeric"]["t_step"] > 0
+    assert [s["kind"] for s in again["steps"]][:2] == ["AllGather", "AllGather"]
+
+
+@NEEDS_JAX
+def test_the_checkpoint_policy_sets_the_backward_reuse(capsys):
+    """The block saves nothing, so its backward pass gathers again what the forward pass gathered: with
+    the traced policy (reuse none) the FSDP weights are gathered in the backward pass; asking for
+    --reuse all keeps them."""
+    os.chdir(ROOT)
+    argv = ["trace", "examples/jax_layers.py:checkpointed", "--args",
+            "x=bf16[256,1024],w_in=bf16[1024,4096],w_out=bf16[4096,1024]",
+            "--specs", "x=B_X,D;w_in=D_X,F;w_out=F,D_X", "--mesh", "X=8", "--backward", "--json"]
+    assert main(argv) == 0
+    traced = json.loads(capsys.readouterr().out)
+    assert traced["reuse"] == "none"
+    gathers = [s for s in traced["steps"] if s["kind"] == "AllGather" and s["phase"] == "backward"]
+    assert main(argv + ["--reuse", "all"]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert len(gathers) > len([s for s in kept["steps"] if s["kind"] == "AllGather" and s["phase"] == "backward"])
+
+
+@NEEDS_JAX
+def test_partition_specs_leave_names_to_inference_and_two_outputs_are_named():
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+    from symcost.jaxin import from_jax
+
+    def two(x, w):
+        h = x @ w
+        return h, h @ w.T
+    s = jax.ShapeDtypeStruct
+    t = from_jax(two, s((64, 32), jnp.bfloat16), s((32, 16), jnp.bfloat16), mesh="X=4",
+                 in_specs=[P("X", None), None])
+    assert t.text.splitlines() == ["param w[J, K]", "Out[I_X, K] = x[I_X, J] *_J w[J, K]",
+                                   "Out2[I_X, J] = Out[I_X, K] *_K w[J, K]"]
+    assert t.dims == {"I": 64, "J": 32, "K": 16}
+
+
+@NEEDS_JAX
+def test_a_name_by_size_must_pick_one_dimension():
+    import jax
+    import jax.numpy as jnp
+    from symcost.jaxin import from_jax
+    s = jax.ShapeDtypeStruct
+    with pytest.raises(UsageError, match="2 unnamed dimensions have size 16"):
+        from_jax(lambda x, w: x @ w, s((16, 8), jnp.bfloat16), s((8, 16), jnp.bfloat16), mesh="X=2",
+                 names={"K": 16})

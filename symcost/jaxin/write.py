@@ -21,11 +21,12 @@ class Writer:
 
     # ------------------------------------------------------------------------------------------- naming
     def name_dims(self) -> None:
-        roots = []
-        for st in self.read.statements:
-            for t in (st.out,) + tuple(st.ins):
-                if t is not None:
-                    roots += [x for n in t.nodes for x in self.d.leaves(n)]
+        roots = []          # in order of appearance: the arguments, then each statement's operands and result
+        used = [t for st in self.read.statements for t in tuple(st.ins) + (st.out,) if t is not None]
+        ids = {id(t.same or t) for t in used}
+        for t in [t for t in self.read.inputs if id(t) in ids] + used:
+            if t is not None:
+                roots += [x for n in t.nodes for x in self.d.leaves(n)]
         roots = list(dict.fromkeys(self.d.find(x) for x in roots))
         taken = set(self.mesh) | RESERVED
         for x in roots:
