@@ -8,6 +8,6 @@ from jax.sharding import PartitionSpec as P
 
 
 def mlp(x, w_in, w_out):
-    h = jax.nn.gelu(x @ w_in)
+    h = jax.nn.silu(x @ w_in)
     h = jax.lax.with_sharding_constraint(h, P("X", "Y"))
     return h @ w_out

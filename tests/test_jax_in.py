@@ -308,3 +308,25 @@ def test_a_name_by_size_must_pick_one_dimension():
     with pytest.raises(UsageError, match="2 unnamed dimensions have size 16"):
         from_jax(lambda x, w: x @ w, s((16, 8), jnp.bfloat16), s((8, 16), jnp.bfloat16), mesh="X=2",
                  names={"K": 16})
+
+
+def _doc_examples():
+    lines = (ROOT / "docs" / "jax.md").read_text().split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("    $ symcost ") and "|" not in line:
+            out = []
+            for nxt in lines[i + 1:]:
+                if nxt.startswith("    $ ") or (nxt and not nxt.startswith("    ")):
+                    break
+                out.append(nxt[4:])
+            yield line[len("    $ symcost "):], "\n".join(out).strip("\n")
+
+
+@NEEDS_JAX
+@pytest.mark.parametrize("command, expected", list(_doc_examples()), ids=lambda v: v[:40])
+def test_the_documented_output_is_real(command, expected, capsys):
+    import shlex
+    os.chdir(ROOT)
+    main(shlex.split(command))
+    got = capsys.readouterr()
+    assert (got.out + got.err).strip("\n") == expected
