@@ -99,7 +99,7 @@ def cmd_trace(args) -> int:
         return 0
     if args.to_notation:
         write_output(args.to_notation, traced.to_notation(), quiet=args.json)
-    kw = dict(overlap=not args.no_overlap, moves=args.moves, efficiency=args.efficiency)
+    kw = {"overlap": not args.no_overlap, "moves": args.moves, "efficiency": args.efficiency}
     if args.backward:
         kw.update(backward=True, params=args.params)
     if args.reuse is not None:

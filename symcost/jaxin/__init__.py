@@ -2,4 +2,4 @@
 is imported only when a function is traced)."""
 from .trace import Traced, from_jax
 
-__all__ = ["from_jax", "Traced"]
+__all__ = ["Traced", "from_jax"]

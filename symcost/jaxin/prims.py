@@ -11,19 +11,14 @@ from __future__ import annotations
 
 from ..errors import UsageError
 from .program import Stmt, Tensor
+from .source import where
 
-UNARY = frozenset("exp exp2 log log1p expm1 tanh logistic rsqrt sqrt cbrt neg abs sign integer_pow square erf erfc "
-                  "erf_inv sin cos tan floor ceil round is_finite not imag real conj".split())
+UNARY = frozenset(["exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "rsqrt", "sqrt", "cbrt", "neg", "abs", "sign", "integer_pow", "square", "erf", "erfc", "erf_inv", "sin", "cos", "tan", "floor", "ceil", "round", "is_finite", "not", "imag", "real", "conj"])
 LINEAR = frozenset({"add", "sub", "add_any"})
-BINARY = frozenset("mul div max min pow atan2 rem nextafter eq ne lt le gt ge and or xor select_n".split())
+BINARY = frozenset(["mul", "div", "max", "min", "pow", "atan2", "rem", "nextafter", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "select_n"])
 ALIAS = frozenset({"convert_element_type", "stop_gradient", "pvary", "copy", "copy_p", "reduce_precision"})
 REDUCE = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or"})
 NAMED = {"silu": "SiLU", "gelu": "GeLU", "relu": "ReLU"}   # jax.nn's jitted activations, as the engine's rules
-
-
-def _where(eqn):
-    from .reader import where
-    return where(eqn)
 
 
 def _leaves(r, nodes) -> set:
@@ -48,7 +43,7 @@ def elementwise(r, eqn, ins, rule: str | None = None):
     if r.fused:
         return [_largest(r, eqn, live)]
     if any(v.unreduced for v in live) and not (eqn.primitive.name in LINEAR and len(live) == 2):
-        raise UsageError(f"{eqn.primitive.name} at {_where(eqn)} reads partial sums; sum them first (psum)")
+        raise UsageError(f"{eqn.primitive.name} at {where(eqn, r.callers)} reads partial sums; sum them first (psum)")
     nodes, layout = [], []
     for i in range(len(aval.shape)):
         owners = [v for v in live if _owns(r, v.tensor, v.nodes[i])]
@@ -150,9 +145,9 @@ def reshape(r, eqn, ins):
         i, j = i + 1, j + 1
         while pi != pj:
             if pi < pj:
-                gi.append(ia[i]); pi *= ia[i][1]; i += 1       # noqa: E702
+                gi.append(ia[i]); pi *= ia[i][1]; i += 1
             else:
-                gj.append(oa[j]); pj *= oa[j][1]; j += 1       # noqa: E702
+                gj.append(oa[j]); pj *= oa[j][1]; j += 1
         if len(gi) == 1 and len(gj) == 1:
             nodes[gj[0][0]], layout[gj[0][0]] = v.nodes[gi[0][0]], v.layout[gi[0][0]]
         elif len(gi) == 1:
@@ -167,7 +162,7 @@ def reshape(r, eqn, ins):
             r.d.factor(node, [v.nodes[ii] for ii, _ in gi])
             nodes[gj[0][0]], layout[gj[0][0]] = node, axes
         else:
-            raise UsageError(f"reshape at {_where(eqn)} regroups axes {[s for _, s in gi]} as {[s for _, s in gj]}, "
+            raise UsageError(f"reshape at {where(eqn, r.callers)} regroups axes {[s for _, s in gi]} as {[s for _, s in gj]}, "
                              "which names no dimension of the notation")
     return [r.new_val(shape, nodes, layout, v.tensor, v.unreduced)]
 
@@ -183,10 +178,10 @@ def dot_general(r, eqn, ins):
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     lhs, rhs = ins
     if lhs.tensor is None or rhs.tensor is None:
-        raise UsageError(f"dot_general at {_where(eqn)} multiplies by a constant array, which the notation "
+        raise UsageError(f"dot_general at {where(eqn, r.callers)} multiplies by a constant array, which the notation "
                          "cannot hold; pass it as an argument")
     if lhs.unreduced or rhs.unreduced:
-        raise UsageError(f"dot_general at {_where(eqn)} reads partial sums; sum them first (psum)")
+        raise UsageError(f"dot_general at {where(eqn, r.callers)} reads partial sums; sum them first (psum)")
     for i, j in zip(tuple(lc) + tuple(lb), tuple(rc) + tuple(rb)):
         a, b = lhs.nodes[i], rhs.nodes[j]
         if r.d.find(a) == r.d.find(b):
@@ -218,7 +213,7 @@ def dot_general(r, eqn, ins):
         la = tuple(a for i in lc for a in lhs.layout[i])
         ra = tuple(a for j in rc for a in rhs.layout[j])
         if sorted(la) != sorted(ra):
-            raise UsageError(f"dot_general at {_where(eqn)} contracts blocks split differently ({la} and {ra})")
+            raise UsageError(f"dot_general at {where(eqn, r.callers)} contracts blocks split differently ({la} and {ra})")
         unreduced = la
     out = r.result(eqn, "Dot", nodes, layout, unreduced)
     _uses(lhs.tensor, rhs.tensor)
@@ -236,7 +231,7 @@ def reduction(r, eqn, ins):
         return [r.new_val(shape, [v.nodes[i] for i in keep], [v.layout[i] for i in keep], v.tensor)]
     unreduced = tuple(v.unreduced) + (tuple(a for i in axes for a in v.layout[i]) if r.manual else ())
     if not keep:
-        raise UsageError(f"{eqn.primitive.name} at {_where(eqn)} reduces to a scalar, which the notation cannot "
+        raise UsageError(f"{eqn.primitive.name} at {where(eqn, r.callers)} reduces to a scalar, which the notation cannot "
                          "write (a tensor needs a dimension)")
     out = r.result(eqn, "Sum" if eqn.primitive.name == "reduce_sum" else "Red", [v.nodes[i] for i in keep],
                    [v.layout[i] for i in keep], unreduced)
@@ -253,26 +248,25 @@ def inline(key):
         if name in NAMED and len(live) == 1 and len(eqn.outvars) == 1:
             return elementwise(r, eqn, ins, rule=NAMED[name])
         jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, ())
-        from .reader import CALLERS
-        CALLERS.append(_where(eqn))
+        r.callers.append(where(eqn, r.callers))
         try:
             return r.run(jaxpr, dict(zip(jaxpr.invars, ins)), consts)
         finally:
-            CALLERS.pop()
+            r.callers.pop()
     return run
 
 
 def checkpoint(r, eqn, ins):
     policy = eqn.params.get("policy")
     name = getattr(policy, "__name__", None) or (type(policy).__name__ if policy is not None else "nothing_saveable")
-    r.read.policies.append((name, _where(eqn)))
-    r.emit(Stmt("comment", text=f"jax.checkpoint at {_where(eqn)}, policy {name}"))
+    r.read.policies.append((name, where(eqn, r.callers)))
+    r.emit(Stmt("comment", text=f"jax.checkpoint at {where(eqn, r.callers)}, policy {name}"))
     return inline(("jaxpr",))(r, eqn, ins)
 
 
 def refuse(why: str):
     def run(r, eqn, ins):
-        raise UsageError(f"{eqn.primitive.name} at {_where(eqn)} has no symcost notation: {why}")
+        raise UsageError(f"{eqn.primitive.name} at {where(eqn, r.callers)} has no symcost notation: {why}")
     return run
 
 

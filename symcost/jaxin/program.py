@@ -23,7 +23,7 @@ class Tensor:
     param: bool = False
     name: str = ""                   # set by the writer (inputs: the argument's name)
     read: bool = False               # a statement has read it (its layout can no longer be constrained)
-    same: "Tensor | None" = None     # a collective's result: the same tensor, laid out anew
+    same: Tensor | None = None     # a collective's result: the same tensor, laid out anew
 
 
 @dataclass(eq=False)

@@ -9,32 +9,12 @@ line in the user's source.
 """
 from __future__ import annotations
 
-import os
-
 from ..errors import UsageError
-from . import prims
+from . import prims, regions  # noqa: F401 -- regions adds its handlers to prims.HANDLERS
 from .dims import Dims
 from .program import Read, Stmt, Tensor, Val
+from .source import where
 from .specs import notation_dtype
-
-
-#: the lines of the calls being read through (jit, custom derivatives): an equation inside a library
-#: function (jnp.cumsum is jitted) is named by the user's line that called it
-CALLERS: list[str] = []
-
-
-def where(eqn) -> str:
-    """``file.py:12 (fn)``: the user's line an equation came from."""
-    try:
-        from jax._src import source_info_util
-        s = source_info_util.summarize(eqn.source_info)
-    except Exception:  # noqa: BLE001 -- an older or newer JAX without the helper: say less
-        s = ""
-    path, _, rest = s.partition(":")
-    line = rest.split(":")[0]
-    if not line.isdigit():
-        return CALLERS[-1] if CALLERS else "an unknown line"
-    return os.path.basename(path) + ":" + line + (" " + rest.split(" ", 1)[1] if " " in rest else "")
 
 
 def _dedupe(layout) -> tuple:
@@ -54,6 +34,7 @@ class Reader:
         self.read = Read()
         self.vals: list[Val] = []          # every value with a tensor, for the collision check
         self.manual: tuple[str, ...] = ()  # the mesh axes a shard_map region runs by hand
+        self.callers: list[str] = []       # the user's lines of the calls being read through
 
     # ------------------------------------------------------------------------------------------ helpers
     def emit(self, stmt: Stmt) -> None:
@@ -128,7 +109,7 @@ class Reader:
         except (KeyError, TypeError):
             return self.constant(getattr(getattr(x, "aval", None), "shape", ()))
         if v.stacked and eqn is not None:
-            raise UsageError(f"{eqn.primitive.name} at {where(eqn)} reads the stacked outputs of the scan at "
+            raise UsageError(f"{eqn.primitive.name} at {where(eqn, self.callers)} reads the stacked outputs of the scan at "
                              f"{v.stacked}, which the notation cannot hold (it writes each iteration's statements)")
         return v
 
@@ -139,7 +120,7 @@ class Reader:
         name = eqn.primitive.name
         handler = prims.HANDLERS.get(name)
         if handler is None:
-            raise UsageError(f"{name} at {where(eqn)} has no symcost notation; symcost reads dot_general, "
+            raise UsageError(f"{name} at {where(eqn, self.callers)} has no symcost notation; symcost reads dot_general, "
                              f"elementwise arithmetic, reductions, reshapes, transposes, sharding constraints, "
                              f"shard_map, checkpoint, scan and jit")
         return handler(self, eqn, ins)

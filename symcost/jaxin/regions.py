@@ -3,8 +3,9 @@ written inside them, and ``scan`` (read once per iteration)."""
 from __future__ import annotations
 
 from ..errors import UsageError
+from .prims import HANDLERS
 from .program import Stmt, Tensor
-from .prims import HANDLERS, _where
+from .source import where
 
 
 def spec_layout(spec, rank: int) -> tuple:
@@ -52,7 +53,7 @@ def shard_map(r, eqn, ins):
     body = eqn.params["jaxpr"]
     manual = tuple(eqn.params.get("newly_manual_axes") or eqn.params["mesh"].axis_names)
     if r.manual:
-        raise UsageError(f"shard_map at {_where(eqn)} is inside another shard_map")
+        raise UsageError(f"shard_map at {where(eqn, r.callers)} is inside another shard_map")
     inner = []
     for v, spec, var in zip(ins, eqn.params["in_specs"], body.invars):
         lay = spec_layout(spec, len(v.shape))
@@ -68,10 +69,10 @@ def shard_map(r, eqn, ins):
     for o, spec, var in zip(outs, eqn.params["out_specs"], eqn.outvars):
         lay = spec_layout(spec, len(var.aval.shape))
         if o.tensor is not None and o.unreduced:
-            raise UsageError(f"shard_map at {_where(eqn)} returns partial sums over {', '.join(o.unreduced)}; "
+            raise UsageError(f"shard_map at {where(eqn, r.callers)} returns partial sums over {', '.join(o.unreduced)}; "
                              "sum them inside (psum)")
         if o.tensor is not None and tuple(o.layout) != lay:
-            raise UsageError(f"shard_map at {_where(eqn)} returns a block laid out {o.layout}, not as its "
+            raise UsageError(f"shard_map at {where(eqn, r.callers)} returns a block laid out {o.layout}, not as its "
                              f"out_specs say ({lay})")
         result.append(r.new_val(var.aval.shape, o.nodes, lay, o.tensor) if o.tensor is not None
                       else r.constant(var.aval.shape))
@@ -97,9 +98,9 @@ def _axes(eqn, key) -> tuple:
 def all_gather(r, eqn, ins):
     v, k, axes = ins[0], eqn.params["all_gather_dimension"], _axes(eqn, "axis_name")
     if not eqn.params.get("tiled", False):
-        raise UsageError(f"all_gather at {_where(eqn)} stacks blocks on a new axis; write tiled=True")
+        raise UsageError(f"all_gather at {where(eqn, r.callers)} stacks blocks on a new axis; write tiled=True")
     if not set(axes) <= set(v.layout[k]):
-        raise UsageError(f"all_gather at {_where(eqn)} gathers over {axes}, which do not split that axis")
+        raise UsageError(f"all_gather at {where(eqn, r.callers)} gathers over {axes}, which do not split that axis")
     layout = list(v.layout)
     layout[k] = tuple(a for a in v.layout[k] if a not in axes)
     return _moved(r, eqn, v, "AllGather", axes, layout, v.unreduced)
@@ -110,7 +111,7 @@ def psum(r, eqn, ins):
     if v.tensor is None:
         return [v]
     if not set(axes) <= set(v.unreduced):
-        raise UsageError(f"{eqn.primitive.name} at {_where(eqn)} sums over {', '.join(axes)} values that are not "
+        raise UsageError(f"{eqn.primitive.name} at {where(eqn, r.callers)} sums over {', '.join(axes)} values that are not "
                          "partial sums over it; the notation's AllReduce sums partial sums")
     return _moved(r, eqn, v, "AllReduce", axes, v.layout, tuple(a for a in v.unreduced if a not in axes))
 
@@ -118,9 +119,9 @@ def psum(r, eqn, ins):
 def psum_scatter(r, eqn, ins):
     v, axes, k = ins[0], _axes(eqn, "axis_name"), eqn.params["scatter_dimension"]
     if not eqn.params.get("tiled", False):
-        raise UsageError(f"psum_scatter at {_where(eqn)} drops an axis; write tiled=True")
+        raise UsageError(f"psum_scatter at {where(eqn, r.callers)} drops an axis; write tiled=True")
     if not set(axes) <= set(v.unreduced):
-        raise UsageError(f"psum_scatter at {_where(eqn)} scatters values that are not partial sums over "
+        raise UsageError(f"psum_scatter at {where(eqn, r.callers)} scatters values that are not partial sums over "
                          f"{', '.join(axes)}")
     layout = list(v.layout)
     layout[k] = tuple(v.layout[k]) + axes
@@ -132,7 +133,7 @@ def scan(r, eqn, ins):
     body, n, nc, ncar = p["jaxpr"], p["length"], p["num_consts"], p["num_carry"]
     consts, carry, xs = ins[:nc], ins[nc:nc + ncar], ins[nc + ncar:]
     order = range(n - 1, -1, -1) if p.get("reverse") else range(n)
-    here = _where(eqn)
+    here = where(eqn, r.callers)
     for it in order:
         r.emit(Stmt("comment", text=f"iteration {it + 1} of {n} of the scan at {here}"))
         sliced = [_slice(r, eqn, x, it) for x in xs]
@@ -175,13 +176,13 @@ def trip_count(eqn) -> int | None:
 def while_loop(r, eqn, ins):
     n = trip_count(eqn)
     if n is None:
-        raise UsageError(f"while at {_where(eqn)} has no symcost notation: its trip count is not a constant "
+        raise UsageError(f"while at {where(eqn, r.callers)} has no symcost notation: its trip count is not a constant "
                          "(symcost reads a loop counting from a constant to a constant by one, and a scan)")
     p = eqn.params
     body = p["body_jaxpr"]
     consts = ins[p["cond_nconsts"]:p["cond_nconsts"] + p["body_nconsts"]]
     carry = ins[p["cond_nconsts"] + p["body_nconsts"]:]
-    here = _where(eqn)
+    here = where(eqn, r.callers)
     for it in range(n):
         r.emit(Stmt("comment", text=f"iteration {it + 1} of {n} of the loop at {here}"))
         carry = _carried(r, carry, r.run(body.jaxpr, dict(zip(body.jaxpr.invars, list(consts) + list(carry))),
@@ -203,7 +204,7 @@ def _slice(r, eqn, x, it: int):
         return r.constant(x.shape[1:])
     t = x.tensor
     if not t.input or r.d.find(t.nodes[0]) != r.d.find(x.nodes[0]):
-        raise UsageError(f"scan at {_where(eqn)} runs over an array the function computes; the notation writes "
+        raise UsageError(f"scan at {where(eqn, r.callers)} runs over an array the function computes; the notation writes "
                          "each iteration's slice as an input, so scan over arguments")
     s = Tensor(t.base, t.dtype, t.nodes[1:], t.layout[1:], input=True, param=t.param, name=f"{t.name}L{it}")
     r.read.inputs.append(s)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from ..errors import ExportError
 from ..export.xla_check import hlo_collectives
 from ..mesh import parse_mesh
-from .regions import spec_layout
 
 KINDS = {"AllGather": "all-gather", "ReduceScatter": "reduce-scatter", "AllReduce": "all-reduce",
          "AllToAll": "all-to-all"}
@@ -16,6 +15,7 @@ KINDS = {"AllGather": "all-gather", "ReduceScatter": "reduce-scatter", "AllReduc
 
 def _pspec(spec: str | None, rank: int):
     from jax.sharding import PartitionSpec as P
+
     from .specs import parse_spec
     if spec is None:
         return P()
