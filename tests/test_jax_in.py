@@ -334,3 +334,30 @@ def test_the_documented_output_is_real(command, expected, capsys):
     main(shlex.split(command))
     got = capsys.readouterr()
     assert (got.out + got.err).strip("\n") == expected
+
+
+@NEEDS_JAX
+def test_the_unsharded_llama_layer_is_the_model_command_program(capsys):
+    """Unsharded, the traced layer (matmuls only) has the step time of the program `symcost model llama3-8b
+    --program` prints for the same sizes, derived the same way."""
+    import jax
+    import jax.numpy as jnp
+    from symcost.program import derive_program
+    sys.path.insert(0, str(ROOT / "examples"))
+    from llama_layer import layer
+    from symcost.jaxin import from_jax
+    assert main(["model", "llama3-8b", "--program", "--batch", "2", "--seq", "4096"]) == 0
+    printed = capsys.readouterr().out
+    rank = next(line for line in printed.splitlines() if line.startswith("rank "))
+    dims = {k: int(v) for k, v in (p.strip().split("=") for p in rank[5:].split(","))}
+    s = jax.ShapeDtypeStruct
+    b, t, d, f = dims["B"], dims["T"], dims["D"], dims["F"]
+    n, m = dims["K"] * dims["G"] * dims["H"], dims["K"] * dims["H"]
+    shapes = [(b, t, d), (d, n), (d, m), (d, m), (n, d), (d, f), (d, f), (f, d)]
+    traced = from_jax(layer, *[s(x, jnp.bfloat16) for x in shapes], mesh="X=1",
+                      in_specs=dict(part.split("=") for part in LLAMA_SPECS.replace("_X", "").replace("_Y", "").split(";")),
+                      names={"K": dims["K"], "G": dims["G"], "H": dims["H"], "S": dims["S"]}, elementwise=False)
+    assert traced.dims == dims
+    ours = traced.derive("h100").numeric()
+    theirs = derive_program(printed, "X=1", dims, "h100").numeric()
+    assert ours["t_step"] == pytest.approx(theirs["t_step"], rel=1e-12) and ours["flops"] == theirs["flops"]
