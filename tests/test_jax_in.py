@@ -361,3 +361,29 @@ def test_the_unsharded_llama_layer_is_the_model_command_program(capsys):
     ours = traced.derive("h100").numeric()
     theirs = derive_program(printed, "X=1", dims, "h100").numeric()
     assert ours["t_step"] == pytest.approx(theirs["t_step"], rel=1e-12) and ours["flops"] == theirs["flops"]
+
+
+@NEEDS_JAX
+def test_a_traced_program_is_a_program_like_any_other(tmp_path, capsys):
+    """check, solve, latex, search and export-jax take the written program (export-jax lowers einsums and
+    collectives only, so the matmuls-only program); the exported JAX runs and agrees with its reference."""
+    os.chdir(ROOT)
+    base = ["trace", "examples/mlp_jax.py:mlp", "--args", "x=bf16[64,256],w_in=bf16[256,1024],w_out=bf16[1024,256]",
+            "--mesh", "X=4,Y=2", "--to-notation"]
+    dims = ["--mesh", "X=4,Y=2", "--dims", "B=64,D=256,F=1024"]
+    laid, open_, fused = tmp_path / "mlp.sc", tmp_path / "open.sc", tmp_path / "fused.sc"
+    for path, extra in ((laid, ["--specs", "x=B_X,D;w_in=D,F_Y;w_out=F_Y,D"]), (open_, ["--specs", "x=B,D;w_in=D,F;w_out=F,D"]),
+                        (fused, ["--specs", "x=B_X,D;w_in=D,F_Y;w_out=F_Y,D", "--matmuls-only"])):
+        assert main(base + extra) == 0
+        path.write_text(capsys.readouterr().out)
+    assert main(["check", str(laid)] + dims) == 0
+    assert "needs: AllReduce_Y(Out[B_X, D]{U_Y}) -> Out[B_X, D]" in capsys.readouterr().out
+    assert main(["solve", str(laid), "--mesh", "X=4,Y=2", "--dims", "D=256,F=1024", "--for", "B", "--hw", "h100"]) == 0
+    assert main(["latex", str(laid), "--fragment"] + dims) == 0
+    assert main(["search", str(open_), "--hw", "h100", "--json"] + dims) == 0
+    capsys.readouterr()
+    out = tmp_path / "mlp_jax_out.py"
+    assert main(["export-jax", str(fused), "-o", str(out)] + dims) == 0
+    res = subprocess.run([sys.executable, str(out)], capture_output=True, text=True, env=EIGHT, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-1000:]
+    assert res.stdout.split("\n")[-3:-1] == ["Dot1: matches jnp.einsum", "Out: matches jnp.einsum"]
