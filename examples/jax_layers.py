@@ -49,3 +49,8 @@ def repeated(x, w):
 def unbounded(x, w):
     """A loop whose trip count depends on the data: no program says how often it runs."""
     return jax.lax.while_loop(lambda h: jnp.sum(h) < 1e3, lambda h: h @ w, x)
+
+
+def indexed(x, w, ids):
+    """Rows picked by integer ids: an int32 array the notation has no dtype for."""
+    return (x @ w)[ids]

@@ -4,6 +4,7 @@ forced CPU host devices (in a subprocess, so that JAX sees them)."""
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -387,3 +388,28 @@ def test_a_traced_program_is_a_program_like_any_other(tmp_path, capsys):
     res = subprocess.run([sys.executable, str(out)], capture_output=True, text=True, env=EIGHT, timeout=300, check=False)
     assert res.returncode == 0, res.stderr[-1000:]
     assert res.stdout.split("\n")[-3:-1] == ["Dot1: matches jnp.einsum", "Out: matches jnp.einsum"]
+
+
+@NEEDS_JAX
+@pytest.mark.parametrize("function, args, message", [
+    ("indexed", "x=bf16[8,16],w=bf16[16,16],ids=int8[4]",
+     r"^tracing indexed raised TypeError: |^\w+ at jax_layers\.py:\d+ \(indexed\)"),
+    ("unbounded", "x=bf16[8,16],w=bf16[16,16]", r"^while at jax_layers\.py:\d+ \(unbounded\) has no symcost notation"),
+    ("mlp_missing", "x=bf16[8,16]", r"^examples/jax_layers\.py has no function mlp_missing$"),
+])
+def test_what_cannot_be_read_is_one_sentence_naming_the_line(function, args, message, capsys):
+    os.chdir(ROOT)
+    assert main(["trace", f"examples/jax_layers.py:{function}", "--args", args, "--mesh", "X=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("symcost: ") and err.count("\n") == 1
+    assert re.search(message, err[len("symcost: "):])
+
+
+@NEEDS_JAX
+def test_a_mesh_axis_is_no_dimension_name():
+    import jax
+    import jax.numpy as jnp
+    from symcost.jaxin import from_jax
+    s = jax.ShapeDtypeStruct((8, 8), jnp.bfloat16)
+    with pytest.raises(UsageError, match="names a dimension X, which is a mesh axis"):
+        from_jax(lambda x: x, s, mesh="X=2", in_specs=["X,D"])

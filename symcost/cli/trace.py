@@ -37,6 +37,8 @@ def register(sub):
                    help="print the program instead of its plan (with PATH: write it there, then derive)")
     json_flag(t)
     planning(t)
+    t.add_argument("--objective", choices=("time", "comms"), default="time",
+                   help="rank plans by step time (default) or by communication alone")
     t.set_defaults(handler=cmd_trace, reuse=None)
 
 
@@ -99,7 +101,8 @@ def cmd_trace(args) -> int:
         return 0
     if args.to_notation:
         write_output(args.to_notation, traced.to_notation(), quiet=args.json)
-    kw = {"overlap": not args.no_overlap, "moves": args.moves, "efficiency": args.efficiency}
+    kw = {"overlap": not args.no_overlap, "moves": args.moves, "efficiency": args.efficiency,
+          "objective": args.objective}
     if args.backward:
         kw.update(backward=True, params=args.params)
     if args.reuse is not None:

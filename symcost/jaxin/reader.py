@@ -123,4 +123,9 @@ class Reader:
             raise UsageError(f"{name} at {where(eqn, self.callers)} has no symcost notation; symcost reads dot_general, "
                              f"elementwise arithmetic, reductions, reshapes, transposes, sharding constraints, "
                              f"shard_map, checkpoint, scan and jit")
-        return handler(self, eqn, ins)
+        try:
+            return handler(self, eqn, ins)
+        except UsageError as e:
+            if " at " in e.message:      # says where already
+                raise
+            raise UsageError(f"{name} at {where(eqn, self.callers)}: {e.message}") from None

@@ -139,13 +139,18 @@ def from_jax(fn, *args, mesh=None, in_specs=None, out_specs=None, names=None, pa
     by_name: dict[str, int] = {}
     vals = []
     for name, a, spec in zip(arg_names, args, specs):
-        shape = tuple(getattr(a, "shape", ()))
+        if not (hasattr(a, "shape") and hasattr(a, "dtype")):
+            raise UsageError(f"argument {name} is a {type(a).__name__}; from_jax takes arrays "
+                             "(jax.ShapeDtypeStruct): pass a structure's leaves as arguments")
+        shape = tuple(a.shape)
         dims = _spec_of(spec, len(shape), name)
         nodes = []
         for size, (dn, axes) in zip(shape, dims):
             for ax in axes:
                 if ax not in sizes:
                     raise UsageError(f"the spec of {name} splits over {ax}, which the mesh ({mesh_text}) lacks")
+            if dn in sizes:
+                raise UsageError(f"the spec of {name} names a dimension {dn}, which is a mesh axis; rename one")
             node = d.new(size, dn)
             if dn in by_name:
                 d.union(by_name[dn], node)
@@ -159,8 +164,13 @@ def from_jax(fn, *args, mesh=None, in_specs=None, out_specs=None, names=None, pa
         vals.append(reader.new_val(shape, nodes, layout, t))
     abstract, jax = _abstract_mesh(sizes)
     structs = [jax.ShapeDtypeStruct(tuple(a.shape), a.dtype) for a in args]
-    with jax.sharding.use_abstract_mesh(abstract):
-        closed = jax.make_jaxpr(fn)(*structs)
+    try:
+        with jax.sharding.use_abstract_mesh(abstract):
+            closed = jax.make_jaxpr(fn)(*structs)
+    except Exception as e:  # noqa: BLE001 -- the user's function failed to trace: one sentence, not a traceback
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UsageError(f"tracing {getattr(fn, '__name__', 'the function')} raised {type(e).__name__}: "
+                         f"{first}") from None
     outs = reader.run(closed.jaxpr, dict(zip(closed.jaxpr.invars, vals)), closed.consts)
     if out_specs is not None:
         specs_out = out_specs if isinstance(out_specs, (list, tuple)) and not hasattr(out_specs, "_partitions") \
