@@ -413,3 +413,20 @@ def test_a_mesh_axis_is_no_dimension_name():
     s = jax.ShapeDtypeStruct((8, 8), jnp.bfloat16)
     with pytest.raises(UsageError, match="names a dimension X, which is a mesh axis"):
         from_jax(lambda x: x, s, mesh="X=2", in_specs=["X,D"])
+
+
+@NEEDS_JAX
+def test_trace_xla_check_prints_xlas_collectives_beside_the_plans():
+    cmd = [sys.executable, "-m", "symcost.cli", "trace", "examples/jax_layers.py:fsdp", "--args",
+           "x=bf16[256,1024],w_in=bf16[1024,4096],w_out=bf16[4096,1024]", "--specs", "x=B_X,D;w_in=D_X,F;w_out=F,D_X",
+           "--mesh", "X=8", "--xla-check"]
+    res = subprocess.run(cmd + ["--json"], capture_output=True, text=True, env=EIGHT, cwd=ROOT, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr
+    xla = json.loads(res.stdout)["xla"]
+    assert xla["same"] and xla["xla"] == [["all-gather", ["X"]]] * 2
+    assert xla["flops"] == pytest.approx(xla["xla_flops"], rel=0.02)
+    alone = subprocess.run(cmd, capture_output=True, text=True, env={**EIGHT, "XLA_FLAGS": ""}, cwd=ROOT, timeout=300,
+                           check=False)
+    assert alone.returncode == 1
+    assert alone.stderr.strip() == ("symcost: comparing with XLA needs 8 devices; run with "
+                                    "XLA_FLAGS=--xla_force_host_platform_device_count=8")

@@ -33,6 +33,10 @@ def register(sub):
     t.add_argument("--matmuls-only", action="store_true",
                    help="leave elementwise work and reductions out (fused into the matmuls, as "
                         "'symcost model --program' writes a layer)")
+    t.add_argument("--xla-check", action="store_true",
+                   help="also compile the function with XLA's partitioner on the mesh and list its collectives and "
+                        "FLOPs beside the plan's (needs the mesh's devices: on a CPU, XLA_FLAGS="
+                        "--xla_force_host_platform_device_count=N)")
     t.add_argument("--to-notation", metavar="PATH", nargs="?", const="-",
                    help="print the program instead of its plan (with PATH: write it there, then derive)")
     json_flag(t)
@@ -90,12 +94,16 @@ def traced_from(args):
         out_specs = [",".join(d + ("_{" + ",".join(a) + "}" if a else "") for d, a in parse_spec(s, "--out-specs"))
                      for s in args.out_specs.split(";")]
     params = [p.strip() for p in args.params.split(",")] if args.params else None
-    return from_jax(fn, *structs, mesh=args.mesh, in_specs=in_specs, out_specs=out_specs, names=names,
-                    params=params, elementwise=not args.matmuls_only)
+
+    def trace(mesh):
+        return from_jax(fn, *structs, mesh=mesh, in_specs=in_specs, out_specs=out_specs, names=names,
+                        params=params, elementwise=not args.matmuls_only)
+    return trace, fn, structs, [in_specs.get(n) for n in takes]
 
 
 def cmd_trace(args) -> int:
-    traced = traced_from(args)
+    trace, fn, structs, specs = traced_from(args)
+    traced = trace(args.mesh)
     if args.to_notation == "-":
         sys.stdout.write(traced.to_notation())
         return 0
@@ -108,13 +116,30 @@ def cmd_trace(args) -> int:
     if args.reuse is not None:
         kw["reuse"] = args.reuse
     plan = traced.derive(args.hw, **kw)
+    xla = None
+    if args.xla_check:
+        from ..jaxin.truth import one_device, versus_xla
+        xla = versus_xla(plan, trace(one_device(args.mesh)).derive(), fn, structs, args.mesh, specs)
     if args.json:
         out = json.loads(plan.to_json())
         out["program"] = traced.text
         out["dims"] = traced.dims
         out["reuse"] = traced.reuse
+        if xla is not None:
+            out["xla"] = xla
         print(json.dumps(out, indent=2))
         return 0
     print(f"traced {args.target}: dims {traced.dims_text()}" + (f", reuse {traced.reuse}" if traced.reuse else ""))
     print(str(plan))      # its first lines are the program read
+    if xla is not None:
+        print()
+        print(f"XLA ({xla['jax']}), the forward pass on {args.mesh}:")
+        print("  collectives: " + ("; ".join(f"{k} over {','.join(a)}" for k, a in xla["xla"]) or "none"))
+        print("  the plan's:  " + ("; ".join(f"{k} over {','.join(a)}" for k, a in xla["symcost"]) or "none")
+              + ("  (the same)" if xla["same"] else ""))
+        if "# iteration" in traced.text:
+            print("  (XLA lists a loop's collectives once and counts its body's FLOPs once; the program writes "
+                  "every iteration)")
+        print(f"  FLOPs on one device: XLA {xla['xla_flops']:.4g}, the program {xla['flops']:.4g} "
+              f"({100 * (xla['flops'] / xla['xla_flops'] - 1):+.2f} %)" if xla["xla_flops"] else "")
     return 0

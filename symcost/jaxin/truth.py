@@ -91,3 +91,13 @@ def compare(plan, fn, args, mesh: str, in_specs: list) -> dict:
         return (c["kind"], tuple(sorted(c["axes"])))
     a, b = sorted(map(key, ours(plan))), sorted(map(key, xla))
     return {"symcost": a, "xla": b, "same": a == b}
+
+
+def versus_xla(plan, one, fn, args, mesh: str, in_specs: list) -> dict:
+    """The forward plan's collectives beside XLA's, and the program's FLOPs (``one``: its plan with every
+    axis of size one) beside XLA's cost analysis: what ``symcost trace --xla-check`` prints."""
+    import jax
+    forward = plan.phase("forward") if any(s.phase == "backward" for s in plan.steps) else plan
+    c = compare(forward, fn, args, mesh, in_specs)
+    return {"symcost": c["symcost"], "xla": c["xla"], "same": c["same"], "flops": program_flops(one),
+            "xla_flops": xla_flops(fn, args, mesh), "jax": jax.__version__}
