@@ -138,6 +138,8 @@ def test_the_cli_prints_the_program_then_the_plan(capsys):
     os.chdir(ROOT)
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(out, json.loads((ROOT / "symcost" / "schemas" / "trace.json").read_text()))
     assert out["dims"] == {"B": 64, "D": 256, "F": 1024}
     assert [(s["before"], s["after"]) for s in out["steps"] if s["kind"] == "AllReduce"] == [
         ("Out[B_X, D]{U_Y}", "Out[B_X, D]")]
@@ -422,7 +424,10 @@ def test_trace_xla_check_prints_xlas_collectives_beside_the_plans():
            "--mesh", "X=8", "--xla-check"]
     res = subprocess.run(cmd + ["--json"], capture_output=True, text=True, env=EIGHT, cwd=ROOT, timeout=300, check=False)
     assert res.returncode == 0, res.stderr
-    xla = json.loads(res.stdout)["xla"]
+    out = json.loads(res.stdout)
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(out, json.loads((ROOT / "symcost" / "schemas" / "trace.json").read_text()))
+    xla = out["xla"]
     assert xla["same"] and xla["xla"] == [["all-gather", ["X"]]] * 2
     assert xla["flops"] == pytest.approx(xla["xla_flops"], rel=0.02)
     alone = subprocess.run(cmd, capture_output=True, text=True, env={**EIGHT, "XLA_FLAGS": ""}, cwd=ROOT, timeout=300,
