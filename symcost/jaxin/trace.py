@@ -61,7 +61,7 @@ class Traced:
 
     def to_notation(self) -> str:
         """The program as a file: a comment with the command that plans it, then the statements."""
-        head = f"#   symcost derive FILE --mesh {self.mesh} --dims {self.dims_text()}"
+        head = "#   symcost derive FILE" + (f" --mesh {self.mesh}" if self.mesh else "") + f" --dims {self.dims_text()}"
         if self.reuse:
             head += f" --reuse {self.reuse}"
         return head + "\n" + self.text
