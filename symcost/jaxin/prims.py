@@ -9,13 +9,18 @@ into their consumer, and the program reads the tensor they came from.
 """
 from __future__ import annotations
 
+from .. import dtypes
 from ..errors import UsageError
 from .program import Stmt, Tensor
 from .source import where
+from .specs import notation_dtype
 
-UNARY = frozenset(["exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "rsqrt", "sqrt", "cbrt", "neg", "abs", "sign", "integer_pow", "square", "erf", "erfc", "erf_inv", "sin", "cos", "tan", "floor", "ceil", "round", "is_finite", "not", "imag", "real", "conj"])
+UNARY = frozenset({"exp", "exp2", "log", "log1p", "expm1", "tanh", "logistic", "rsqrt", "sqrt", "cbrt", "neg", "abs",
+                   "sign", "integer_pow", "square", "erf", "erfc", "erf_inv", "sin", "cos", "tan", "floor", "ceil",
+                   "round", "is_finite", "not", "imag", "real", "conj"})
 LINEAR = frozenset({"add", "sub", "add_any"})
-BINARY = frozenset(["mul", "div", "max", "min", "pow", "atan2", "rem", "nextafter", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "select_n"])
+BINARY = frozenset({"mul", "div", "max", "min", "pow", "atan2", "rem", "nextafter", "eq", "ne", "lt", "le", "gt", "ge",
+                    "and", "or", "xor", "select_n"})
 ALIAS = frozenset({"convert_element_type", "stop_gradient", "pvary", "copy", "copy_p", "reduce_precision"})
 REDUCE = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or"})
 NAMED = {"silu": "SiLU", "gelu": "GeLU", "relu": "ReLU"}   # jax.nn's jitted activations, as the engine's rules
@@ -93,8 +98,7 @@ def alias(r, eqn, ins):
     v = ins[0]
     t = v.tensor
     if eqn.primitive.name == "convert_element_type" and t is not None and not (t.read or t.input or t.same):
-        from .. import dtypes
-        new = r.made("", eqn.outvars[0].aval.dtype, (), ()).dtype
+        new = notation_dtype(eqn.outvars[0].aval.dtype)
         if dtypes.nbytes(new) < dtypes.nbytes(t.dtype):
             t.dtype = new           # a narrowing cast: the producer writes the narrow type (XLA fuses it)
     return [r.new_val(v.shape, v.nodes, v.layout, v.tensor, v.unreduced) if v.tensor is not None else v]
