@@ -435,3 +435,27 @@ def test_trace_xla_check_prints_xlas_collectives_beside_the_plans():
     assert alone.returncode == 1
     assert alone.stderr.strip() == ("symcost: comparing with XLA needs 8 devices; run with "
                                     "XLA_FLAGS=--xla_force_host_platform_device_count=8")
+
+
+@NEEDS_JAX
+def test_a_scanned_stack_of_llama_layers_is_that_many_layers():
+    """32 layers in a scan over stacked weights: every iteration names its keys' sequence S alike, and the
+    step is 32 times the layer's (matmuls only)."""
+    import jax
+    import jax.numpy as jnp
+    sys.path.insert(0, str(ROOT / "examples"))
+    from llama_layer import layer
+    from symcost.jaxin import from_jax
+
+    def model(x, wq, wk, wv, wo, w1, w2, w3):
+        return jax.lax.scan(lambda h, w: (layer(h, *w), None), x, (wq, wk, wv, wo, w1, w2, w3))[0]
+    s = jax.ShapeDtypeStruct
+    n, b, t, d, f = 4, 8, 2048, 4096, 14336
+    shapes = [(b, t, d), (n, d, d), (n, d, 1024), (n, d, 1024), (n, d, d), (n, d, f), (n, d, f), (n, f, d)]
+    specs = {k: ("L," + v if k != "x" else v) for k, v in (p.split("=") for p in LLAMA_SPECS.split(";"))}
+    traced = from_jax(model, *[s(x, jnp.bfloat16) for x in shapes], mesh="X=4,Y=2", in_specs=specs,
+                      names={"K": 8, "G": 4, "H": 128, "S": t}, elementwise=False)
+    assert traced.text.count("# iteration") == n and "S" in traced.dims
+    _, one = _llama(elementwise=False)
+    assert traced.derive("h100").numeric()["t_step"] == pytest.approx(n * one.derive("h100").numeric()["t_step"],
+                                                                      rel=1e-12)

@@ -206,9 +206,9 @@ def dot_general(r, eqn, ins):
             continue
         i = next((i for i in lfree if r.d.find(lhs.nodes[i]) == r.d.find(rhs.nodes[j])), None)
         if i is not None and _elements(lhs) < _elements(rhs):
-            lhs = r.renamed(lhs, i, r.d.new(r.d.size(lhs.nodes[i])))
+            lhs = r.renamed(lhs, i, r.minted(eqn, ("lhs", i), r.d.size(lhs.nodes[i])))
         else:
-            rhs = r.renamed(rhs, j, r.d.new(r.d.size(rhs.nodes[j])))
+            rhs = r.renamed(rhs, j, r.minted(eqn, ("rhs", j), r.d.size(rhs.nodes[j])))
     nodes = [lhs.nodes[i] for i in lb] + [lhs.nodes[i] for i in lfree] + [rhs.nodes[j] for j in rfree]
     layout = ([lhs.layout[i] or rhs.layout[j] for i, j in zip(lb, rb)] + [lhs.layout[i] for i in lfree]
               + [rhs.layout[j] for j in rfree])

@@ -1,5 +1,5 @@
-"""Reading a jaxpr into a :class:`~symcost.jaxin.program.Read`: one method per kind of primitive, the
-dimension union-find (:class:`~symcost.jaxin.dims.Dims`) settling which axes are one dimension, and a
+"""Reading a jaxpr into a :class:`~symcost.jaxin.program.Read`: a handler per primitive (in
+:mod:`~symcost.jaxin.prims` and :mod:`~symcost.jaxin.regions`), the dimension union-find (:class:`~symcost.jaxin.dims.Dims`) settling which axes are one dimension, and a
 forward propagation of layouts (each result split as the operand axis it comes from is, the way XLA's
 sharding propagation goes forward) so that every statement is written with its layout. Higher-order
 primitives are read through: ``pjit`` and custom derivatives inline, ``checkpoint`` inline with its policy
@@ -35,6 +35,15 @@ class Reader:
         self.vals: list[Val] = []          # every value with a tensor, for the collision check
         self.manual: tuple[str, ...] = ()  # the mesh axes a shard_map region runs by hand
         self.callers: list[str] = []       # the user's lines of the calls being read through
+        self._minted: dict = {}            # (equation, role) -> the new dimension it made
+
+    def minted(self, eqn, role, size: int) -> int:
+        """The new dimension an equation makes (the keys' sequence): one for every time the equation is read,
+        so that each iteration of a loop names its keys alike."""
+        key = (id(eqn), role, size)
+        if key not in self._minted:
+            self._minted[key] = (eqn, self.d.new(size))   # the equation is kept so that its id stays its own
+        return self._minted[key][1]
 
     # ------------------------------------------------------------------------------------------ helpers
     def emit(self, stmt: Stmt) -> None:
