@@ -345,9 +345,11 @@ def test_the_unsharded_llama_layer_is_the_model_command_program(capsys):
     --program` prints for the same sizes, derived the same way."""
     import jax
     import jax.numpy as jnp
+
     from symcost.program import derive_program
     sys.path.insert(0, str(ROOT / "examples"))
     from llama_layer import layer
+
     from symcost.jaxin import from_jax
     assert main(["model", "llama3-8b", "--program", "--batch", "2", "--seq", "4096"]) == 0
     printed = capsys.readouterr().out
@@ -411,6 +413,7 @@ def test_what_cannot_be_read_is_one_sentence_naming_the_line(function, args, mes
 def test_a_mesh_axis_is_no_dimension_name():
     import jax
     import jax.numpy as jnp
+
     from symcost.jaxin import from_jax
     s = jax.ShapeDtypeStruct((8, 8), jnp.bfloat16)
     with pytest.raises(UsageError, match="names a dimension X, which is a mesh axis"):
@@ -445,6 +448,7 @@ def test_a_scanned_stack_of_llama_layers_is_that_many_layers():
     import jax.numpy as jnp
     sys.path.insert(0, str(ROOT / "examples"))
     from llama_layer import layer
+
     from symcost.jaxin import from_jax
 
     def model(x, wq, wk, wv, wo, w1, w2, w3):
