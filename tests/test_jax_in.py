@@ -463,3 +463,17 @@ def test_a_scanned_stack_of_llama_layers_is_that_many_layers():
     _, one = _llama(elementwise=False)
     assert traced.derive("h100").numeric()["t_step"] == pytest.approx(n * one.derive("h100").numeric()["t_step"],
                                                                       rel=1e-12)
+
+
+@NEEDS_JAX
+def test_the_traced_layer_backward_is_the_model_layer_backward():
+    """Forward and backward, the traced layer (matmuls only) has the model program's step time and FLOPs."""
+    from symcost.models.transformer import Sharding, layer_program, sizes
+    from symcost.program import derive_program
+    cfg, traced = _llama(elementwise=False)
+    ours = traced.derive("h100", backward=True).numeric()
+    prog = layer_program(cfg, Sharding(batch=("X",), model=("Y",), heads=("Y",)))
+    dims = {k: v for k, v in sizes(cfg, batch=8, seq=2048).items() if k in "BTSDFKGH"}
+    theirs = derive_program(prog, "X=4,Y=2", dims, "h100", backward=True).numeric()
+    assert ours["t_step"] == pytest.approx(theirs["t_step"], rel=1e-12)
+    assert ours["flops"] == pytest.approx(theirs["flops"], rel=1e-12)
