@@ -477,3 +477,35 @@ def test_the_traced_layer_backward_is_the_model_layer_backward():
     theirs = derive_program(prog, "X=4,Y=2", dims, "h100", backward=True).numeric()
     assert ours["t_step"] == pytest.approx(theirs["t_step"], rel=1e-12)
     assert ours["flops"] == pytest.approx(theirs["flops"], rel=1e-12)
+
+
+def _regroup(x):
+    return x.reshape(6, 4)
+
+
+def _constant_weight(x):
+    import jax.numpy as jnp
+    return x @ jnp.ones((4, 3), x.dtype)
+
+
+def _sum_of_a_replicated_value(x, w):
+    import jax
+    from jax.sharding import PartitionSpec as P
+    return jax.shard_map(lambda x, w: jax.lax.psum(x @ w, "X"), in_specs=(P("X", None), P()),
+                         out_specs=P("X", None))(x, w)
+
+
+@NEEDS_JAX
+@pytest.mark.parametrize("fn, shapes, message", [
+    (_regroup, [(4, 6)], r"^reshape at test_jax_in\.py:\d+ \(_regroup\) regroups axes \[4, 6\] as \[6, 4\]"),
+    (_constant_weight, [(8, 4)], r"^dot_general at test_jax_in\.py:\d+ \(_constant_weight\) multiplies by a "
+                                 r"constant array"),
+    (_sum_of_a_replicated_value, [(8, 4), (4, 4)],
+     r"^psum\w* at test_jax_in\.py:\d+ \(_sum_of_a_replicated_value.*\) sums over X values that are not partial"),
+])
+def test_what_the_notation_cannot_say_is_named_at_its_line(fn, shapes, message):
+    import jax
+    import jax.numpy as jnp
+    from symcost.jaxin import from_jax
+    with pytest.raises(UsageError, match=message):
+        from_jax(fn, *[jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in shapes], mesh="X=2")
