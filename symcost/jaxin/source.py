@@ -11,7 +11,7 @@ def where(eqn, callers=()) -> str:
     try:
         from jax._src import source_info_util
         s = source_info_util.summarize(eqn.source_info)
-    except Exception:  # noqa: BLE001 -- an older or newer JAX without the helper: say less
+    except Exception:  # noqa: BLE001 -- a JAX without source_info_util.summarize: say less
         s = ""
     path, _, rest = s.partition(":")
     line = rest.split(":")[0]
