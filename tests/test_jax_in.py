@@ -111,6 +111,8 @@ def test_the_full_llama_layer_adds_its_elementwise_work_and_keeps_the_matmuls():
     plan = traced.derive("h100")
     text = traced.text
     assert "= SiLU(" in text and "*_D OnesD[D]" in text and "View(" in text
+    # jax.nn.softmax's six primitives are the notation's one Softmax over the keys' sequence
+    assert text.count("= Softmax_S(") == 1 and "Exp" not in text and "reduce_max" not in text
     _, fused = _llama(elementwise=False)
     matmuls = fused.derive("h100")
     # the einsums of the fused program are the full program's matmul FLOPs; elementwise work only adds

@@ -40,7 +40,7 @@ def _uses(*tensors):
         t.read = True
 
 
-def elementwise(r, eqn, ins, rule: str | None = None):
+def elementwise(r, eqn, ins, rule: str | None = None, reduce: int | None = None):
     aval = eqn.outvars[0].aval
     live = [v for v in ins if v.tensor is not None and v.shape]
     if not live:
@@ -81,7 +81,8 @@ def elementwise(r, eqn, ins, rule: str | None = None):
     out.tensor.nodes = tuple(nodes[i] for i in order)
     out.tensor.layout = tuple(out.tensor.layout[i] for i in order)
     _uses(*(v.tensor for v in live))
-    r.emit(Stmt("apply" if len(live) == 1 else "binary", out.tensor, tuple(v.tensor for v in live[-2:]), rule=rule))
+    r.emit(Stmt("apply" if len(live) == 1 else "binary", out.tensor, tuple(v.tensor for v in live[-2:]), rule=rule,
+                reduce=reduce))
     return [out]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..errors import UsageError
 from . import prims, regions  # noqa: F401 -- regions adds its handlers to prims.HANDLERS
 from .dims import Dims
+from .patterns import softmaxes
 from .program import Read, Stmt, Tensor, Val
 from .source import where
 from .specs import notation_dtype
@@ -103,9 +104,16 @@ class Reader:
     def run(self, jaxpr, env: dict, consts=()) -> list:
         for var, c in zip(jaxpr.constvars, consts):
             env[var] = self.constant(getattr(c, "shape", ()))
+        absorbed, fused = softmaxes(jaxpr)
         for eqn in jaxpr.eqns:
-            ins = [self.get(env, x, eqn) for x in eqn.invars]
-            outs = self.equation(eqn, ins)
+            if id(eqn) in absorbed:
+                continue
+            if id(eqn) in fused:
+                x, axis = fused[id(eqn)]
+                v = self.get(env, x, eqn)
+                outs = prims.elementwise(self, eqn, [v], rule="Softmax", reduce=v.nodes[axis])
+            else:
+                outs = self.equation(eqn, [self.get(env, x, eqn) for x in eqn.invars])
             for var, val in zip(eqn.outvars, outs):
                 env[var] = val
         return [self.get(env, x, None) for x in jaxpr.outvars]

@@ -114,7 +114,11 @@ class Writer:
             return f"{out} = {ins[0]} {op} {ones}[{dims}]"
         if st.kind == "einsum" or (st.kind == "binary" and self.names_of(st.ins[0]) != self.names_of(st.ins[1])):
             return f"{out} = {ins[0]} {self.contraction(st.ins, st.out)} {ins[1]}"
-        return f"{out} = {st.rule}({', '.join(ins)})"
+        sub = ""
+        if st.reduce is not None:       # a rule over one dimension: Softmax_S
+            (leaf,) = self.d.leaves(st.reduce)
+            sub = "_" + self.dim_names[self.d.find(leaf)]
+        return f"{out} = {st.rule}{sub}({', '.join(ins)})"
 
     def write(self) -> tuple[str, dict]:
         self.name_dims()
