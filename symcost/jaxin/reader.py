@@ -1,6 +1,7 @@
 """Reading a jaxpr into a :class:`~symcost.jaxin.program.Read`: a handler per primitive (in
 :mod:`~symcost.jaxin.prims` and :mod:`~symcost.jaxin.regions`), the dimension union-find
-(:class:`~symcost.jaxin.dims.Dims`) settling which axes are one dimension, and a forward propagation of layouts (each result split as the operand axis it comes from is, the way XLA's
+(:class:`~symcost.jaxin.dims.Dims`) settling which axes are one dimension, and a forward propagation of
+layouts (each result split as the operand axis it comes from is, the way XLA's
 sharding propagation goes forward) so that every statement is written with its layout. Higher-order
 primitives are read through: ``pjit`` and custom derivatives inline, ``checkpoint`` inline with its policy
 kept, ``shard_map`` as a region whose collectives are written as they are, ``scan`` (and a ``while`` with a
