@@ -173,15 +173,8 @@ def cmd_model(args) -> int:
         out["search"] = train.contract(out["train"])
     elif args.search and not (args.decode or args.prefill):
         raise UsageError("--search chooses a training run (--train) or how to serve (--decode or --prefill)")
-    elif args.train and train.wanted(args):
-        out["train"] = train.execute(args, cfg, hw)
     elif args.train:
-        if not args.batch:
-            raise UsageError("--train needs --batch (tokens per batch)")
-        out["train"] = train_estimate(cfg, hw, args.chips, args.batch, args.tokens, args.mfu or 0.4,
-                                      seq=args.seq,
-                                      checkpoints_per_layer=args.checkpoints_per_layer or 1,
-                                      param_dtype=dtype)
+        out["train"] = train.execute(args, cfg, hw)
         if args.strategy:
             out["train"]["strategy"] = _strategy_check(args, cfg, hw)
     answers = [out[k] for k in ("decode", "prefill", "train") if k in out]
@@ -269,30 +262,24 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
                   f"{r['tokens_per_s_per_chip']:>9.1f} {fmt_bytes(r['memory_bytes']):>9}")
     if "train" in out and "searched" in out["train"]:
         train.show_search(out["train"], hw)
-    elif "train" in out and "step_time" in out["train"]:
-        train.show(out["train"], hw)
     elif "train" in out:
-        t = out["train"]
-        if t["seconds"] is not None:
-            print(f"  training {args.tokens:.3g} tokens: {t['flops_total']:.3g} FLOPs, "
-                  f"{t['seconds'] / 86400:.1f} days on {args.chips} chips at {args.mfu or 0.4:.0%} MFU")
-        else:
-            print(f"  training on {args.chips} x {hw.name} (--tokens for the days it takes):")
-        mb = t["memory_bytes"]
-        print(f"    memory: params {fmt_bytes(mb['params'])} in {dtype}, optimizer {fmt_bytes(mb['optimizer'])}, "
-              f"activations {fmt_bytes(mb['activations'])}; at least {t['min_chips']} chips")
-        if not t["fits"]:
-            print(_no_fit("the parameters, optimizer state and activations", mb["total"], have))
-        if "strategy" in t:
-            s = t["strategy"]
-            mesh = ",".join(f"{k}={v}" for k, v in s["mesh"].items())
-            print(f"    strategy {args.strategy} on {mesh} (derived with its backward pass, per layer): T_math "
-                  f"{fmt_seconds(s['t_math'])}, T_comms {fmt_seconds(s['t_comms'])}, step {fmt_seconds(s['t_step'])}"
-                  f" -> {'compute' if s['compute_bound'] else 'communication'}-bound")
-            if s["memory_bytes"] is not None:
-                print(f"    its memory per chip (one layer's parameters, gradients, optimizer): "
-                      f"{fmt_bytes(s['memory_bytes'])}" + ("" if s["fits"] else f" -- DOES NOT FIT in "
-                                                               f"{fmt_bytes(hw.hbm_bytes)}"))
+        train.show(out["train"], hw)
+        if "strategy" in out["train"]:
+            _show_strategy(args, hw, out["train"]["strategy"])
+
+
+def _show_strategy(args, hw, s: dict) -> None:
+    from ..printers.text import fmt_bytes, fmt_seconds
+    mesh = ",".join(f"{k}={v}" for k, v in s["mesh"].items())
+    print(f"    strategy {args.strategy} on {mesh} (derived with its backward pass, per layer): T_math "
+          f"{fmt_seconds(s['t_math'])}, T_comms {fmt_seconds(s['t_comms'])}, step {fmt_seconds(s['t_step'])}"
+          f" -> {'compute' if s['compute_bound'] else 'communication'}-bound")
+    if s["memory_bytes"] is not None:
+        held = s.get("held_bytes", s["memory_bytes"] - s.get("activation_bytes", 0.0))
+        print(f"    its memory per {train.device_word(hw)}: one layer's parameters, gradients and optimizer state "
+              f"{fmt_bytes(held)}, the activations its backward pass keeps {fmt_bytes(s.get('activation_bytes', 0.0))}; "
+              f"total {fmt_bytes(s['memory_bytes'])}" + ("" if s["fits"] else f" -- DOES NOT FIT in "
+                                                         f"{fmt_bytes(hw.hbm_bytes)}"))
 
 
 def _strategy_check(args, cfg, hw):
@@ -324,6 +311,9 @@ def _strategy_check(args, cfg, hw):
                        for s in e.xreplace(plan.bindings()).free_symbols})
         raise UsageError(f"the strategy's costs keep unbound symbols ({', '.join(free)}); "
                          f"bind them with --mesh (axis sizes) or in the program (rank statements)")
+    acts = dict(plan.memory).get("activations")
+    acts = plan.evaluate(acts) if acts is not None else 0.0
     return {"mesh": {a.name: a.size for a in plan.mesh.axes}, "t_math": t_math, "t_comms": t_comms,
             "t_step": t_step, "compute_bound": t_math >= t_comms, "memory_bytes": plan.memory_bytes,
+            "activation_bytes": acts or 0.0,
             "fits": plan.fits is not False}
