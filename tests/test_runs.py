@@ -73,8 +73,8 @@ def test_command_line_lists_the_runs_and_json_follows_the_schema(capsys, untimed
             "--seq", "2048", "--top", "3"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "run search on 8 x a100, 4 sequences of 2048: priced 354 runs in ...; 193 fit in 80 GB" in untimed(out)
-    assert "    1. tp 2, pp 1, dp 4, zero 3, microbatch 1, recompute selective, seq-parallel:" in out
+    assert "run search on 8 x a100, 4 sequences of 2048: priced 354 runs in ...; 198 fit in 80 GB" in untimed(out)
+    assert "    1. tp 4, pp 2, dp 1, microbatch 1, interleave 8, recompute none, seq-parallel:" in out
     assert "mostly" in out
     assert main(args + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -82,7 +82,7 @@ def test_command_line_lists_the_runs_and_json_follows_the_schema(capsys, untimed
     assert data["train"]["searched"] == 354 and len(data["train"]["runs"]) == 3 and data["fits"]
     # DESIGN's contract: a top-level search object with every run's knobs flat
     top = data["search"]["top"]
-    assert data["search"]["candidates"] == 354 and data["search"]["feasible"] == 193 and len(top) == 3
+    assert data["search"]["candidates"] == 354 and data["search"]["feasible"] == 198 and len(top) == 3
     for run, full in zip(top, data["train"]["runs"]):
         assert {k: run[k] for k in full["config"]} == full["config"]
         assert run["step_time"] == full["step_time"] and run["dominant"] in full["breakdown"]

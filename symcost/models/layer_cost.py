@@ -4,7 +4,7 @@ A :class:`LayerCost` is the part of a run (:class:`symcost.models.execution.Run`
 depends on -- the model, the hardware, TP, CP, EP, the microbatch and sequence, the recomputation policy,
 sequence parallelism, the attention kernel -- and not the pipeline, the data-parallel replicas or the ZeRO
 stage. Its layer is :func:`symcost.models.transformer.training_program` at the run's sharding (TP on mesh
-axis ``Y``, CP on ``C``, placed on the hardware as a run places them: TP innermost), derived with its
+axis ``Y``, CP on ``Z``, placed on the hardware as a run places them: TP innermost), derived with its
 backward pass by :func:`symcost.program.derive_program`. Every step of that plan -- einsums, elementwise
 work, the collectives TP, SP and CP need -- is priced by :func:`symcost.pricing.op_cost` at the bound
 sizes with the preset's achieved efficiency (each matmul at the rate its shape reaches, each collective
@@ -88,7 +88,7 @@ class LayerCost:
     @property
     def mesh(self) -> str:
         """The layer's mesh: CP outside TP, so TP takes the fastest links (a run's DP and PP lie outside both)."""
-        return ",".join(f"{n}={k}" for n, k in (("C", self.cp), ("Y", self.tp)) if k > 1) or "Y=1"
+        return ",".join(f"{n}={k}" for n, k in (("Z", self.cp), ("Y", self.tp)) if k > 1) or "Y=1"
 
     @property
     def sizes(self) -> dict:
@@ -100,7 +100,7 @@ class LayerCost:
     def program(self) -> str:
         from .transformer import training_program
         return training_program(self.cfg, tp_axes=("Y",) if self.tp > 1 else (),
-                                cp_axes=("C",) if self.cp > 1 else (), seq_parallel=self.seq_parallel and self.tp > 1)
+                                cp_axes=("Z",) if self.cp > 1 else (), seq_parallel=self.seq_parallel and self.tp > 1)
 
     def plan(self):
         """The layer's plan, forward and backward, as ``derive --backward --json`` gives it: activations are
@@ -168,7 +168,7 @@ class LayerCost:
 
     @property
     def cp_link(self) -> str:
-        return self._link("C") if self.cp > 1 else self.tp_link
+        return self._link("Z") if self.cp > 1 else self.tp_link
 
     def _link(self, axis: str) -> str:
         plan = self.plan()
@@ -200,7 +200,7 @@ def _recomputed(lay: LayerCost, plan) -> set:
     fwd = [s for s in plan.steps if s.phase == "forward" and s.is_compute]
     if pol == "full":
         return {s.tensor for s in fwd}
-    if pol == "selective":
+    if pol == "selective" and lay.attention != "flash":   # flash's backward kernel recomputes the core itself
         from .transformer import CORE
         return {s.tensor for s in fwd if s.tensor in CORE}
     if pol in ("dots", "dots_no_batch"):
@@ -260,9 +260,9 @@ def _timings(lay: LayerCost) -> dict:
                 out["recompute_compute"] += c.seconds
                 out["recompute"] += c.seconds
             continue
-        if not s.is_collective or lay.tp_overlap and "Y" in s.axes and "C" not in s.axes:
+        if not s.is_collective or lay.tp_overlap and "Y" in s.axes and "Z" not in s.axes:
             continue
-        part = "cp_comms" if "C" in s.axes else "tp_comms"
+        part = "cp_comms" if "Z" in s.axes else "tp_comms"
         runs = 2 if again else 1
         out[part] += runs * c.seconds
         out[s.phase] += c.seconds
@@ -306,7 +306,7 @@ def _head(lay: LayerCost) -> float:
     from .transformer import head_program   # noqa: F401  (the head's weight is Wu[D, V])
     tp = lay.tp
     m = "_Y" if tp > 1 else ""
-    c = "_C" if lay.cp > 1 else ""
+    c = "_Z" if lay.cp > 1 else ""
     text = (f"param Wu[D, P{m}, Q]\n"
             f"Logits[B, T{c}, P{m}, Q] = X[B, T{c}, D] *_D Wu[D, P{m}, Q]\n"
             f"Lf:fp32[B, T{c}, P{m}, Q] = View(Logits[B, T{c}, P{m}, Q])\n"

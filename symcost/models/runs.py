@@ -9,10 +9,10 @@ a search of thousands of runs prices a few dozen layers.
     >>> from symcost.hardware import hardware
     >>> res = search_runs(load_model_config("megatron-22b"), hardware("a100"), chips=8, sequences=4, seq=2048)
     >>> res["searched"], res["feasible"]
-    (354, 193)
+    (354, 198)
     >>> best = res["runs"][0]["config"]
     >>> best["tp"], best["pp"], best["dp"], best["zero"], best["recompute"], best["seq_parallel"]
-    (2, 1, 4, 3, 'selective', True)
+    (4, 2, 1, 0, 'none', True)
 
 The space: TP over divisors of the chips that divide the heads and fit in the fast domain (an NVLink node); PP
 over the divisors of what is left (stages may hold unequal numbers of layers; interleaved chunks only where
