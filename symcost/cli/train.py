@@ -4,6 +4,7 @@ plan inside the run's pipeline, schedule, recomputation, DP / ZeRO traffic and o
 shows them."""
 from __future__ import annotations
 
+from .. import dtypes
 from ..errors import UsageError
 
 #: the options that ask for the execution model
@@ -171,7 +172,7 @@ def execute(args, cfg, hw) -> dict:
               microbatch=k["microbatch"], seq=args.seq, interleave=k["interleave"], recompute=recompute,
               seq_parallel=args.seq_parallel, schedule=args.schedule, tp_overlap=args.tp_overlap, zero=k["zero"],
               checkpoints=checkpoints, attention=k["attention"], dp_overlap=args.dp_overlap,
-              optimizer=k["optimizer"])
+              optimizer=k["optimizer"], dtype=dtypes.canonical(args.dtype) or "bf16")
     return report(run, args, k)
 
 

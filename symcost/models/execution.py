@@ -66,6 +66,7 @@ class Run:
     ep: int = 1                 # expert parallelism: an MoE model's routed experts split over ep replicas
     dp_overlap: bool = False    # the gradient reduction runs beside the last backward pass (Megatron 2022: after it)
     optimizer: str = "adam"     # the optimizer whose state a device holds (symcost.memory.OPTIMIZERS)
+    dtype: str = "bf16"         # the weights' dtype (what the model runs: fp8 holds one byte a parameter)
 
     def __post_init__(self):
         if self.recompute not in RECOMPUTE:
@@ -290,7 +291,8 @@ class Run:
                 "mfu_6n": fl["6N"] / peak, "schedule": self.pipeline.as_dict(), "memory": self.memory()}
 
     def memory(self) -> dict:
-        """Bytes per device on the first stage (the one holding the most activations): bf16 weights, the
+        """Bytes per device on the first stage (the one holding the most activations): the weights in their
+        dtype, the
         gradients and optimizer state of :func:`symcost.memory.optimizer_state` (Adam in mixed precision:
         fp32 gradients 4, an fp32 master copy 4 and two fp32 moments 8 bytes a parameter), activations in
         flight under the memory policy; ZeRO stage 1 splits the optimizer state over the replicas, 2 the
@@ -303,7 +305,8 @@ class Run:
         acts = per_layer * self.layers_per_stage * self.pipeline.in_flight
         dp = self.replicas
         state = optimizer_state(self.optimizer)
-        out = {"weights": state.weights * params / (dp if self.zero >= 3 else 1),
+        from .. import dtypes
+        out = {"weights": dtypes.nbytes(self.dtype) * params / (dp if self.zero >= 3 else 1),
                "gradients": state.gradients * params / (dp if self.zero >= 2 else 1),
                "optimizer": (state.master + state.moments) * params / (dp if self.zero >= 1 else 1),
                "activations": acts}

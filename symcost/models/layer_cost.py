@@ -137,6 +137,9 @@ class LayerCost:
 
     def saved_bytes(self) -> float:
         """Bytes of activations the layer keeps for its backward pass on one device (the ``saved`` policy)."""
+        return _saved_bytes(self)
+
+    def _saved_bytes(self) -> float:
         plan = self.plan()
         sizes = dict(plan.sizes)
         out = sum(float(bytes_per_device(t, plan.mesh, sizes)) for t in self.saved())
@@ -240,6 +243,11 @@ def _saved(lay: LayerCost) -> tuple:
             if n in residual:
                 keep.setdefault(n, residual[n])
     return tuple(keep.values())
+
+
+@caching.memoize(maxsize=4096)
+def _saved_bytes(lay: LayerCost) -> float:
+    return lay._saved_bytes()
 
 
 @caching.memoize(maxsize=4096)
