@@ -143,3 +143,22 @@ def test_tpu_runs_speak_of_chips_and_a_run_that_does_not_fit_points_at_microbatc
     assert main(["model", "llama3-8b", "--train", "--hw", "h100", "--chips", "8", "--tp", "8", "--sequences", "8",
                  "--seq", "4096", "--recompute", "full"]) == 0
     assert "memory per GPU" in capsys.readouterr().out
+
+
+def test_train_json_follows_the_schema_and_the_result_is_frozen(capsys):
+    import dataclasses
+    from pathlib import Path
+
+    jsonschema = pytest.importorskip("jsonschema")
+    assert main(["model", "megatron-22b", "--train", "--hw", "a100", "--chips", "8", "--tp", "8", "--sequences", "4",
+                 "--microbatch", "4", "--seq", "2048", "--recompute", "full", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    schema = json.loads((Path(__file__).parent.parent / "symcost" / "schemas" / "model.json").read_text())
+    jsonschema.validate(data, schema)
+    assert data["train"]["schedule"]["in_flight_microbatches"] <= data["train"]["schedule"]["microbatches"]
+    step = Run(GPT, A100, tp=8, sequences=4, microbatch=4, recompute="full").result()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        step.mfu = 1.0
+    with pytest.raises(TypeError):
+        step.memory["total"] = 0
+    assert step.as_dict()["memory"]["total"] == step.memory["total"]

@@ -25,6 +25,7 @@ from . import experts
 from .config import ModelConfig
 from .layer_cost import ATTENTION, RECOMPUTE, LayerCost, collective_seconds
 from .schedule import Schedule, default_schedule
+from .step import TrainingStep
 from ..memory import OPTIMIZERS, optimizer_state
 
 #: the optimizer step as Megatron-LM's mixed-precision optimizer runs it (megatron/optimizer/optimizer.py,
@@ -283,12 +284,17 @@ class Run:
         """The memory policy in use: ``book`` (``checkpoints`` [B, D] tensors a layer) or ``saved``."""
         return "book" if self.checkpoints is not None else "saved"
 
-    def report(self) -> dict:
-        """Everything ``symcost model --train`` prints: the iteration by part, FLOPs, MFU and HFU, memory."""
+    def result(self) -> TrainingStep:
+        """The step priced: the iteration by part, FLOPs, MFU and HFU, memory under its policy, one layer."""
         it, fl = self.iteration(), self.flops()
         peak = self.chips * self.hw.C * it["iteration"]
-        return {"iteration": it, "flops": fl, "mfu": fl["model"] / peak, "hfu": fl["hardware"] / peak,
-                "mfu_6n": fl["6N"] / peak, "schedule": self.pipeline.as_dict(), "memory": self.memory()}
+        return TrainingStep.of(iteration=it, flops=fl, mfu=fl["model"] / peak, hfu=fl["hardware"] / peak,
+                               mfu_6n=fl["6N"] / peak, schedule=self.pipeline.as_dict(), memory=self.memory(),
+                               memory_policy=self.policy_name, layer=self.layer_timings())
+
+    def report(self) -> dict:
+        """Everything ``symcost model --train`` prints, as a dictionary (:meth:`result`'s)."""
+        return self.result().as_dict()
 
     def memory(self) -> dict:
         """Bytes per device on the first stage (the one holding the most activations): the weights in their

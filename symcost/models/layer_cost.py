@@ -23,7 +23,7 @@ rest follow from the plan (tests/test_layer_plan.py).
     >>> lay = LayerCost(load_model_config("megatron-22b"), hardware("a100"), tp=8, microbatch=4, seq=2048)
     >>> t = lay.timings()
     >>> round(t["forward"] * 1e3, 1), round(t["backward"] * 1e3, 1), t["recompute"]
-    (7.9, 12.0, 0.0)
+    (7.4, 12.0, 0.0)
 """
 from __future__ import annotations
 
