@@ -22,11 +22,17 @@ ZERO = sp.Integer(0)
 
 
 def memory_per_device(plan, params=None, *, param_bytes=None, grad_bytes=0, optimizer_bytes=8, checkpoints=(),
-                      layers=1, sizes=None, saved=()) -> dict:
+                      layers=1, sizes=None, saved=(), optimizer: str | None = None) -> dict:
     """{params, gradients, optimizer, activations, total} in bytes per device (SymPy where symbolic).
 
     ``param_bytes`` None counts each parameter in its own dtype (``W:int8`` one byte); a number overrides
-    it. ``saved`` adds activation layouts the backward pass reads (counted once each)."""
+    it. ``saved`` adds activation layouts the backward pass reads (counted once each). ``optimizer`` names
+    a row of :data:`OPTIMIZERS` (what ``derive --backward``, ``search`` and ``model --train`` hold: Adam in
+    mixed precision, fp32 gradients 4, master copy and moments 12 bytes a parameter); without it
+    ``grad_bytes`` and ``optimizer_bytes`` say (the book's Part 5 accounting: moments only, 8)."""
+    if optimizer is not None:
+        state = optimizer_state(optimizer)
+        grad_bytes, optimizer_bytes = state.gradients, state.optimizer_bytes
     layouts = {l.name: l for l in plan.layouts}
     env_sizes = dict(plan.sizes) if sizes is None else sizes
     # without names: the tensors named W..., the rule the backward pass uses for undeclared parameters

@@ -162,3 +162,18 @@ def test_train_json_follows_the_schema_and_the_result_is_frozen(capsys):
     with pytest.raises(TypeError):
         step.memory["total"] = 0
     assert step.as_dict()["memory"]["total"] == step.memory["total"]
+
+
+def test_one_optimizer_table_for_derive_backward_and_model_train():
+    """Mixed-precision Adam is 18 bytes a parameter everywhere: bf16 weights 2, fp32 gradients 4, an fp32
+    master copy 4 and two fp32 moments 8 (symcost.memory.OPTIMIZERS)."""
+    from symcost.memory import OPTIMIZERS
+    from symcost.program import derive_program
+    from symcost.symbols import axis, dim
+    plan = derive_program("param W[D_X, F]\nOut[B_X, F] = In[B_X, D] *_D W[D, F]", mesh="X", backward=True)
+    mem = dict(plan.memory)
+    per_param = (mem["params"] + mem["gradients"] + mem["optimizer"]) / (dim("D") * dim("F") / axis("X"))
+    assert per_param == OPTIMIZERS["adam"].per_param == 18
+    run = Run(GPT, A100, tp=8, sequences=4, microbatch=4, recompute="full")
+    m = run.memory()
+    assert (m["weights"] + m["gradients"] + m["optimizer"]) / run.params_per_device() == pytest.approx(18)
