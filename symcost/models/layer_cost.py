@@ -283,10 +283,12 @@ def _timings(lay: LayerCost) -> dict:
                 out["recompute_compute"] += c
                 out["recompute"] += c
                 out["matmul"] += c
-    if lay.moe:
+    if lay.moe:   # two AllToAlls forward, two backward, two more when the forward pass runs again
         out["ep_comms"] = experts.alltoalls(lay)
-        out["forward"] += out["ep_comms"] * (2 if lay.policy != "full" else 4) / (4 if lay.policy != "full" else 6)
-        out["backward"] += out["ep_comms"] / (2 if lay.policy != "full" else 3)
+        pair = out["ep_comms"] / (3 if lay.policy == "full" else 2)
+        out["forward"] += pair
+        out["backward"] += pair
+        out["recompute"] += pair if lay.policy == "full" else 0.0
     return out
 
 
