@@ -291,7 +291,11 @@ def _shrink(m: dict, p: dict) -> str:
     """What would shrink the largest part of a run's memory, among the knobs it has not turned yet."""
     part = max(("activations", "optimizer", "gradients", "params"), key=lambda k: m[k])
     knobs = []
-    if part == "activations":
+    if part == "activations" and p.get("checkpoints_per_layer") is not None:    # the book's checkpoints
+        knobs += ["fewer --checkpoints-per-layer" if p["checkpoints_per_layer"] else "more microbatches"]
+        knobs += ["--seq-parallel"] if p["tp"] > 1 and not p["seq_parallel"] else []
+        knobs += ["a smaller --microbatch"] if p["microbatch"] > 1 else []
+    elif part == "activations":
         if p["recompute"] == "none":
             knobs += ["--recompute selective", "--recompute full"]
         elif p["recompute"] != "full":
