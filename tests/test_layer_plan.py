@@ -177,3 +177,28 @@ def test_one_optimizer_table_for_derive_backward_and_model_train():
     run = Run(GPT, A100, tp=8, sequences=4, microbatch=4, recompute="full")
     m = run.memory()
     assert (m["weights"] + m["gradients"] + m["optimizer"]) / run.params_per_device() == pytest.approx(18)
+
+
+# ---------------------------------------------------------------- the run around the layer
+def test_pipeline_sends_are_split_over_tp_and_gathered_after_without_sequence_parallelism():
+    """Narayanan et al. 2021, section 4.1: each TP rank sends 1/t of a microbatch's activations to the next
+    stage; without sequence parallelism the receiving stage gathers them over TP."""
+    from symcost.models.layer_cost import collective_seconds
+    gpt3 = load_model_config("gpt3-175b")
+    plain = Run(gpt3, A100, tp=8, pp=8, sequences=8, seq=2048)
+    split = Run(gpt3, A100, tp=8, pp=8, sequences=8, seq=2048, seq_parallel=True)
+    v = 2 * 2048 * gpt3.D
+    send = collective_seconds(A100, "Send", v / 8, 8, "P=8,I=8", "P")
+    gather = collective_seconds(A100, "AllGather", v, 8, "A=8", "A")
+    assert split.send() == pytest.approx(send)
+    assert plain.send() == pytest.approx(send + gather)
+
+
+def test_gradient_reduction_hides_behind_the_last_backward_only_when_overlapped():
+    cfg = load_model_config("llama3-8b")
+    after = Run(cfg, A100, tp=8, dp=4, sequences=4, seq=4096, recompute="full")
+    beside = Run(cfg, A100, tp=8, dp=4, sequences=4, seq=4096, recompute="full", dp_overlap=True)
+    assert after.dp_link == "dcn"
+    assert beside.iteration()["dp_comms"] < after.iteration()["dp_comms"]
+    assert after.iteration()["dp_comms"] == pytest.approx(
+        after._collective("AllReduce", 4 * after.params_per_device(), 4, 8))

@@ -312,7 +312,9 @@ def _flops(lay: LayerCost) -> tuple[float, float]:
 def _head(lay: LayerCost) -> float:
     """The vocabulary split over TP as Megatron splits it (``P`` blocks of ``Q = V / P`` words): the logits'
     matmul, then each rank's cross-entropy over its own block in fp32 (the max and the sum across ranks are
-    B T floats each, not priced), forward and backward."""
+    B T floats each, not priced), forward and backward. Megatron 2022 casts the bf16 logits to fp32 before
+    the cross-entropy (``output.float()``) and the fp32 gradient back: a pass each way reading 2 and
+    writing 4 bytes an element, or reading 4 and writing 2, at the preset's achieved HBM bandwidth."""
     from .transformer import head_program   # noqa: F401  (the head's weight is Wu[D, V])
     tp = lay.tp
     m = "_Y" if tp > 1 else ""
@@ -324,7 +326,9 @@ def _head(lay: LayerCost) -> float:
     sizes = {"B": lay.microbatch, "T": lay.seq, "D": lay.cfg.D, "P": tp, "Q": -(-lay.cfg.V // tp)}
     plan = _plan(text, lay.mesh, tuple(sorted(sizes.items())), lay.hw)
     env = lay.env(plan)
-    return sum(op_cost(s.op, env).seconds for s in plan.steps if s.is_compute)
+    logits = lay.microbatch * lay.seq / lay.cp * sizes["Q"]
+    casts = 2 * 6 * logits / (lay.hw.hbm_bandwidth * lay.hw.efficiency.hbm)
+    return sum(op_cost(s.op, env).seconds for s in plan.steps if s.is_compute) + casts
 
 
 def collective_seconds(hw, kind: str, nbytes: float, group: int, axis_mesh: str, axis: str) -> float:
