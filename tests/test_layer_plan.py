@@ -216,3 +216,19 @@ def test_strategy_memory_names_the_saved_activations_apart(capsys):
     line = next(x for x in out.splitlines() if "its memory per chip" in x)
     assert "one layer's parameters, gradients and optimizer state 1.03 MB" in line
     assert "the activations its backward pass keeps 80.5 MB" in line and "total 81.6 MB" in line
+
+
+def test_in_flight_never_exceeds_the_microbatches_property():
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.sampled_from(("gpipe", "1f1b", "interleaved")), st.integers(1, 32), st.integers(1, 8),
+           st.integers(1, 64))
+    def check(name, p, v, k):
+        v = v if name == "interleaved" else 1
+        m = p * k if name == "interleaved" else k
+        sch = Schedule(name, stages=p, microbatches=m, interleave=v)
+        assert 1 <= sch.in_flight <= m
+
+    check()

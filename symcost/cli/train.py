@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import dtypes
 from ..errors import UsageError
 
-#: the options that ask for the execution model
+#: the run's knobs (what ``--search`` chooses itself)
 OPTIONS = ("tp", "pp", "dp", "cp", "ep", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
            "tp_overlap", "zero", "fsdp", "attention")
 # --checkpoints-per-layer also applies to the run (K saved [B, D] tensors a layer, the rest recomputed)
@@ -113,10 +113,6 @@ def show_search(res: dict, hw) -> None:
         why = (f"; +{r['loses_by']:.3g} s, mostly {r['mostly'].replace('_', ' ')}" if r["mostly"] else "")
         print(f"    {i}. {describe(r['config'])}: {r['step_time']:.3g} s, MFU {r['mfu']:.1%}, "
               f"{fmt_bytes(r['memory_bytes'])}{why}")
-
-
-def wanted(args) -> bool:
-    return any(getattr(args, k, None) not in (None, False) for k in OPTIONS)
 
 
 def _settings(args) -> dict:

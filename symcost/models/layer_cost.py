@@ -315,7 +315,6 @@ def _head(lay: LayerCost) -> float:
     B T floats each, not priced), forward and backward. Megatron 2022 casts the bf16 logits to fp32 before
     the cross-entropy (``output.float()``) and the fp32 gradient back: a pass each way reading 2 and
     writing 4 bytes an element, or reading 4 and writing 2, at the preset's achieved HBM bandwidth."""
-    from .transformer import head_program   # noqa: F401  (the head's weight is Wu[D, V])
     tp = lay.tp
     m = "_Y" if tp > 1 else ""
     c = "_Z" if lay.cp > 1 else ""
