@@ -219,7 +219,7 @@ def test_strategy_memory_names_the_saved_activations_apart(capsys):
 
 
 def test_in_flight_never_exceeds_the_microbatches_property():
-    hypothesis = pytest.importorskip("hypothesis")
+    pytest.importorskip("hypothesis")
     from hypothesis import given, settings, strategies as st
 
     @settings(max_examples=60, deadline=None)

@@ -106,7 +106,7 @@ def _need_hw(args):
 
 def cmd_model(args) -> int:
     from ..models.config import load_model_config, model_presets
-    from ..models.inference import Serving, critical_batch, train_estimate
+    from ..models.inference import Serving, critical_batch
     from ..models.transformer import flops_per_token, kv_bytes_per_token, param_counts
 
     if args.list:
@@ -275,16 +275,16 @@ def _show_strategy(args, hw, s: dict) -> None:
           f"{fmt_seconds(s['t_math'])}, T_comms {fmt_seconds(s['t_comms'])}, step {fmt_seconds(s['t_step'])}"
           f" -> {'compute' if s['compute_bound'] else 'communication'}-bound")
     if s["memory_bytes"] is not None:
-        held = s.get("held_bytes", s["memory_bytes"] - s.get("activation_bytes", 0.0))
+        acts = s.get("activation_bytes", 0.0)
+        held = s["memory_bytes"] - acts
         print(f"    its memory per {train.device_word(hw)}: one layer's parameters, gradients and optimizer state "
-              f"{fmt_bytes(held)}, the activations its backward pass keeps {fmt_bytes(s.get('activation_bytes', 0.0))}; "
+              f"{fmt_bytes(held)}, the activations its backward pass keeps {fmt_bytes(acts)}; "
               f"total {fmt_bytes(s['memory_bytes'])}" + ("" if s["fits"] else f" -- DOES NOT FIT in "
                                                          f"{fmt_bytes(hw.hbm_bytes)}"))
 
 
 def _strategy_check(args, cfg, hw):
     """Derive the strategy on the model's shapes: per-layer forward + backward times on the mesh."""
-    from .. import symbols
     from ..api import derive
     from ..optimize import optimize_plan
     text = read_program(args.strategy)

@@ -23,7 +23,8 @@ from .. import caching
 from ..errors import UsageError
 from . import experts
 from .config import ModelConfig
-from .layer_cost import ATTENTION, RECOMPUTE, LayerCost, collective_seconds
+from .collective import collective_seconds
+from .layer_cost import ATTENTION, RECOMPUTE, LayerCost
 from .schedule import Schedule, default_schedule
 from .step import TrainingStep
 from ..memory import OPTIMIZERS, optimizer_state
@@ -98,7 +99,7 @@ class Run:
         if self.sequences % (self.dp * self.microbatch):
             raise UsageError(f"--sequences {self.sequences} is not a whole number of microbatches of "
                              f"{self.microbatch} on each of {self.dp} replicas")
-        self.pipeline   # validates the schedule
+        self.pipeline   # noqa: B018 -- validates the schedule
 
     @property
     def chips(self) -> int:

@@ -62,7 +62,7 @@ def alltoalls(lay) -> float:
     ``ep`` devices laid out outside the ``tp`` ones."""
     if lay.ep == 1:
         return 0.0
-    from .layer_cost import collective_seconds
+    from .collective import collective_seconds
     tokens = lay.seq * lay.microbatch / (lay.cp * (lay.tp if lay.seq_parallel else 1))
     mesh = f"E={lay.ep}" + (f",I={lay.tp}" if lay.tp > 1 else "")
     one = collective_seconds(lay.hw, "AllToAll", dispatch_bytes(lay.cfg, tokens), lay.ep, mesh, "E")

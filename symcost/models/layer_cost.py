@@ -28,15 +28,16 @@ rest follow from the plan (tests/test_layer_plan.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from .. import caching
-from ..collectives import Move
 from ..env import Env
 from ..errors import UsageError
 from ..layout import Layout, bytes_per_device
 from ..pricing import op_cost
 from ..program import derive_program
 from . import experts
+from .collective import collective_seconds  # noqa: F401  (where a run prices its collectives)
 
 #: how the attention core runs
 ATTENTION = ("unfused", "flash")
@@ -289,7 +290,7 @@ def _timings(lay: LayerCost) -> dict:
         out["forward"] += pair
         out["backward"] += pair
         out["recompute"] += pair if lay.policy == "full" else 0.0
-    return out
+    return MappingProxyType(out)
 
 
 @caching.memoize(maxsize=4096)
@@ -328,42 +329,6 @@ def _head(lay: LayerCost) -> float:
     logits = lay.microbatch * lay.seq / lay.cp * sizes["Q"]
     casts = 2 * 6 * logits / (lay.hw.hbm_bandwidth * lay.hw.efficiency.hbm)
     return sum(op_cost(s.op, env).seconds for s in plan.steps if s.is_compute) + casts
-
-
-def collective_seconds(hw, kind: str, nbytes: float, group: int, axis_mesh: str, axis: str) -> float:
-    """Seconds of a collective of ``nbytes`` (the whole tensor) over ``axis`` of ``axis_mesh`` placed on
-    ``hw``, priced by the collectives registry and the axis's link model with the preset's efficiency."""
-    if group == 1:
-        return 0.0
-    from ..mesh import parse_mesh
-    from ..topology import place
-    mesh = place(parse_mesh(axis_mesh), hw).mesh
-    return _collective(hw, kind, float(nbytes), axis, mesh)
-
-
-@caching.memoize(maxsize=4096)
-def _collective(hw, kind, nbytes, axis, mesh) -> float:
-    n = next(a.size for a in mesh.axes if a.name == axis)
-    elems = nbytes / 2
-    sizes = {"N": int(round(elems / n)) * n}
-    whole = Layout.of("G", "N", [()])
-    split = Layout.of("G", "N", [(axis,)])
-    if kind == "AllReduce":
-        move = Move(kind, (axis,), whole.with_unreduced({axis}), whole)
-    elif kind == "ReduceScatter":
-        move = Move(kind, (axis,), whole.with_unreduced({axis}), split)
-    elif kind == "AllGather":
-        move = Move(kind, (axis,), split, whole)
-    elif kind == "Send":        # each device's block of ``nbytes`` one hop along the axis
-        sizes = {"N": int(round(elems))}
-        move = Move(kind, (axis,), whole, whole, 1)
-    elif kind == "AllToAll":    # ``nbytes`` a device, split over the axis by one dimension, resplit by another
-        sizes = {"N": int(round(elems / n)) * n, "M": n}
-        move = Move(kind, (axis,), Layout.of("G", "NM", [(axis,), ()]), Layout.of("G", "NM", [(), (axis,)]))
-    else:
-        raise ValueError(kind)
-    env = Env.numeric(mesh, sizes, hw.bindings("bf16"), hw.efficiency)
-    return op_cost(move, env).seconds
 
 
 __all__ = ["LayerCost", "ATTENTION", "RECOMPUTE", "JAX_POLICIES", "policy", "collective_seconds"]
