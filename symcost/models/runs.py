@@ -9,7 +9,7 @@ a search of thousands of runs prices a few dozen layers.
     >>> from symcost.hardware import hardware
     >>> res = search_runs(load_model_config("megatron-22b"), hardware("a100"), chips=8, sequences=4, seq=2048)
     >>> res.searched, res.feasible
-    (408, 213)
+    (408, 218)
     >>> best = dict(res.rows[0].config)
     >>> best["tp"], best["pp"], best["dp"], best["zero"], best["recompute"], best["seq_parallel"]
     (4, 2, 1, 0, 'none', True)
