@@ -53,13 +53,13 @@ def _every_core():
     symcost.clear_caches()
     t = time.perf_counter()
     r = search(TEXT, "X=16,Y=16,Z=16", DIMS, "tpu-v5p", backward=True, jobs="auto")
-    r.to_dict(10)
+    r.as_dict(10)
     rate = r.priced / (time.perf_counter() - t)
     text = _layer_text()
     symcost.clear_caches()
     t = time.perf_counter()
     lay = search(text, "X=8", None, "h100", backward=True, jobs="auto")
-    lay.to_dict(10)
+    lay.as_dict(10)
     return [(f"search MLP X=16,Y=16,Z=16 forward + backward on {n} cores (--jobs auto)", f"{rate:8.1f} candidates/s"),
             (f"search the LLaMA 3 8B layer on X=8 on {n} cores (--jobs auto)",
              f"{lay.priced / (time.perf_counter() - t):8.1f} candidates/s")]
