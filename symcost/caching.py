@@ -15,21 +15,62 @@ values (never by objects that keep other state alive), is bounded, and is forgot
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 _CACHES: list = []
+_FACTOR = [1]        # how many times larger than their bounds the stores are now (see widened)
 
 
 def memoize(maxsize: int = 1024):
-    """``functools.lru_cache`` with a bound, registered so that :func:`clear` forgets it."""
+    """``functools.lru_cache`` with a bound, registered so that :func:`clear` forgets it (and
+    :func:`widened` can give it a larger one for a while)."""
     if maxsize is None or maxsize < 1:
         raise ValueError("symcost's caches are bounded: give maxsize >= 1")
 
     def wrap(fn):
-        cached = functools.lru_cache(maxsize=maxsize)(fn)
+        cached = _Cache(fn, maxsize)
         _CACHES.append(cached)
         return cached
     return wrap
+
+
+class _Cache:
+    """A bounded cache of ``fn`` whose store :func:`widened` can exchange for a larger one."""
+
+    def __init__(self, fn, maxsize: int):
+        self.__wrapped__, self.maxsize = fn, maxsize
+        self._store = functools.lru_cache(maxsize=maxsize)(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        return self._store(*args, **kwargs)
+
+    def cache_info(self):
+        return self._store.cache_info()
+
+    def cache_clear(self) -> None:
+        self._store.cache_clear()
+
+
+@contextlib.contextmanager
+def widened(factor: int):
+    """Every cache ``factor`` times larger inside this block, then its bound again with what it held before.
+    A search owns the larger stores: its thousands of candidates share statement plans (the same chain
+    problems, routes and step costs) far beyond the bounds a single derivation needs, and what it kept is
+    freed when it ends."""
+    if factor <= _FACTOR[0]:       # already as wide (a search inside a search's process)
+        yield
+        return
+    before, _FACTOR[0], was = [c._store for c in _CACHES], factor, _FACTOR[0]
+    for c in _CACHES:
+        c._store = functools.lru_cache(maxsize=c.maxsize * factor)(c.__wrapped__)
+    try:
+        yield
+    finally:
+        _FACTOR[0] = was
+        for c, store in zip(_CACHES, before):
+            c._store = store
 
 
 def kept_hash(self) -> int:
