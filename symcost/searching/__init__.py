@@ -73,7 +73,7 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     result = SearchResult(space, space.size, space.assignments, len(ranked), sum(p.fits for p in ranked),
                           time.perf_counter() - start, tuple(ranked), objective, hbm_bytes=hbm,
                           planned_at={a.name: sizes[a.name] for a in space.mesh.axes if a.size is None},
-                          complete=complete)
+                          complete=complete, sizes=sizes)
     if vs is None:
         return result
     return replace(result, vs=vs, range=(float(span[0]), float(span[1])),

@@ -30,6 +30,7 @@ class SearchResult:
     hbm_bytes: float | None = None
     planned_at: dict = field(default_factory=dict, repr=False)   # sizes of the axes --vs left symbolic
     complete: bool = True
+    sizes: dict = field(default_factory=dict, repr=False)  # the sizes every candidate was priced at
     exact: object = field(default=None, repr=False)    # the optimum's proof (:mod:`.exact`), when asked
 
     @property
@@ -50,6 +51,12 @@ class SearchResult:
         """A candidate as notation, ready for ``derive`` (its axes written on the open tensors)."""
         return str(self.space.program_for(p.candidate))
 
+    @property
+    def dims(self) -> str:
+        """The sizes the candidates were priced at, as ``--dims`` takes them: with a candidate's
+        ``program``, ``derive --dims`` gives the numbers the search ranked by."""
+        return ",".join(f"{k}={v}" for k, v in self.sizes.items() if k not in self.space.mesh)
+
     def as_dict(self, top: int = 10) -> dict:
         """The ``--json`` form: the first ``top`` ranked candidates (and every regime's best), each with
         its ``program``."""
@@ -61,7 +68,7 @@ class SearchResult:
         ranked = [{"rank": i + 1, **self.ranked[i].as_dict(), "program": self.program_of(self.ranked[i])}
                   for i in shown]
         out = {
-            "program": str(self.space.program), "mesh": self.mesh_sizes, "links": self.links,
+            "program": str(self.space.program), "dims": self.dims, "mesh": self.mesh_sizes, "links": self.links,
             "candidates": self.candidates, "assignments": self.assignments, "priced": self.priced,
             "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
             "complete": self.complete, "hbm_bytes": self.hbm_bytes, "ranked": ranked,
