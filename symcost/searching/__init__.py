@@ -33,7 +33,7 @@ from .space import Candidate, Space
 
 OBJECTIVES = ("time", "comms", "memory")
 #: candidates priced (or seconds spent) before the search says how long the rest will take
-SAMPLE, SAMPLE_SECONDS = 16, 2.0
+SAMPLE, SAMPLE_SECONDS = 50, 5.0
 #: how many times larger the engine's caches are while a search prices (measured on the LLaMA 3 8B layer on
 #: h100 X=4,Y=2: 16 and 64 price alike, the default bounds evict statement plans candidates share)
 WIDER = 16
