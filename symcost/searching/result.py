@@ -31,7 +31,6 @@ class SearchResult:
     planned_at: dict = field(default_factory=dict, repr=False)   # sizes of the axes --vs left symbolic
     complete: bool = True
     sizes: dict = field(default_factory=dict, repr=False)  # the sizes every candidate was priced at
-    exact: object = field(default=None, repr=False)    # the optimum's proof (:mod:`.exact`), when asked
 
     @property
     def mesh_sizes(self) -> dict:
@@ -67,7 +66,7 @@ class SearchResult:
         index = {i: n for n, i in enumerate(shown)}
         ranked = [{"rank": i + 1, **self.ranked[i].as_dict(), "program": self.program_of(self.ranked[i])}
                   for i in shown]
-        out = {
+        return {
             "program": str(self.space.program), "dims": self.dims, "mesh": self.mesh_sizes, "links": self.links,
             "candidates": self.candidates, "assignments": self.assignments, "priced": self.priced,
             "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
@@ -75,9 +74,6 @@ class SearchResult:
             **({"vs": self.vs, "range": list(self.range),
                 "regimes": [_regime(r, index[r.best], self.range) for r in self.regimes]} if self.vs else {}),
         }
-        if self.exact is not None:
-            out.update(self.exact.as_dict())
-        return out
 
 
 def _regime(r: Regime, best: int, span) -> dict:
