@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 
 _CACHES: list = []
 _FACTOR = [1]        # how many times larger than their bounds the stores are now (see widened)
@@ -45,6 +46,13 @@ class _Cache:
 
     def __call__(self, *args, **kwargs):
         return self._store(*args, **kwargs)
+
+    def __reduce__(self) -> str:
+        return self.__qualname__         # pickled by name, as the function it caches
+
+    def __get__(self, obj, owner=None):
+        """A cached method binds like a function (the instance is part of the key)."""
+        return self if obj is None else types.MethodType(self, obj)
 
     def cache_info(self):
         return self._store.cache_info()
