@@ -47,15 +47,18 @@ def _same_as_alone(p, program: str, mesh: str, dims: str, hw: str, backward: boo
     assert _steps(alone) == _steps(p.plan), program
 
 
-def _checked(text: str, mesh: str, dims: str | None, hw: str, backward: bool, every: int = 1) -> int:
-    """Search (one process, its caches widened), then derive every ``every``-th candidate alone, with the
-    caches emptied first and at their ordinary bounds."""
+def _checked(text: str, mesh: str, dims: str | None, hw: str, backward: bool, every: int = 1,
+             wider: int = 1) -> int:
+    """Search (one process, its caches widened, candidates in the space's order), then derive every
+    ``every``-th candidate alone, in ranked order, from emptied caches ``wider`` times their bounds (the
+    whole space derived again shares as a search does, in another order and another cache state)."""
     r = search(text, mesh, dims, hw, backward=backward, jobs=1)
     assert r.priced == r.candidates
     caching.clear()
     chosen = r.ranked[::every]
-    for p in chosen:
-        _same_as_alone(p, r.program_of(p), mesh, r.dims, hw, backward)
+    with caching.widened(wider):
+        for p in chosen:
+            _same_as_alone(p, r.program_of(p), mesh, r.dims, hw, backward)
     return len(chosen)
 
 
@@ -88,4 +91,4 @@ def test_every_candidate_of_the_mlp_on_16x16x16(backward):
 @pytest.mark.slow
 @pytest.mark.parametrize("backward", [False, True])
 def test_every_candidate_of_the_layer_on_x4_y2(backward):
-    assert _checked(_layer(), "X=4,Y=2", None, "h100", backward) == 2916
+    assert _checked(_layer(), "X=4,Y=2", None, "h100", backward, wider=16) == 2916
