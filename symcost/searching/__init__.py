@@ -10,10 +10,11 @@
     >>> r.ranked[0].layouts['W_in'], r.ranked[0].description, r.ranked[0].bound
     ('W_in[D, F]', 'DP over X', 'compute')
 
-:mod:`.space` says what is searched (roles of mesh axes, symmetric duplicates collapsed), :mod:`.price`
-prices a candidate (the engine's plan, made numbers; vectorised curves), :mod:`.pool` prices them in worker
-processes (``jobs``), :mod:`.regimes` finds the best
-over a range of one symbol with exact boundaries, :mod:`.plot` draws them (matplotlib, optional).
+A search is its four parts, in order: the space (:mod:`.space`: roles of mesh axes, symmetric duplicates
+collapsed), the price of each candidate (:mod:`.price`: the engine's plan, made numbers; :mod:`.pool`
+spreads them over worker processes, ``jobs``), the filter (does it fit in the preset's HBM) and the rank;
+:class:`~.result.SearchResult` holds the answer. :mod:`.regimes` finds the best over a range of one symbol
+with exact boundaries, :mod:`.plot` draws them (matplotlib, optional).
 """
 from __future__ import annotations
 
