@@ -39,7 +39,7 @@ def _estimated(text: str, mesh: str, hw: str, first: int = 200) -> tuple:
     cands = list(space.candidates())
     symcost.clear_caches()
     cpu = time.process_time()
-    with caching.widened(16):
+    with caching.context(wider=16):
         list(priced_all(space, cands[:first], options=dict(dims=dict(space.program.ranking), hw=hw, backward=True)))
     per = (time.process_time() - cpu) / first
     return (f"search the LLaMA 3 8B layer on {mesh} ({hw}), forward + backward: {len(cands):,} candidates "

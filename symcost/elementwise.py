@@ -144,7 +144,7 @@ def operand_layouts(target: Layout, operands, dropped: str | None = None) -> lis
     cross-entropy's reduced dimension, ``dropped``, is whole)."""
     first = operands[0]
     keep = [i for i, d in enumerate(first.dims) if d != dropped]
-    axes = [()] * len(first.dims)
+    axes: list[tuple[str, ...]] = [()] * len(first.dims)
     for j, i in enumerate(keep):
         axes[i] = target.axes[j]
     return [Layout(t.name, t.dims, tuple(axes), target.unreduced, t.dtype) for t in operands]

@@ -301,7 +301,7 @@ def test_moe_decode_critical_batch_comes_from_the_expert_einsum(hw, dtype):
 
 
 def test_model_decode_prints_the_moe_critical_batch(capsys):
-    code = main(["model", "deepseek-v3", "--decode", "--hw", "h100", "--chips", "64", "--batch", "64", "--json"])
+    main(["model", "deepseek-v3", "--decode", "--hw", "h100", "--chips", "64", "--batch", "64", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert data["critical_batch"] == pytest.approx(295.2 * 256 / 8, rel=0.01)   # not 295: B k / E per expert
 
@@ -330,7 +330,7 @@ def test_uneven_interleaved_chunks_run_at_the_pace_of_the_fullest():
                 attention="flash")
     runs = {v: Run(cfg, h100, interleave=v, **base) for v in (1, 2, 3)}
     assert {v: r.layers_per_stage for v, r in runs.items()} == {1: 8, 2: 8, 3: 9}
-    for v, r in runs.items():
+    for r in runs.values():
         it, lay = r.iteration(), r.layer()
         assert it["forward"] == pytest.approx(16 * r.layers_per_stage * lay["forward"], rel=1e-12)
     # the same layers a stage, and the bubble shrinks by the chunks: interleaving 2 is faster than none

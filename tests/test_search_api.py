@@ -123,18 +123,45 @@ def test_ctrl_c_keeps_the_best_found_so_far(monkeypatch, capsys):
     assert code == 130 and json.loads(out)["complete"] is False
 
 
-def test_widened_caches_give_the_same_plans_and_are_given_back():
-    """A search's larger caches are its own: the same plans, and the bounds and entries from before are
-    back when it ends."""
+def test_a_search_owns_its_caches(monkeypatch):
+    """A search prices in a planning context of its own, its caches wider than a derivation's: the
+    process's caches are as they were when it ends, and its plans are those derived outside it."""
+    from symcost.searching import WIDER, pool
     caching.clear()
     symcost.derive("In[B_X, D_Y] *_D W[D, F_Y] -> Out[B_X, F_Y]", "X=4,Y=4")
-    held = caching.entries()
+    process, held = caching.current(), caching.entries()
     bounds = [c.cache_info().maxsize for c in caching.registered()]
-    with caching.widened(4):
+    with caching.context(wider=4):
         assert [c.cache_info().maxsize for c in caching.registered()] == [4 * b for b in bounds]
-        inside = search(MLP, "X=4,Y=2", "B=65536", "tpu-v5p", backward=True)
-    assert [c.cache_info().maxsize for c in caching.registered()] == bounds and caching.entries() == held
-    caching.clear()
+    seen = []
+    real = pool.price
+
+    def spy(*args, **kwargs):
+        seen.append((caching.current() is process, caching.current().wider))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(pool, "price", spy)
+    inside = search(MLP, "X=4,Y=2", "B=65536", "tpu-v5p", backward=True)
+    assert len(seen) == 81 and set(seen) == {(False, WIDER)}
+    assert caching.current() is process and caching.entries() == held
     outside = [symcost.derive(inside.program_of(p), "X=4,Y=2", inside.dims, "tpu-v5p", backward=True).numbers().t_step
                for p in inside.ranked[:10]]
     assert outside == [p.t_step for p in inside.ranked[:10]]
+
+
+def test_a_search_keeps_the_callers_cache_mode(monkeypatch):
+    """Where caches are off (or checked), the search's own context is so too: the no-cache property of a
+    search is not quietly run with caches."""
+    from symcost.searching import pool
+    seen = []
+    real = pool.price
+
+    def spy(*args, **kwargs):
+        c = caching.current()
+        seen.append((c.enabled, c.check))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(pool, "price", spy)
+    with caching.disabled():
+        search(MLP, "X=4", "B=65536", "tpu-v5p")
+    with caching.context(check=True):
+        search(MLP, "X=4", "B=65536", "tpu-v5p")
+    assert seen == [(False, False)] * 9 + [(True, True)] * 9

@@ -1,7 +1,7 @@
 """Every candidate a search ranks is the plan the engine derives alone.
 
-A search prices thousands of candidates in one process (or in workers), with the engine's caches widened
-and shared across candidates; a defect in what a cache is keyed by would show as a candidate whose plan or
+A search prices thousands of candidates in one process (or in workers), in a planning context of its own
+whose caches are wider than a derivation's and shared across candidates; a defect in what a cache is keyed by would show as a candidate whose plan or
 step time differs from ``symcost.derive`` of that candidate's program. Here each candidate's numbers and
 steps, as the search kept them, are checked against a derivation of its ``program`` at the searched sizes,
 in another cache state. A sample in the fast tier; every candidate of the LLaMA 3 8B layer on h100
@@ -49,14 +49,14 @@ def _same_as_alone(p, program: str, mesh: str, dims: str, hw: str, backward: boo
 
 def _checked(text: str, mesh: str, dims: str | None, hw: str, backward: bool, every: int = 1,
              wider: int = 1) -> int:
-    """Search (one process, its caches widened, candidates in the space's order), then derive every
+    """Search (one process, its caches wider, candidates in the space's order), then derive every
     ``every``-th candidate alone, in ranked order, from emptied caches ``wider`` times their bounds (the
     whole space derived again shares as a search does, in another order and another cache state)."""
     r = search(text, mesh, dims, hw, backward=backward, jobs=1)
     assert r.priced == r.candidates
     caching.clear()
     chosen = r.ranked[::every]
-    with caching.widened(wider):
+    with caching.context(wider=wider):
         for p in chosen:
             _same_as_alone(p, r.program_of(p), mesh, r.dims, hw, backward)
     return len(chosen)
@@ -68,13 +68,13 @@ def test_a_sample_of_the_mlp_on_16x16x16(backward):
 
 
 def test_a_sample_of_the_layer_on_x4_y2():
-    """A stretch of consecutive candidates of the layer (they share most statement plans, so the widened
+    """A stretch of consecutive candidates of the layer (they share most statement plans, so the wider
     caches are read across candidates), priced as the search prices them, each against the engine alone."""
     text = _layer()
     space = Space.of(text, "X=4,Y=2", "h100")
     sizes = dict(space.program.ranking)
     cands = list(space.candidates())[1000:1030]
-    with caching.widened(16):
+    with caching.context(wider=16):
         priced = list(priced_all(space, cands, options=dict(dims=sizes, hw="h100", backward=True)))
     dims = ",".join(f"{k}={v}" for k, v in sizes.items())
     caching.clear()

@@ -5,8 +5,8 @@
     symcost hardware tpu-v5p
 
 Exit status: 0 success, 1 well-formed but invalid input (a sharding, a collective, a plan that cannot be
-simulated or exported, a configuration that does not fit in memory), 2 a usage or notation error, 3 an internal error (a bug). Errors are one sentence
-on stderr with the caret snippet; never a traceback.
+simulated or exported, a configuration that does not fit in memory), 2 a usage or notation error, 3 an internal
+error (a bug). Errors are one sentence on stderr with the caret snippet; never a traceback.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from . import device, documents, models, plans, search
 from .options import Parser
 
 #: which exit status each error gives (the first class that matches, in order)
-EXIT_CODES = ((ShardingError, 1), (DoesNotFit, 1), (SimulationError, 1), (ExportError, 1), (NotationError, 2), (UsageError, 2),
-              (SymcostError, 2))
+EXIT_CODES = ((ShardingError, 1), (DoesNotFit, 1), (SimulationError, 1), (ExportError, 1), (NotationError, 2),
+              (UsageError, 2), (SymcostError, 2))
 INTERNAL = 3
 
 

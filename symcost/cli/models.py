@@ -297,7 +297,6 @@ def _print(args, cfg, hw, out, params, kv, fpt, dtype) -> None:
 
 def _strategy_check(args, cfg, hw):
     """Derive the strategy on the model's shapes: per-layer forward + backward times on the mesh."""
-    from .. import symbols
     from ..api import derive
     from ..optimize import optimize_plan
     text = read_program(args.strategy)

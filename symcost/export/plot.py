@@ -140,7 +140,7 @@ def plot_roofline(plan, out: str):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.loglog(xs, [min(C, x * W) for x in xs], "k-", label=f"{hw.name} roofline")
     ax.axvline(C / W, color="gray", ls=":", label=f"critical intensity {C / W:.0f} FLOPs/byte")
-    for i, (x, y, label) in enumerate(pts):
+    for x, y, label in pts:
         ax.loglog([x], [y], "o", label=label if len(label) < 40 else label[:37] + "...")
     ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax.set_ylabel("attainable FLOPs/s per chip")

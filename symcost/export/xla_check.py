@@ -79,7 +79,6 @@ def _sliced_later(name: str, lines, depth: int = 3) -> bool:
 def xla_check(plan) -> dict:
     """Compile the plan's single einsum with XLA's SPMD partitioner on forced host devices and compare."""
     try:
-        import os
         import numpy as np
         import jax
         import jax.numpy as jnp

@@ -17,7 +17,7 @@ its general form, B KV / W_hbm + max(2 B N_params / C, P / W_hbm).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import sympy as sp
 

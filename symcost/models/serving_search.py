@@ -31,6 +31,7 @@ import time
 from .. import progress
 from ..errors import UsageError
 from .inference import Serving, split_mesh
+from .transformer import Sharding
 
 
 def meshes(cfg, chips: int) -> list[tuple[str, Sharding]]:

@@ -35,8 +35,8 @@ from .space import Candidate, Space
 OBJECTIVES = ("time", "comms", "memory")
 #: candidates priced (or seconds spent) before the search says how long the rest will take
 SAMPLE, SAMPLE_SECONDS = 50, 5.0
-#: how many times larger the engine's caches are while a search prices (measured on the LLaMA 3 8B layer on
-#: h100 X=4,Y=2: 16 and 64 price alike, the default bounds evict statement plans candidates share)
+#: how many times their bounds a search's caches hold (on the LLaMA 3 8B layer on h100 X=4,Y=2, 16 and 256
+#: price alike; at the bounds one derivation needs, statement plans the candidates share are evicted)
 WIDER = 16
 
 
@@ -55,11 +55,23 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     :mod:`symcost.progress`'s bar on a terminal instead); ``jobs``: processes that price candidates (1: this
     one; a number; ``"auto"``: every core, for spaces of :data:`.pool.MIN_CANDIDATES` or more): the
     ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`).
-    Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False."""
+    Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False.
+
+    A search runs in a planning context of its own (:func:`symcost.caching.context`), its caches
+    :data:`WIDER` times their bounds: candidates share most of their statements' plans, and what the search
+    kept is freed when it ends. Called where caches are off (``caching.disabled()``) or checked, its own
+    context is so too."""
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     if hw is None:
         raise UsageError("search ranks by numbers: give --hw (a preset, e.g. tpu-v5p)")
+    outer = caching.current()
+    with caching.context(outer.enabled, outer.check, WIDER):
+        return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs)
+
+
+def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs):
+    """The search, in order: its space, each candidate priced, filtered by memory, ranked."""
     space, sizes, span = _space(text, mesh, dims, hw, vs, range)
     start = time.perf_counter()
     options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
@@ -120,9 +132,7 @@ def _ranked_at(prog: Program, sizes: dict) -> Program:
 def _price(space: Space, jobs, options: dict, wrap, sweep) -> tuple[list[Priced], bool]:
     """Every candidate priced by the engine, in order (those it refuses left out), and whether all were:
     Ctrl-C stops the pricing and keeps what was priced. The person waiting is told the count at once and,
-    after the first :data:`SAMPLE` candidates (or :data:`SAMPLE_SECONDS`), how long the rest will take.
-    The engine's caches are :data:`WIDER` times larger while it runs (see :func:`symcost.caching.widened`):
-    candidates share most of their statements' plans."""
+    after the first :data:`SAMPLE` candidates (or :data:`SAMPLE_SECONDS`), how long the rest will take."""
     cands = list(space.candidates())
     n, procs = len(cands), workers(jobs, len(cands))
     bars.say(f"search: {n:,} candidates ({space.assignments:,} assignments, symmetric duplicates collapsed) "
@@ -130,16 +140,15 @@ def _price(space: Space, jobs, options: dict, wrap, sweep) -> tuple[list[Priced]
     out: list[Priced] = []
     start, said = time.perf_counter(), n <= SAMPLE
     try:
-        with caching.widened(WIDER):
-            for k, p in enumerate(priced_all(space, cands, jobs=jobs, options=options, progress_wrap=wrap,
-                                             sweep=sweep, wider=WIDER), 1):
-                if p is not None:
-                    out.append(p)
-                spent = time.perf_counter() - start
-                if not said and (k >= SAMPLE or spent >= SAMPLE_SECONDS):
-                    said = True
-                    bars.say(f"search: about {_duration(spent / k * (n - k))} more at {k / spent:,.0f} "
-                             f"candidates a second (the first {k:,})")
+        for k, p in enumerate(priced_all(space, cands, jobs=jobs, options=options, progress_wrap=wrap,
+                                         sweep=sweep), 1):
+            if p is not None:
+                out.append(p)
+            spent = time.perf_counter() - start
+            if not said and (k >= SAMPLE or spent >= SAMPLE_SECONDS):
+                said = True
+                bars.say(f"search: about {_duration(spent / k * (n - k))} more at {k / spent:,.0f} "
+                         f"candidates a second (the first {k:,})")
     except KeyboardInterrupt:
         return out, False
     return out, True

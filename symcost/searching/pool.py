@@ -59,18 +59,18 @@ def workers(jobs, candidates: int) -> int:
     return min(jobs, max(candidates, 1))
 
 
-def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wrap=None,
-               sweep=None, wider: int = 1):
+def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wrap=None, sweep=None):
     """Every candidate of ``cands`` priced (None where the engine refuses it), in order; ``options``: the
     keyword arguments of :func:`~symcost.searching.price.price`; ``progress_wrap``: wraps the iterator of
     results (e.g. ``tqdm``); ``sweep``: ``(symbol, values)`` over which workers also send each candidate's
-    :func:`~symcost.searching.price.over_grid` curves (what the regimes read); ``wider``: how much larger
-    the workers' caches are (:func:`symcost.caching.widened`). A generator: the caller may stop early."""
+    :func:`~symcost.searching.price.over_grid` curves (what the regimes read). Workers price in a planning
+    context like the caller's (caches on or off, checked or not, as wide). A generator: the caller may stop
+    early."""
     n = workers(jobs, len(cands))
     if n == 1:
         results = (price(space, c, **options) for c in cands)
     else:
-        results = _pooled(space, cands, n, options, sweep, wider)
+        results = _pooled(space, cands, n, options, sweep)
     if progress_wrap is not None:
         results = progress_wrap(results, total=len(cands))
     for p in results:
@@ -78,10 +78,11 @@ def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wra
         yield p
 
 
-def _pooled(space: Space, cands: list, n: int, options: dict, sweep, wider: int = 1):
+def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
     chunk = max(1, min(16, len(cands) // (n * 8)))
     ctx = multiprocessing.get_context(start_method())
-    with ctx.Pool(n, _start, (space, options, sweep, wider)) as pool:
+    c = caching.current()
+    with ctx.Pool(n, _start, (space, options, sweep, (c.enabled, c.check, c.wider))) as pool:
         for c, got in zip(cands, pool.imap(_numbers, cands, chunksize=chunk)):
             if got is None:
                 yield None
@@ -101,12 +102,14 @@ def start_method() -> str:
     return "fork"
 
 
-def _start(space: Space, options: dict, sweep, wider: int = 1) -> None:
+def _start(space: Space, options: dict, sweep, caches: tuple = (True, False, 1)) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C stops the caller, which stops the workers
     progress.quiet()
-    widened = caching.widened(wider)      # for the worker's life (a forked one has its caller's already)
-    widened.__enter__()
-    _job.update(space=space, options=options, sweep=sweep, widened=widened)
+    own, c = None, caching.current()
+    if (c.enabled, c.check, c.wider) != caches:   # a forked worker is in its caller's context already
+        own = caching.context(*caches)            # for the worker's life
+        own.__enter__()
+    _job.update(space=space, options=options, sweep=sweep, context=own)
 
 
 def _numbers(cand):

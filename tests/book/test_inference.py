@@ -12,7 +12,7 @@ from symcost.models.transformer import kv_bytes_per_token, param_counts
 from symcost.optimize import optimize_plan
 from symcost.program import derive_program
 from symcost.solve import bandwidth_comms
-from symcost.symbols import C, W_ici, axis, dim
+from symcost.symbols import W_ici, axis, dim
 
 V5E = symcost.hardware("tpu-v5e")
 V5E_82 = dataclasses.replace(V5E, hbm_bandwidth=8.2e11)     # the rounding Part 7 uses
