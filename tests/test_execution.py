@@ -254,12 +254,12 @@ def test_prefill_is_no_faster_than_streaming_the_weights_and_takes_its_mfu_from_
     cfg = load_model_config("llama3-70b")
     a100 = Serving(cfg, A100, chips=8)
     short = a100.prefill(seq=1)
-    assert short["seconds"] == short["hbm_floor"] == pytest.approx(a100.param_bytes / (8 * 2.039e12 * 0.88))
+    assert short.seconds == short.hbm_floor == pytest.approx(a100.param_bytes / (8 * 2.039e12 * 0.88))
     long = a100.prefill(seq=8192)
-    assert long["mfu"] == pytest.approx(0.859) and "efficiency" in long["mfu_source"]
-    assert long["seconds"] == pytest.approx(long["flops"] / (8 * 312e12 * 0.859))
-    assert Serving(cfg, hardware("h100"), chips=8).prefill(seq=8192)["mfu"] == pytest.approx(0.801)  # Bekman's
-    assert Serving(cfg, hardware("h200"), chips=8).prefill(seq=8192)["mfu"] == 0.4   # no efficiency data
+    assert long.mfu == pytest.approx(0.859) and "efficiency" in long.mfu_source
+    assert long.seconds == pytest.approx(long.flops / (8 * 312e12 * 0.859))
+    assert Serving(cfg, hardware("h100"), chips=8).prefill(seq=8192).mfu == pytest.approx(0.801)  # Bekman's
+    assert Serving(cfg, hardware("h200"), chips=8).prefill(seq=8192).mfu == 0.4   # no efficiency data
 
 
 def test_each_matmul_of_the_layer_pays_its_tiles_waves():

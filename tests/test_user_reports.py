@@ -151,7 +151,8 @@ def test_decode_that_does_not_fit_is_not_an_answer(capsys):
     d = json.loads(out)
     assert code == 1 and d["fits"] is False and d["decode"]["fits"] is False
     # 70.55e9 parameters in bf16 plus 32 caches of 8192 tokens at 327,680 bytes a token
-    assert d["decode"]["memory_bytes"] == pytest.approx(2 * d["params"]["total"] + 32 * 8192 * 327_680)
+    # (a chip's eighth: the layout splits every weight and the caches over the 8 chips)
+    assert 8 * d["decode"]["memory_bytes"] == pytest.approx(2 * d["params"]["total"] + 32 * 8192 * 327_680)
 
 
 def test_prefill_takes_the_batch_and_fits(capsys):

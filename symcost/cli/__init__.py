@@ -16,7 +16,7 @@ import sys
 
 from .. import progress
 from ..errors import (DoesNotFit, ExportError, NotationError, ShardingError, SimulationError, SymcostError, UsageError)
-from . import device, documents, models, plans, search
+from . import device, documents, models, plans, search, serve, trace, training
 from .options import Parser
 
 #: which exit status each error gives (the first class that matches, in order)
@@ -36,7 +36,7 @@ def build_parser() -> Parser:
     p.add_argument("--version", action="version", version=f"symcost {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for module in (plans, models, documents, device, search):
+    for module in (plans, models, training, serve, documents, device, search, trace):
         module.register(sub)
     return p
 
