@@ -40,8 +40,8 @@ def test_the_result_is_frozen_and_each_candidate_carries_its_program():
         r.priced = 0
     data = r.as_dict(top=3)
     assert len(data["ranked"]) == 3
-    for item, p in zip(data["ranked"], r.ranked):
-        for name, layout in item["layouts"].items():
+    for item in data["ranked"]:
+        for layout in item["layouts"].values():
             assert layout in item["program"]
         # ready for derive: the engine alone plans it, at the sizes searched, to the same step and collectives
         alone = symcost.derive(item["program"], "X=4,Y=2", data["dims"], "h100", backward=True)

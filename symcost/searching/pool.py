@@ -26,7 +26,7 @@ import threading
 
 from .. import caching, progress
 from ..errors import UsageError
-from .price import Priced, over_grid, planned, price, priced, replanner
+from .price import over_grid, planned, price, priced, replanner
 from .space import Space
 
 #: below this many candidates a search prices in its own process (starting workers costs more)
