@@ -176,3 +176,10 @@ def as_mesh(mesh) -> Mesh:
                 raise UsageError(f"mesh axis {k} must have a positive integer size, not {v!r}")
         return Mesh(tuple(axes))
     raise UsageError(f"cannot use {type(mesh).__name__} as a mesh")
+
+
+def link_models(mesh: Mesh) -> dict[str, dict]:
+    """Each axis's link model as ``--json`` reports it: ``{"X": {"kind": "ici", "wrap": True, "links": 1}}``
+    (``wrap``: the axis closes into a ring; a switched NVLink domain or DCN is reported as it was settled,
+    a symbolic link count as its symbol's name)."""
+    return {a.name: {"kind": a.kind, "wrap": a.ring, "links": a.links} for a in mesh.axes}
