@@ -1,0 +1,306 @@
+"""The collectives' closed forms against a brute-force routing of every block.
+
+For each collective and topology (rings, lines, tori with and without wraparound, multi-link axes,
+switched domains, ICI then DCN passes) the route is simulated block by block on small topologies: bytes
+are counted on every directed link, and the busiest link's load over its bandwidth must equal the closed
+form of :mod:`symcost.collectives.links` exactly. Directed links are ``(node, dimension, +1 | -1)``; a
+torus link carries W_ici / 2 one way; a switched device's link carries W one way.
+"""
+import itertools
+import random
+
+import pytest
+import sympy as sp
+
+from symcost.collectives import links
+from symcost.env import Env
+from symcost.mesh import parse_mesh
+from symcost.symbols import W_ici, axis
+
+ONE_WAY = 0.5          # W_ici = 1: a torus link carries 1/2 one way
+FIGURES = {"W_ici": 1.0, "W_dcn": 1.0, "W_nvlink": 1.0, "T_min": 0.0}
+
+
+# ------------------------------------------------------------------------------------ the topology
+def nodes(dims):
+    return list(itertools.product(*(range(e) for e, _ in dims)))
+
+
+def step(node, d, s, dims):
+    e, ring = dims[d]
+    c = list(node)
+    c[d] = (c[d] + s) % e if ring else c[d] + s
+    return tuple(c)
+
+
+def line_path(node, d, target, dims):
+    """The directed links from ``node`` to coordinate ``target`` along dimension d, the shorter way (a tie
+    the positive way): [(link, share)] lists, one per way taken (a tie split in halves when ``split``)."""
+    e, ring = dims[d]
+    s, t = node[d], target
+    if ring:
+        fwd = (t - s) % e
+        ways = [(1, fwd)] if fwd < e - fwd else [(-1, e - fwd)] if fwd > e - fwd else [(1, fwd), (-1, fwd)]
+    else:
+        ways = [(1 if t > s else -1, abs(t - s))]
+    out = []
+    for sgn, n in ways:
+        cur, path = node, []
+        for _ in range(n):
+            path.append((cur, d, sgn))
+            cur = step(cur, d, sgn, dims)
+        out.append(path)
+    return out
+
+
+# ------------------------------------------------------------------------------------ AllGather routes
+def broadcast_tree(node, d, dims):
+    """The links a block crosses to reach every node of its line along d, sent whole (ties the positive
+    way): the union of its shortest paths."""
+    e, _ = dims[d]
+    tree = set()
+    for t in range(e):
+        if t != node[d]:
+            tree.update(line_path(node, d, t, dims)[0])
+    return tree
+
+
+def gather_rotation(dims, V):
+    """V split in k parts; part j gathers the dimensions in the order j, ..., k-1, 0, ..., j-1."""
+    k, pts = len(dims), nodes(dims)
+    n = len(pts)
+    load = {}
+    for j in range(k):
+        held = {p: 1 for p in pts}                    # blocks of V / (k n) each node holds
+        for d in list(range(j, k)) + list(range(j)):
+            for p in pts:
+                for link in broadcast_tree(p, d, dims):
+                    load[link] = load.get(link, 0) + held[p] * V / (k * n)
+            held = {p: held[p] * dims[d][0] for p in pts}
+    return max(load.values()) / ONE_WAY
+
+
+def hamiltonian_decomposition(dims, seed=0):
+    """k edge-disjoint Hamiltonian cycles covering every link of a torus (every dimension wraps), found by
+    a randomised search: each a list of directed links in cycle order."""
+    pts = nodes(dims)
+    k = len(dims)
+    if k == 1:
+        return [[(p, 0, 1) for p in sorted(pts)]]
+    assert k == 2
+    edges = [(p, d) for p in pts for d in range(2)]        # the link from p to p + e_d
+    rng = random.Random(seed)
+    for _ in range(2000):
+        cycle = _random_cycle(pts, edges, set(), dims, rng)
+        if cycle is None:
+            continue
+        used = {e for e, _ in cycle}
+        rest = _cycle_of(set(edges) - used, pts, dims)
+        if rest is not None:
+            return [[_directed(e, s, dims) for e, s in cycle], [_directed(e, s, dims) for e, s in rest]]
+    raise AssertionError("no decomposition found")
+
+
+def _directed(edge, forward, dims):
+    p, d = edge
+    return (p, d, 1) if forward else (step(p, d, 1, dims), d, -1)
+
+
+def _incident(p, edges, dims):
+    out = []
+    for d in range(len(dims)):
+        out.append(((p, d), True))                          # p -> p + e_d
+        q = step(p, d, -1, dims)
+        out.append(((q, d), False))                         # p -> p - e_d, the edge from q
+    return [(e, f) for e, f in out if e in edges]
+
+
+def _random_cycle(pts, edges, banned, dims, rng):
+    start = pts[0]
+    path, seen, used = [], {start}, set()
+    edge_set = set(edges)
+
+    def dfs(p, depth):
+        if len(path) > 4 * len(pts) * len(pts):
+            return False
+        opts = _incident(p, edge_set, dims)
+        rng.shuffle(opts)
+        for e, fwd in opts:
+            if e in used:
+                continue
+            q = step(p, e[1], 1, dims) if fwd else e[0]
+            if q == start and len(seen) == len(pts):
+                path.append((e, fwd))
+                return True
+            if q in seen:
+                continue
+            seen.add(q)
+            used.add(e)
+            path.append((e, fwd))
+            if dfs(q, depth + 1):
+                return True
+            path.pop()
+            used.discard(e)
+            seen.discard(q)
+        return False
+    return path if dfs(start, 0) else None
+
+
+def _cycle_of(edges, pts, dims):
+    """The edges as one Hamiltonian cycle (each node on two of them, one cycle), or None."""
+    if len(edges) != len(pts):
+        return None
+    start, p, out, left = pts[0], pts[0], [], set(edges)
+    while True:
+        nxt = [(e, f) for e, f in _incident(p, left, dims)]
+        if not nxt:
+            break
+        e, f = nxt[0]
+        left.discard(e)
+        out.append((e, f))
+        p = step(p, e[1], 1, dims) if f else e[0]
+        if p == start:
+            break
+    return out if not left and p == start else None
+
+
+def gather_hamiltonian(dims, V):
+    """V split over k edge-disjoint Hamiltonian rings; on each, every block broadcast whole the shorter way
+    round (a tie the positive way)."""
+    rings = hamiltonian_decomposition(dims)
+    n = len(nodes(dims))
+    load = {}
+    for ring in rings:
+        for i in range(n):                                  # the block of the ring's i-th node
+            for j in range(1, n):
+                fwd = j
+                path = ring[i:i + fwd] + ring[:max(0, i + fwd - n)] if fwd <= n - fwd else None
+                if path is None:
+                    back = [(step(l[0], l[1], l[2], dims), l[1], -l[2]) for l in ring]   # the reverse links
+                    steps = n - fwd
+                    path = [back[(i - 1 - s) % n] for s in range(steps)]
+                for link in path:
+                    load.setdefault(link, set()).add((id(ring), i))
+    return max(len(v) for v in load.values()) * V / (len(rings) * n) / ONE_WAY
+
+
+def gather_brute(dims, V):
+    if all(r for _, r in dims):
+        return gather_hamiltonian(dims, V)
+    return gather_rotation(dims, V)
+
+
+# ------------------------------------------------------------------------------------ AllToAll route
+def all_to_all_brute(dims, V):
+    """Every (source, destination) block of V / n^2, dimension by dimension, the shorter way (halfway round
+    a ring: half each way)."""
+    pts = nodes(dims)
+    n = len(pts)
+    blk = V / (n * n)
+    load = {}
+    for s in pts:
+        for t in pts:
+            cur = s
+            for d in range(len(dims)):
+                if cur[d] == t[d]:
+                    continue
+                ways = line_path(cur, d, t[d], dims)
+                for path in ways:
+                    for link in path:
+                        load[link] = load.get(link, 0) + blk / len(ways)
+                c = list(cur)
+                c[d] = t[d]
+                cur = tuple(c)
+    return max(load.values()) / ONE_WAY
+
+
+def switched_brute(n, V, kind):
+    """Through a switch: an AllGather's blocks enter each device's link, an AllToAll's leave it."""
+    into = {d: 0.0 for d in range(n)}
+    out = {d: 0.0 for d in range(n)}
+    for s in range(n):
+        for t in range(n):
+            if s != t:
+                w = V / n if kind == "gather" else V / (n * n)
+                out[s] += w if kind == "all_to_all" else 0
+                into[t] += w
+    return max(max(into.values()), max(out.values()))
+
+
+# ------------------------------------------------------------------------------------ the closed forms
+def dims_of(mesh_text):
+    """The torus dimensions of an ICI mesh written as in --mesh (X=16:2 is a 4 x 4 torus)."""
+    out = []
+    for a in parse_mesh(mesh_text).axes:
+        k = a.links
+        e = round(a.size ** (1 / k))
+        out += [(e, a.wraparound is not False)] * k
+    return out
+
+
+def group(mesh_text):
+    mesh = parse_mesh(mesh_text)
+    env = Env.numeric(mesh, {}, FIGURES)
+    return links.group(mesh.names, env), env
+
+
+TOPOLOGIES = ["X=2", "X=3", "X=4", "X=5", "X=8", "X=2:nowrap", "X=3:nowrap", "X=4:nowrap", "X=7:nowrap",
+              "X=8:nowrap", "X=4,Y=4", "X=3,Y=4", "X=2,Y=4", "X=4:nowrap,Y=4:nowrap", "X=2:nowrap,Y=4:nowrap",
+              "X=4,Y=2:nowrap", "X=3:nowrap,Y=5", "X=16:2", "X=16:2:nowrap", "X=2:nowrap,Y=3:nowrap,Z=4:nowrap",
+              "X=4,Y=4:nowrap,Z=2"]
+
+
+@pytest.mark.parametrize("mesh", TOPOLOGIES)
+def test_all_gather_closed_form_is_the_busiest_link(mesh):
+    g, env = group(mesh)
+    dims = dims_of(mesh)
+    if len(dims) > 2 and all(r for _, r in dims):
+        pytest.skip("three-ring decompositions are not searched here")
+    assert links.gather_load(g, 1.0, env) == pytest.approx(gather_brute(dims, 1.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("mesh", TOPOLOGIES + ["X=2,Y=2,Z=2", "X=4,Y=4,Z=4", "X=64:3"])
+def test_all_to_all_closed_form_is_the_busiest_link(mesh):
+    g, env = group(mesh)
+    assert links.all_to_all_load(g, 1.0, env) == pytest.approx(all_to_all_brute(dims_of(mesh), 1.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [2, 3, 8])
+@pytest.mark.parametrize("kind", ["nvlink", "dcn"])
+def test_switched_closed_forms_are_the_busiest_link(n, kind):
+    g, env = group(f"X={n}:{kind}")
+    assert links.gather_load(g, 1.0, env) == pytest.approx(switched_brute(n, 1.0, "gather"))
+    assert links.all_to_all_load(g, 1.0, env) == pytest.approx(switched_brute(n, 1.0, "all_to_all"))
+
+
+@pytest.mark.parametrize("inner,outer", [("X=4", 2), ("X=4:nowrap,Y=2:nowrap", 4), ("X=3", 3)])
+def test_ici_then_dcn_passes_add_up(inner, outer):
+    """An AllGather over a slice axis and a DCN axis (book Part 5): the DCN pass on 1/|slice| of the data,
+    then the slice's pass on all of it; the passes run one after another."""
+    mesh = parse_mesh(f"S={outer}:dcn," + inner)
+    env = Env.numeric(mesh, {}, FIGURES)
+    V = 1.0
+    ici = dims_of(inner)
+    n_inside = len(nodes(ici))
+    lat, thr = links.hierarchical(mesh.names, V, env)
+    assert thr == pytest.approx(gather_brute(ici, V) + switched_brute(outer, V / n_inside, "gather"))
+
+
+def test_the_line_defect_is_gone():
+    """An AllToAll on a line of 8 (a v5p axis of 8 without wraparound) loads its middle link with 16 of
+    the 64 blocks each way: V / 4, V / (2 W_ici) -- not 7V / (8 W_ici)."""
+    g, env = group("X=8:nowrap")
+    assert links.all_to_all_load(g, 1.0, env) == pytest.approx(0.5)
+
+
+def test_symbolic_forms_are_the_books():
+    """With symbolic sizes the closed forms are the book's (even edges): a ring's AllGather V / W_ici, an
+    AllToAll V |X| / (4 |X| W_ici) = V / (4 W_ici) on a ring, V / (2 W_ici) on a line."""
+    V = sp.Symbol("V")
+    for text, gather, a2a in [("X", V / W_ici, V / (4 * W_ici)),
+                              ("X:nowrap", 2 * V * (axis("X") - 1) / (axis("X") * W_ici), V / (2 * W_ici))]:
+        mesh = parse_mesh(text)
+        env = Env.symbolic(mesh)
+        g = links.group(("X",), env)
+        assert sp.simplify(links.gather_load(g, V, env) - gather) == 0
+        assert sp.simplify(links.all_to_all_load(g, V, env) - a2a) == 0
