@@ -36,6 +36,7 @@ class Axis:
     wraparound: bool | None = None  # None: not settled (symbolic analysis assumes a full ring)
     kind_written: bool = field(default=False, compare=False)   # the link kind was given, not assumed
     links_written: bool = field(default=False, compare=False)  # a link count or :wrap / :nowrap was given
+    edges: tuple[int, ...] = ()     # the torus edges of the slice it spans, once placed (product: size)
 
     @property
     def size_expr(self) -> sp.Expr:

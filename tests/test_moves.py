@@ -145,7 +145,10 @@ def test_a_reduction_over_ici_and_dcn_runs_the_books_way():
     # AllGather over X. The engine may write the middle as a ReduceScatter over S and gather X and S
     # together: the same passes, the same time.
     assert kinds(plan)[0] == ("ReduceScatter", ("X",))
-    inside = 2 * (2 * V * 3 / 4 / hw["W_ici"])     # two passes on a line of 4, each 2 V (n-1) / (n W_ici)
+    # 4 v5p chips are a 2x2 slice: X spans both its dimensions, lines of 2; each pass (rotated halves,
+    # links.gather_load) loads a link with 3 of the 8 half-blocks: 3 V / (4 W_ici)
+    assert plan.mesh.axis("X").edges == (2, 2)
+    inside = 2 * (3 * V / 4 / hw["W_ici"])
     across = 2 * (V / 4) * (1 / 2) / hw["W_dcn"]
     assert sum(seconds(plan, s) for s in plan.collectives) == pytest.approx(across + inside, rel=1e-6)
 
@@ -208,12 +211,12 @@ def test_json_of_the_new_moves_matches_its_schema(capsys):
 
 
 def test_an_all_to_all_over_ici_and_dcn_adds_one_pass_per_link_kind():
-    both = symcost.derive("AllToAll_{XS}(A[I_{XS}, J]) -> A[I, J_{XS}]", mesh="X=4,S=2:dcn",
+    both = symcost.derive("AllToAll_{XS}(A[I_{XS}, J]) -> A[I, J_{XS}]", mesh="X=4:nowrap,S=2:dcn",
                           dims="I=8192,J=8192", hw="tpu-v5p")
     (step,) = both.collectives
     hw = both.hardware.bindings("bf16")
     block = 8192 * 8192 * 2 / 8
-    # inside the slice: a line of 4 (v5p), whose middle link carries 4 of the 16 blocks each way, V |X| /
+    # inside the slice: a line of 4 (as written), whose middle link carries 4 of the 16 blocks each way, V |X| /
     # (2 N W_ici) with V = block * 4; across slices each device sends (N-1)/N of its block through its DCN
     # link: V (N-1) / (N^2 W_dcn) with V = block * 2
     ici = block * 4 * 4 / (2 * 4 * hw["W_ici"])

@@ -50,6 +50,7 @@ class Group:
     spans: tuple = ()        # each axis's link count where it is a number (the torus dimensions it spans)
     rings: tuple = ()        # each axis wraps around
     link_counts: tuple = ()  # each axis's link count
+    edges: tuple = ()        # each axis's slice edges where placed (() where not)
 
     @property
     def switched(self) -> bool:
@@ -62,7 +63,8 @@ def group(axes, env) -> Group:
     sizes = tuple(env.axis(a) for a in axes)
     counts = tuple(env.links(a) for a in axes)
     return Group(info[0].kind, all(a.ring for a in info), env.prod(sizes), sizes, env.total(counts),
-                 tuple(a.links if isinstance(a.links, int) else 1 for a in info), tuple(a.ring for a in info), counts)
+                 tuple(a.links if isinstance(a.links, int) else 1 for a in info), tuple(a.ring for a in info), counts,
+                 tuple(a.edges for a in info))
 
 
 def phases(axes, env) -> list[Group]:
@@ -116,7 +118,10 @@ def physical(g: Group, env) -> list | None:
     """(edge, wraps) of every torus dimension the ICI group spans, axes in mesh order (an axis of n chips
     over k torus dimensions has k edges of n^(1/k)); None when a link count is a symbol."""
     out = []
-    for n, ring, k in zip(g.sizes, g.rings, g.link_counts):
+    for n, ring, k, placed in zip(g.sizes, g.rings, g.link_counts, g.edges or ((),) * len(g.sizes)):
+        if placed:
+            out += [(env.one * e, ring) for e in placed]
+            continue
         kk = _number(k)
         if kk is None:
             return None
@@ -138,6 +143,11 @@ def hops(g: Group, env):
     chips over k torus dimensions has k edges of n^(1/k)), 1 in a switch."""
     if g.kind == "nvlink":
         return env.one
+    dims = physical(g, env) if g.kind == "ici" else None
+    if dims is not None and any(g.edges):
+        if g.ring:
+            return env.total(e for e, _ in dims) / 2
+        return env.total(e - 1 for e, _ in dims)
     spans = g.spans or (1,) * len(g.sizes)
     edges = [n if k == 1 else n ** (1 / k) if env.is_numeric else n ** (env.one / k) for n, k in zip(g.sizes, spans)]
     if g.kind == "dcn" or g.ring:
