@@ -22,6 +22,7 @@ A request the machine cannot hold is an error that says why.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 from .errors import UsageError
@@ -117,8 +118,12 @@ def _torus(mesh: Mesh, hw) -> Placement:
                          f"{mesh.axes[ici[0]].size}:dcn)")
     if hw.topology == "torus3d" and not any(mesh.axes[i].links_written or isinstance(mesh.axes[i].links, str)
                                             for i in ici):
-        return _slice(mesh, hw, ici, chips)
-    axes, notes = list(mesh.axes), []
+        placed, why = _slice(mesh, hw, ici, chips)
+        if placed is not None:
+            return placed
+    else:
+        why = None
+    axes, notes = list(mesh.axes), ([why] if why else [])
     fits = all(mesh.axes[i].size <= max(hw.pod) for i in ici) and len(ici) <= hw.torus_dims
     links = []
     for i in ici:
@@ -142,11 +147,12 @@ def _torus(mesh: Mesh, hw) -> Placement:
     return Placement(Mesh(tuple(axes)), tuple(notes))
 
 
-def _slice(mesh: Mesh, hw, ici: list[int], chips: int) -> Placement:
+def _slice(mesh: Mesh, hw, ici: list[int], chips: int) -> tuple[Placement | None, str | None]:
     """The ICI axes on the slice a 3D-torus TPU gives for their chips (book Part 2: slices are near-cubes,
     64 v5p chips a 4x4x4 cube; :meth:`Hardware.edges`), each axis a whole number of the slice's dimensions
     (as ``jax.experimental.mesh_utils.create_device_mesh`` lays a mesh out without splitting a physical
-    axis), the last axes first. Every axis wraps where the slice does (a multiple of the 4x4x4 cube)."""
+    axis), the last axes first. Every axis wraps where the slice does (a multiple of the 4x4x4 cube).
+    (None, why) where the axes cannot be so laid out."""
     shape = hw.edges(chips, hw.torus_dims)
     dims = [e for e in shape if e > 1]
     order = [i for i in reversed(ici) if mesh.axes[i].size > 1]
@@ -154,9 +160,9 @@ def _slice(mesh: Mesh, hw, ici: list[int], chips: int) -> Placement:
     text = "x".join(map(str, shape))
     if spans is None:
         names = ",".join(f"{mesh.axes[i].name}={mesh.axes[i].size}" for i in ici)
-        raise UsageError(f"the mesh {names} cannot lie on a {hw.name} slice of {chips} chips: the slice is {text} "
-                         f"and each ICI axis must be a product of whole slice dimensions ({', '.join(map(str, dims))});"
-                         f" choose axis sizes from those products, or write each axis's links (X=8:2)")
+        return None, (f"{names} is not a {hw.name} slice: {chips} chips are a {text} slice, and an axis "
+                      f"that is not a product of whole slice dimensions ({', '.join(map(str, dims))}) splits one; "
+                      f"each axis is priced on a torus of its own")
     wrap = len(dims) == 3 and all(e % 4 == 0 for e in dims)
     axes, notes = list(mesh.axes), []
     for i, edges in zip(order, spans):
@@ -166,14 +172,12 @@ def _slice(mesh: Mesh, hw, ici: list[int], chips: int) -> Placement:
         if len(edges) > 1:
             notes.append(f"{a.name}={a.size} spans {len(edges)} dimensions of the {text} {hw.name} slice "
                          f"({'x'.join(map(str, edges))}): {len(edges)} links")
-    return Placement(Mesh(tuple(axes)), tuple(reversed(notes)))
+    return Placement(Mesh(tuple(axes)), tuple(reversed(notes))), None
 
 
 def _assign(sizes: list[int], dims: list[int]) -> list[tuple[int, ...]] | None:
     """Disjoint groups of ``dims`` (by position), one per size, whose products are the sizes, using every
     dimension; each group as few dimensions as it can, taken in the slice's order. None: no such split."""
-    import itertools
-
     def rec(k: int, free: tuple) -> list | None:
         if k == len(sizes):
             return [] if not free else None

@@ -164,30 +164,40 @@ def _cycle_of(edges, pts, dims):
     return out if not left and p == start else None
 
 
-def gather_hamiltonian(dims, V):
-    """V split over k edge-disjoint Hamiltonian rings; on each, every block broadcast whole the shorter way
-    round (a tie the positive way)."""
-    rings = hamiltonian_decomposition(dims)
-    n = len(nodes(dims))
+def grid_cycle(dims, seed=0):
+    """One Hamiltonian cycle through the links of a grid (some dimensions may wrap), as directed links."""
+    pts = nodes(dims)
+    edges = [(p, d) for p in pts for d in range(len(dims)) if dims[d][1] or p[d] + 1 < dims[d][0]]
+    rng = random.Random(seed)
+    for _ in range(200):
+        cycle = _random_cycle(pts, edges, set(), dims, rng)
+        if cycle is not None:
+            return [_directed(e, s, dims) for e, s in cycle]
+    raise AssertionError("no Hamiltonian cycle found")
+
+
+def ring_broadcast(rings, n, V, dims):
+    """Every node's block broadcast whole around each ring (ties the positive way), V split over the rings."""
     load = {}
-    for ring in rings:
-        for i in range(n):                                  # the block of the ring's i-th node
+    for r, ring in enumerate(rings):
+        back = [(step(l[0], l[1], l[2], dims), l[1], -l[2]) for l in ring]   # each link the other way
+        for i in range(n):
             for j in range(1, n):
-                fwd = j
-                path = ring[i:i + fwd] + ring[:max(0, i + fwd - n)] if fwd <= n - fwd else None
-                if path is None:
-                    back = [(step(l[0], l[1], l[2], dims), l[1], -l[2]) for l in ring]   # the reverse links
-                    steps = n - fwd
-                    path = [back[(i - 1 - s) % n] for s in range(steps)]
+                path = [ring[(i + s) % n] for s in range(j)] if j <= n - j else \
+                    [back[(i - 1 - s) % n] for s in range(n - j)]
                 for link in path:
-                    load.setdefault(link, set()).add((id(ring), i))
+                    load.setdefault(link, set()).add((r, i))
     return max(len(v) for v in load.values()) * V / (len(rings) * n) / ONE_WAY
 
 
 def gather_brute(dims, V):
+    n = len(nodes(dims))
     if all(r for _, r in dims):
-        return gather_hamiltonian(dims, V)
-    return gather_rotation(dims, V)
+        return ring_broadcast(hamiltonian_decomposition(dims), n, V, dims)
+    best = gather_rotation(dims, V)
+    if len(dims) > 1 and n % 2 == 0:
+        best = min(best, ring_broadcast([grid_cycle(dims)], n, V, dims))
+    return best
 
 
 # ------------------------------------------------------------------------------------ AllToAll route
@@ -246,6 +256,7 @@ def group(mesh_text):
 
 TOPOLOGIES = ["X=2", "X=3", "X=4", "X=5", "X=8", "X=2:nowrap", "X=3:nowrap", "X=4:nowrap", "X=7:nowrap",
               "X=8:nowrap", "X=4,Y=4", "X=3,Y=4", "X=2,Y=4", "X=4:nowrap,Y=4:nowrap", "X=2:nowrap,Y=4:nowrap",
+              "X=8:nowrap,Y=2:nowrap", "X=3:nowrap,Y=3:nowrap", "X=6:nowrap,Y=2:nowrap",
               "X=4,Y=2:nowrap", "X=3:nowrap,Y=5", "X=16:2", "X=16:2:nowrap", "X=2:nowrap,Y=3:nowrap,Z=4:nowrap",
               "X=4,Y=4:nowrap,Z=2"]
 

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sympy as sp
+
 from .. import caching
 
 #: link kinds from the inside of a slice out: a mixed collective runs its phases in this order
@@ -188,7 +190,9 @@ def gather_load(g: Group, V, env):
       product of cycles decomposes so: Kotzig 1973 for two, Foregger 1978 for three), each carrying V / k;
       on a ring of N a link carries floor(N/2) blocks one way: 2 floor(N/2) V / (N k W_ici), the book's
       V / (k W_ici) for even N;
-    - otherwise (a line among the dimensions): V split in k parts, part j gathering the dimensions in the
+    - otherwise (a line among the dimensions) the better of two routes: where the group is even and spans
+      several dimensions, one ring through a Hamiltonian cycle of its grid (a grid with an even side has
+      one), V / W_ici; and V split in k parts, part j gathering the dimensions in the
       order j, j+1, ..., k, 1, ..., j-1 (each pass on the blocks the earlier passes gathered); a directed
       link of dimension d carries f_d P_{j,d} blocks of V / (k N) in part j, f_d = e_d - 1 on a line,
       floor(e_d / 2) on a ring, P_{j,d} the product of the edges part j crossed before d. One line of n:
@@ -206,6 +210,15 @@ def gather_load(g: Group, V, env):
     k = len(dims)
     if all(ring for _, ring in dims):
         return 2 * V * half(g.n, env) / (g.n * k * env.W_ici)
+    shares = _rotated(dims, g.n, env)
+    if k > 1 and _number(g.n) is not None and _number(g.n) % 2 == 0 and all(_known(x) for x in shares):
+        return V * min(1, max(shares)) / env.W_ici   # or one ring through a Hamiltonian cycle of the grid
+    return V * env.max(*shares) / env.W_ici
+
+
+def _rotated(dims, n, env) -> list:
+    """Each torus dimension's load under the rotated passes of :func:`gather_load`, in units of V / W_ici."""
+    k = len(dims)
     terms = []
     for d, (e, ring) in enumerate(dims):
         f = half(e, env) if ring else e - 1
@@ -213,8 +226,8 @@ def gather_load(g: Group, V, env):
         for j in range(k):
             order = list(range(j, k)) + list(range(j))
             crossed = crossed + env.prod(dims[i][0] for i in order[:order.index(d)])
-        terms.append(2 * V * f * crossed / (k * g.n * env.W_ici))
-    return env.max(*terms)
+        terms.append(2 * f * crossed / (k * n))
+    return terms
 
 
 def all_to_all_load(g: Group, V, env):
@@ -252,6 +265,15 @@ def _number(v):
     return int(f) if f == int(f) else None
 
 
+def _known(v) -> bool:
+    """``v`` is a number (not an expression in symbols)."""
+    try:
+        float(v)
+    except TypeError:
+        return False
+    return True
+
+
 def sizes_known(axes, env):
     """The sizes of ``axes`` as ints, or None when one is a symbol."""
     out = tuple(_number(env.axis(a)) for a in axes)
@@ -287,6 +309,8 @@ def routed_time(hop, loads, axes, block, env):
         return env.zero, env.zero
     terms = []
     for key, load in loads:
+        if not env.is_numeric:          # halves of blocks (a tie split both ways round) as exact fractions
+            load = sp.Rational(load)
         bw = _one_way_axis(axes[key], env) if isinstance(key, int) else _kind_bandwidth(key, env)
         terms.append(block * load / bw)
     return env.T_min * hop, env.max(*terms)
