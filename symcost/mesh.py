@@ -51,6 +51,24 @@ class Axis:
         """True when collectives see a bidirectional ring (wraparound, or not yet settled)."""
         return self.wraparound is not False
 
+    @property
+    def spelled(self) -> str:
+        """The axis with its link model in full, as ``--mesh`` reads it: ``X=16:2:ici:wrap``, ``Y=8:nvlink``
+        (wraparound named once settled, on ICI)."""
+        out = self.name + (f"={self.size}" if self.size is not None else "")
+        if self.links != 1:
+            out += f":{self.links}"
+        out += f":{self.kind}"
+        if self.kind == "ici" and self.wraparound is not None:
+            out += ":wrap" if self.wraparound else ":nowrap"
+        return out
+
+    def link_model(self) -> dict:
+        """``{"kind", "wrap", "links"}`` (``derive --json``'s ``links``): wrap is True where collectives see
+        a ring (settled wraparound, or not yet settled); links the torus dimensions or links it spans (the
+        symbol's name where symbolic)."""
+        return {"kind": self.kind, "wrap": self.kind == "ici" and self.ring, "links": self.links}
+
     def __str__(self) -> str:
         out = self.name + (f"={self.size}" if self.size is not None else "")
         if self.links != 1:
@@ -110,6 +128,15 @@ class Mesh:
     @property
     def bound(self) -> bool:
         return all(a.size is not None for a in self.axes)
+
+    @property
+    def spelled(self) -> str:
+        """Every axis with its link kind (and wraparound, once settled): what a plan's mesh line shows."""
+        return ",".join(a.spelled for a in self.axes)
+
+    def links(self) -> dict:
+        """Each axis's link model by name (see :meth:`Axis.link_model`)."""
+        return {a.name: a.link_model() for a in self.axes}
 
     def __str__(self) -> str:
         return ",".join(str(a) for a in self.axes)
