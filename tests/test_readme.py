@@ -20,8 +20,18 @@ def _block_goes_on(lines, i):
     return j < len(lines) and lines[j].startswith("    ") and not lines[j].startswith("    $ ")
 
 
+#: the pages whose examples are checked: the README and the docs pages written as real output
+PAGES = ("README.md", "docs/links.md")
+
+
 def examples():
-    lines = (ROOT / "README.md").read_text().splitlines()
+    out = []
+    for page in PAGES:
+        out += _examples((ROOT / page).read_text().splitlines())
+    return out
+
+
+def _examples(lines):
     out, i = [], 0
     while i < len(lines):
         m = re.match(r"^    \$ (symcost .*)$", lines[i])
