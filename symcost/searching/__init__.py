@@ -67,7 +67,7 @@ class SearchResult:
         index = {i: n for n, i in enumerate(shown)}
         ranked = [{"rank": i + 1, **self.ranked[i].as_dict()} for i in shown]
         return {
-            "program": str(self.space.program), "mesh": self.mesh_sizes,
+            "program": str(self.space.program), "mesh": self.mesh_sizes, "links": self.space.mesh.links(),
             "candidates": self.candidates, "assignments": self.assignments, "priced": self.priced,
             "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
             "hbm_bytes": self.hbm_bytes, "ranked": ranked,
