@@ -119,9 +119,11 @@ def _random_cycle(pts, edges, banned, dims, rng):
     start = pts[0]
     path, seen, used = [], {start}, set()
     edge_set = set(edges)
+    budget = [20000]                      # steps before this attempt gives up (the caller tries again)
 
     def dfs(p, depth):
-        if len(path) > 4 * len(pts) * len(pts):
+        budget[0] -= 1
+        if budget[0] < 0:
             return False
         opts = _incident(p, edge_set, dims)
         rng.shuffle(opts)
@@ -164,16 +166,45 @@ def _cycle_of(edges, pts, dims):
     return out if not left and p == start else None
 
 
-def grid_cycle(dims, seed=0):
-    """One Hamiltonian cycle through the links of a grid (some dimensions may wrap), as directed links."""
-    pts = nodes(dims)
-    edges = [(p, d) for p in pts for d in range(len(dims)) if dims[d][1] or p[d] + 1 < dims[d][0]]
-    rng = random.Random(seed)
-    for _ in range(200):
-        cycle = _random_cycle(pts, edges, set(), dims, rng)
-        if cycle is not None:
-            return [_directed(e, s, dims) for e, s in cycle]
-    raise AssertionError("no Hamiltonian cycle found")
+def snake(sizes):
+    """A Hamiltonian path through a grid of ``sizes`` (boustrophedon: consecutive nodes are neighbours)."""
+    if not sizes:
+        return [()]
+    rest = snake(sizes[1:])
+    out = []
+    for i in range(sizes[0]):
+        out += [(i,) + r for r in (rest if i % 2 == 0 else rest[::-1])]
+    return out
+
+
+def grid_cycle(dims):
+    """A Hamiltonian cycle through a grid with an even side (wrap links unused), as directed links: along
+    the even dimension's first row of a snake through the others, then back and forth over the rest, home
+    along column 0."""
+    d0 = next(d for d, (e, _) in enumerate(dims) if e % 2 == 0)
+    others = [d for d in range(len(dims)) if d != d0]
+    path = snake([dims[d][0] for d in others])             # the other dimensions as one line
+    a, b = dims[d0][0], len(path)
+
+    def node(r, c):
+        out = [0] * len(dims)
+        out[d0] = r
+        for d, x in zip(others, path[c]):
+            out[d] = x
+        return tuple(out)
+    order = [(0, c) for c in range(b)]
+    for r in range(1, a):
+        cols = range(b - 1, 0, -1) if r % 2 == 1 else range(1, b)
+        order += [(r, c) for c in cols]
+    order += [(r, 0) for r in range(a - 1, 0, -1)]
+    cycle = []
+    for (r1, c1), (r2, c2) in zip(order, order[1:] + order[:1]):
+        u, v = node(r1, c1), node(r2, c2)
+        d = next(i for i in range(len(dims)) if u[i] != v[i])
+        assert sum(x != y for x, y in zip(u, v)) == 1 and abs(u[d] - v[d]) == 1   # a physical link
+        cycle.append((u, d, v[d] - u[d]))
+    assert len(set(order)) == len(nodes(dims))
+    return cycle
 
 
 def ring_broadcast(rings, n, V, dims):
@@ -340,3 +371,22 @@ def test_the_move_rules_price_their_routes(mesh):
     assert thr("ReduceScatter", partial, rows) == pytest.approx(gather, rel=1e-12)
     assert thr("AllReduce", partial, full) == pytest.approx(2 * gather, rel=1e-12)
     assert thr("AllToAll", rows, cols) == pytest.approx(all_to_all_brute(dims, V), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------ random topologies
+from hypothesis import given, settings, strategies as st   # noqa: E402
+
+AXIS = st.tuples(st.integers(2, 5), st.booleans())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(AXIS, min_size=1, max_size=3).filter(lambda ax: len(ax) == 1 or not all(w for _, w in ax)))
+def test_random_topologies_route_to_the_closed_forms(axes):
+    """Any mesh of up to three ICI axes of 2 to 5 chips, each a ring or a line (several rings excepted:
+    their decompositions are searched for the listed topologies above): the AllGather and AllToAll routes'
+    busiest links are the closed forms."""
+    text = ",".join(f"{'XYZ'[i]}={n}{'' if wrap else ':nowrap'}" for i, (n, wrap) in enumerate(axes))
+    g, env = group(text)
+    dims = dims_of(text)
+    assert links.gather_load(g, 1.0, env) == pytest.approx(gather_brute(dims, 1.0), rel=1e-12)
+    assert links.all_to_all_load(g, 1.0, env) == pytest.approx(all_to_all_brute(dims, 1.0), rel=1e-12)
