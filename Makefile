@@ -20,18 +20,23 @@ demo: $(STAMP)
 	$(VENV)/bin/symcost solve derivations/fsdp.sc --for B --mesh X --hw tpu-v5p
 	$(VENV)/bin/symcost derive "A[I, J_X] * B[J, K] -> C[I, K]" --mesh X=4 --dims I=256,J=8192,K=8192 --hw tpu-v5e
 
-# the layering contract, then every test (doctests of the package included); the JAX extra first where it
-# can be installed, so that the tests that run on (forced CPU host) devices run too
+# the static checks, then every test (doctests of the package included) on two processes; the JAX extra
+# first where it can be installed, so that the tests that run on (forced CPU host) devices run too; the
+# property tests that take their size from the hypothesis profile run at full size (SYMCOST_HYPOTHESIS=ci:
+# 500 examples, 25 else)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
-	$(PY) -m pytest
+	SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2
 
-# the fast tier for your own loop: everything but the tests marked slow (about 15 s)
+# the fast tier for your own loop: everything but the tests marked slow (51 s of CPU: about 30 s on 2 free cores)
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n 2 -m "not slow"
 
+# the layering contract (six tiers, docs/architecture.md), ruff, and mypy on the engine's rooms
 lint: $(STAMP)
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check symcost tests benchmarks
+	$(VENV)/bin/mypy
 
 # the optional JAX extra (export-jax, xla-check, calibrate, measure and their tests; tqdm for progress bars):
 # about 600 MB
@@ -45,4 +50,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

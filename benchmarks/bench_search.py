@@ -106,5 +106,5 @@ def _runs():
     t = time.perf_counter()
     res = search_runs(cfg, hw, 64, 64, 2048)
     dt = time.perf_counter() - t
-    return (f"run search GPT-3 175B on 64 x a100: {res['searched']:,} runs ({res['feasible']} fit)",
-            f"{res['searched'] / dt:8.0f} runs/s")
+    return (f"run search GPT-3 175B on 64 x a100: {res.searched:,} runs ({res.feasible} fit)",
+            f"{res.searched / dt:8.0f} runs/s")

@@ -1,13 +1,13 @@
-"""symcost benchmarks: `make bench`. Prints a table; the README quotes its numbers.
+"""symcost benchmarks: `make bench`. Prints a table; docs/benchmarks.md quotes its numbers.
 
 Warm latency: the median of repeated in-process derivations (plan search + symbolic costs), after one
-warm-up call. Cold: wall time of a fresh `symcost derive` process next to `python -c "import sympy"`.
+warm-up call. Cold (`bench_cold.py`): wall time of a fresh `symcost derive` process next to a fresh Python
+that imports the core's dependencies; docs/benchmarks.md quotes the figures.
 """
 from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -37,15 +37,6 @@ def warm(fn, repeat=30):
     return statistics.median(times)
 
 
-def cold(cmd, repeat=5):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def fmt(s):
     return f"{s * 1e3:8.2f} ms"
 
@@ -53,9 +44,14 @@ def fmt(s):
 def main():
     rows = []
     for label, (text, mesh, dims) in CASES.items():
-        rows.append((f"warm derive, repeated: {label}", warm(lambda: symcost.derive(text, mesh=mesh, dims=dims))))
-        rows.append((f"warm process, caches cleared: {label}",
-                     warm(lambda: (symcost.clear_caches(), symcost.derive(text, mesh=mesh, dims=dims)))))
+        def again(text=text, mesh=mesh, dims=dims):
+            return symcost.derive(text, mesh=mesh, dims=dims)
+
+        def cleared(text=text, mesh=mesh, dims=dims):
+            symcost.clear_caches()
+            return symcost.derive(text, mesh=mesh, dims=dims)
+        rows.append((f"warm derive, repeated: {label}", warm(again)))
+        rows.append((f"warm process, caches cleared: {label}", warm(cleared)))
     for mod in ("bench_training", "bench_models"):
         path = os.path.join(HERE, mod + ".py")
         if os.path.exists(path):
@@ -65,16 +61,11 @@ def main():
     rates = []
     if os.path.exists(os.path.join(HERE, "bench_search.py")):
         rates = __import__("bench_search").report()
-    exe = os.path.join(os.path.dirname(sys.executable), "symcost")
-    sympy_t = cold([sys.executable, "-c", "import sympy"])
-    derive_t = cold([exe, "derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--mesh", "X=4"])
-    rows.append(("cold: python -c 'import sympy'", sympy_t))
-    rows.append(("cold: symcost derive (single einsum)", derive_t))
-    width = max(len(r[0]) for r in rows)
+    rates += __import__("bench_cold").report()
+    width = max(len(r[0]) for r in rows + rates)
     print(f"{'benchmark':{width}s}  median")
     for label, t in rows:
         print(f"{label:{width}s}  {fmt(t)}")
-    print(f"{'cold ratio symcost / import sympy':{width}s}  {derive_t / sympy_t:8.2f} x")
     for label, value in rates:
         print(f"{label:{width}s}  {value}")
 

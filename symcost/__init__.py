@@ -5,7 +5,7 @@
     >>> [s.kind for s in plan.collectives]                  # the book's Case 2 with a small K
     ['AllReduce']
 
-The notation is the book *How to Scale Your Model*'s (Part 3). See the README for the command line.
+The notation is the book *How to Scale Your Model*'s (Part 3). See README.md and docs/commands.md for the command line.
 """
 from .api import check, clear_caches, derive, parse_dims, search
 from .errors import NotationError, ShardingError, SymcostError, UsageError
@@ -17,6 +17,16 @@ from .plan import Plan
 from .trace import Step
 
 __version__ = "0.2.0"
-__all__ = ["derive", "check", "search", "clear_caches", "parse", "parse_mesh", "parse_dims", "hardware", "hardware_presets",
+
+
+def __getattr__(name: str):
+    """``symcost.from_jax`` is loaded on first use: importing symcost never imports JAX."""
+    if name == "from_jax":
+        from .jaxin import from_jax
+        return from_jax
+    raise AttributeError(f"module 'symcost' has no attribute {name!r}")
+
+__all__ = ["derive", "check", "search", "clear_caches", "parse", "parse_mesh", "parse_dims", "hardware",
+           "hardware_presets",
            "Hardware", "Plan", "Step", "Layout", "Mesh", "Axis", "local_shape", "bytes_per_device", "bytes_total",
-           "SymcostError", "NotationError", "ShardingError", "UsageError", "__version__"]
+           "SymcostError", "NotationError", "ShardingError", "UsageError", "from_jax", "__version__"]

@@ -56,8 +56,9 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
 
 
 def clear_caches() -> None:
-    """Forget parsed programs, plan searches and built steps (they are kept because a question asked
-    twice -- a sweep, a notebook re-run -- is answered from them)."""
+    """Forget parsed programs, plan searches and built steps that the current planning context keeps (they
+    are kept because a question asked twice -- a sweep, a notebook re-run -- is answered from them; see
+    :func:`symcost.caching.context` for a context of one's own)."""
     caching.clear()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from . import symbols
 from .errors import ShardingError, UsageError
@@ -113,7 +114,7 @@ class BoundProgram:
         sizes (the planner adds its defaults for the rest)."""
         return {**self.program.ranking, **self.size_map}
 
-    def split_over(self) -> dict[str, int]:
+    def split_over(self) -> dict[str, int | None]:
         """For each dimension the program writes split over mesh axes, the most devices it is split over
         (axes of unknown size count as None)."""
         out: dict[str, int | None] = {}
@@ -124,7 +125,8 @@ class BoundProgram:
                         continue
                     sizes = [self.mesh.axis(a).size if a in self.mesh else None for a in d.axes]
                     n = None if None in sizes else _product(sizes)
-                    out[d.name] = n if d.name not in out or out[d.name] is None else max(out[d.name], n or 0)
+                    prev = out.get(d.name)
+                    out[d.name] = n if prev is None else max(prev, n or 0)
         return out
 
     @property
@@ -170,7 +172,7 @@ def _check_names(prog: Program, mesh: Mesh) -> None:
     for st in prog.statements:
         for t in st.tensors:
             for d in t.dims:
-                where = dict(text=prog.text, line=d.span.line or None, column=d.span.column or None,
+                where: dict[str, Any] = dict(text=prog.text, line=d.span.line or None, column=d.span.column or None,
                              width=d.span.width)
                 if d.name in RESERVED:
                     raise ShardingError(f"dimension {d.name} of {t.name} clashes with the hardware symbol "

@@ -54,7 +54,8 @@ class LocalEinsum:
 
 def flops(e: LocalEinsum, env):
     """FLOPs per device: 2 x the product of every dimension over the axes that split it (book Part 3;
-    replicated work is not divided; a padded block does the padded work). A one-operand einsum sums (1 FLOP an element) or only moves data."""
+    replicated work is not divided; a padded block does the padded work). A one-operand einsum sums (1 FLOP an
+    element) or only moves data."""
     size = env.prod(env.local(d, ax) for d, ax in zip(e.dims, e.axes))
     if len(e.inputs) >= 2:
         return 2 * size
@@ -78,7 +79,9 @@ def gemm_shape(e: LocalEinsum, env) -> tuple:
     out = e.output.dims
 
     def size(keep):
-        return env.prod(env.local(d, ax) for d, ax in zip(e.dims, e.axes) if keep(d)) if any(map(keep, e.dims)) else env.one
+        if not any(map(keep, e.dims)):
+            return env.one
+        return env.prod(env.local(d, ax) for d, ax in zip(e.dims, e.axes) if keep(d))
     return (size(lambda d: d in first and d in out and d not in second),
             size(lambda d: d in second and d in out and d not in first),
             size(lambda d: d not in out), size(lambda d: d in first and d in second and d in out))

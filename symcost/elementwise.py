@@ -59,6 +59,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("GeLU", 1, 8, 14, "inputs", summary="GeLU activation (tanh form)"),
     Rule("SiLU", 1, 4, 8, "inputs", summary="SiLU (swish) activation, the gate of SwiGLU"),
     Rule("ReLU", 1, 1, 1, "output", summary="ReLU activation"),
+    Rule("Pointwise", 1, 1, 1, "inputs",
+         summary="a function of one operand, element by element (exp, tanh, rsqrt, a scaling by a constant)"),
     Rule("Mul", 2, 1, 1, "inputs", summary="elementwise product (the gate of a gated MLP)"),
     Rule("Add", 2, 1, 0, "none", linear=True, summary="elementwise sum (a residual connection)"),
     Rule("Rotary", 1, 3, 3, "none", linear=True, relabels=True, summary="rotary position embedding"),
@@ -144,7 +146,7 @@ def operand_layouts(target: Layout, operands, dropped: str | None = None) -> lis
     cross-entropy's reduced dimension, ``dropped``, is whole)."""
     first = operands[0]
     keep = [i for i, d in enumerate(first.dims) if d != dropped]
-    axes = [()] * len(first.dims)
+    axes: list[tuple[str, ...]] = [()] * len(first.dims)
     for j, i in enumerate(keep):
         axes[i] = target.axes[j]
     return [Layout(t.name, t.dims, tuple(axes), target.unreduced, t.dtype) for t in operands]

@@ -13,6 +13,7 @@ symbolic one gives the closed forms a plan reports, a numeric one the floats tha
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -21,7 +22,7 @@ from . import dtypes, symbols
 from .layout import Layout
 from .mesh import Axis, Mesh
 
-#: what ranks candidate plans when a symbol is unbound (documented in the README): dimensions of 8192,
+#: what ranks candidate plans when a symbol is unbound (docs/how-it-decides.md): dimensions of 8192,
 #: axes of 4 devices, one link per axis, and TPU v5p's figures (book Part 2). Bind sizes with --dims to
 #: rank at yours.
 RANKING_DEFAULTS = {"dim": 8192, "axis": 4, "links": 1,
@@ -65,6 +66,18 @@ class Env:
         >>> e.eta_hbm, Env.symbolic(parse_mesh("X"), efficiency=True).eta_hbm
         (0.5, eta_hbm)
     """
+
+    # the hardware figures (FIGURES), set in __init__: symbols, or floats when numeric
+    C: Any
+    W_hbm: Any
+    W_ici: Any
+    W_dcn: Any
+    W_nvlink: Any
+    W_pcie: Any
+    T_min: Any
+    C_vec: Any
+    #: a hardware.Efficiency table (numbers) or True (symbols); None prices at the peaks (read only when achieved)
+    efficiency: Any
 
     def __init__(self, mesh: Mesh, numeric: bool, sizes=None, constants=None, efficiency=None,
                  padded=frozenset()):

@@ -15,7 +15,7 @@ padded (each device holds the size rounded up, as GSPMD pads); ``check --strict`
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
@@ -200,6 +200,21 @@ def layout_from_ref(ref: TensorRef, mesh: Mesh, text: str = "", sizes=None,
     return layout
 
 
+def _check_unreduced(layout: Layout, mesh: Mesh, order, where_axis: dict[str, str], fail) -> None:
+    """The unreduced axes, in the order written: each on the mesh, listed once, and sharding no dimension."""
+    seen = set()
+    for a in order:
+        if a not in mesh:
+            raise fail(f"unknown mesh axis {a!r} in the unreduced axes of {layout.name}",
+                       hint=f"the mesh has axes {', '.join(mesh.names) or '(none)'}")
+        if a in seen:
+            raise fail(f"mesh axis {a!r} is listed twice as unreduced in {layout.name}")
+        seen.add(a)
+        if a in where_axis:
+            raise fail(f"mesh axis {a!r} both shards dimension {where_axis[a]} of {layout.name} and is "
+                       f"unreduced", hint="an axis that holds partial sums cannot also split a dimension")
+
+
 def check_layout(layout: Layout, mesh: Mesh, sizes=None, *, text: str = "", spans=None,
                  span: Span = NO_SPAN, uspan: Span = NO_SPAN, unreduced_order=(), strict: bool = False) -> None:
     """Raise :class:`ShardingError` naming the axis and the tensor when ``layout`` is invalid; with
@@ -232,18 +247,8 @@ def check_layout(layout: Layout, mesh: Mesh, sizes=None, *, text: str = "", span
             where_axis[a] = d
         if d.isdigit() and axes:
             raise fail(f"dimension {d} of {layout.name} is a literal size and cannot be sharded", sp_)
-    seen_u = set()
-    for a in unreduced_order or sorted(layout.unreduced):
-        if a not in mesh:
-            raise fail(f"unknown mesh axis {a!r} in the unreduced axes of {layout.name}", uspan or span,
-                       hint=f"the mesh has axes {', '.join(mesh.names) or '(none)'}")
-        if a in seen_u:
-            raise fail(f"mesh axis {a!r} is listed twice as unreduced in {layout.name}", uspan or span)
-        seen_u.add(a)
-        if a in where_axis:
-            raise fail(f"mesh axis {a!r} both shards dimension {where_axis[a]} of {layout.name} and is "
-                       f"unreduced", uspan or span,
-                       hint="an axis that holds partial sums cannot also split a dimension")
+    _check_unreduced(layout, mesh, unreduced_order or sorted(layout.unreduced), where_axis,
+                     lambda msg, hint=None: fail(msg, uspan or span, hint))
     if sizes and strict:
         for d, axes in zip(layout.dims, layout.axes):
             if not axes:

@@ -7,7 +7,7 @@
     (4, 8)
 
 An axis's size is a number or, when unbound, the symbol named like the axis. Its link model says what
-network its collectives cross (README, "The notation"): ``ici`` (a torus ring, with or without wraparound),
+network its collectives cross (docs/notation.md): ``ici`` (a torus ring, with or without wraparound),
 ``nvlink`` (a switched GPU domain) or ``dcn`` (between slices), and how many physical links it spans
 (the book's M_X; a symbol ``M_X`` when written ``X:M_X``). A mesh knows nothing of chips: where its axes
 run on a real machine (link kinds, link counts, wraparound) is settled by :mod:`symcost.topology`.

@@ -199,9 +199,9 @@ class _Walk:
         out_names = tuple(d.name for d in out.dims) if out is not None else ()
         if len(layouts) == 1 and out is not None and out.name == layouts[0].name and out_names != layouts[0].dims \
                 and set(out_names) == set(layouts[0].dims):
-            raise self.error(f"{out.name} is asked for as [{', '.join(out_names)}] but is [{', '.join(layouts[0].dims)}]: "
-                             f"transposes are not supported", out.span,
-                             hint="keep the dimensions in their order, or name the result differently (B[J, I] = A[I, J])")
+            raise self.error(f"{out.name} is asked for as [{', '.join(out_names)}] but is "
+                             f"[{', '.join(layouts[0].dims)}]: transposes are not supported", out.span,
+                             hint="keep the dimensions in their order, or name the result differently (B[J, I] = A[I, J])")  # noqa: E501
         reshard_only = len(layouts) == 1 and out is not None and layouts[0].dims == out_names
         if not (len(stmt.operands) == 1 and name == stmt.operands[0].name):  # a reshard keeps its tensor
             self.produce(name, stmt)

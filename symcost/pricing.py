@@ -33,7 +33,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from . import caching
-from .collectives import Move
 from . import dtypes, elementwise
 from .einsum import LocalEinsum, flops, gemm_shape, hbm_bytes
 from .env import Env

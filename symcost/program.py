@@ -4,8 +4,11 @@
     ...     param W[D_X, F]
     ...     Out[B_X, F] = In[B_X, D] *_D W[D_X, F]
     ... ''', mesh="X", backward=True)
-    >>> [s.signature() for s in plan.collectives]
-    ['AllGather_X(W[D_X, F]) -> W[D, F]', 'AllGather_X(W[D_X, F]) -> W[D, F]', 'ReduceScatter_X(dW[D, F]{U_X}) -> dW[D_X, F]']
+    >>> for s in plan.collectives:
+    ...     print(s.signature())
+    AllGather_X(W[D_X, F]) -> W[D, F]
+    AllGather_X(W[D_X, F]) -> W[D, F]
+    ReduceScatter_X(dW[D, F]{U_X}) -> dW[D_X, F]
 
 :func:`derive_program` binds the program (:mod:`symcost.binding`), plans it (:mod:`symcost.planner`),
 derives the gradients (:mod:`symcost.backward`) and returns a :class:`~symcost.plan.Plan`;

@@ -22,13 +22,11 @@ from __future__ import annotations
 import numpy as np
 
 from .collectives import Grid
-from .einsum import LocalEinsum
 from .errors import SimulationError
 from .layout import Layout
 from .mesh import Mesh
-from .notation import parse
 
-__all__ = ["SimulationError", "check_plan", "collect", "distribute", "pad", "padded_shape", "reference", "Grid"]
+__all__ = ["SimulationError", "check_plan", "collect", "distribute", "full_shape", "pad", "padded_shape", "reference", "Grid"]
 
 
 def padded_shape(shape, layout: Layout, mesh: Mesh) -> tuple:
@@ -89,7 +87,7 @@ def collect(blocks: dict, layout: Layout, mesh: Mesh, shape) -> np.ndarray:
     return full[tuple(slice(0, s) for s in true_shape)]
 
 
-def _shape(layout: Layout, sizes: dict) -> tuple:
+def full_shape(layout: Layout, sizes: dict) -> tuple:
     out = []
     for d in layout.dims:
         if d.isdigit():
@@ -102,81 +100,22 @@ def _shape(layout: Layout, sizes: dict) -> tuple:
 
 
 def check_plan(plan, sizes: dict, rng=None, inputs: dict | None = None, rtol: float = 1e-7) -> dict:
-    """Run ``plan`` on simulated devices from random (or given) inputs and compare every tensor, after
-    every step, with the unsharded computation. Returns the final full arrays by tensor name."""
-    rng = rng or np.random.default_rng(0)
-    mesh, grid = plan.mesh, Grid(plan.mesh)
-    inputs = dict(inputs or {})
-    blocks: dict[str, dict] = {}
-    layout: dict[str, Layout] = {}
-    full: dict[str, np.ndarray] = {}
-
-    def ensure(t: Layout):
-        if t.name in blocks:
-            if layout[t.name] != t:
-                raise SimulationError(f"{t.name} is {layout[t.name]} on the devices but the plan uses {t}")
-            return
-        arr = inputs.get(t.name)
-        if arr is None:
-            arr = rng.standard_normal(_shape(t, sizes))
-        full[t.name] = np.asarray(arr, dtype=np.float64)
-        blocks[t.name] = distribute(full[t.name], t, mesh, rng)
-        layout[t.name] = t
-
-    for step in plan.steps:
-        if step.is_elementwise:
-            raise SimulationError(f"the simulator runs einsums and collectives; elementwise work ({step.kind}) is "
-                                  f"not simulated")
+    """Run ``plan`` on simulated devices from random (or given) inputs; compare every tensor, after every
+    step, with the unsharded computation, then every tensor the program computes with what its notation
+    means (:mod:`symcost.reference`) and, for a plan with a backward pass, every gradient with the gradient
+    of ``sum(Out * dOut)`` (``dOut`` random, one for each output). Returns the final full arrays by tensor
+    name (a tensor held in several layouts: the one written last)."""
+    from .simulation import Devices
+    devices = Devices(plan, sizes, rng or np.random.default_rng(0), dict(inputs or {}), rtol)
     for n, step in enumerate(plan.steps, 1):
-        op = step.op
-        if isinstance(op, LocalEinsum):
-            for t in op.inputs:
-                ensure(t)
-            name, sub = op.output.name, op.subscripts()
-            blocks[name] = {d: np.einsum(sub, *(blocks[t.name][d] for t in op.inputs)) for d in blocks[op.inputs[0].name]}
-            full[name] = np.einsum(sub, *(full[t.name] for t in op.inputs))
-            layout[name] = op.output
-        else:
-            ensure(op.before)
-            src, name = op.before.name, op.after.name      # a written collective may name its result
-            blocks[name] = op.rule.simulate(blocks[src], op, grid)
-            moved = op.rule.reference(pad(full[src], op.before, mesh), op, grid)
-            full[name] = moved[tuple(slice(0, s) for s in full[src].shape)]
-            layout[name] = op.after
-        got = collect(blocks[name], layout[name], mesh, full[name].shape)
-        if not np.allclose(got, full[name], rtol=rtol, atol=rtol * max(1.0, float(np.abs(full[name]).max()))):
-            raise SimulationError(f"step {n} ({step.signature()}) leaves {name} wrong on the devices")
-    for lay in plan.layouts:  # tensors no step touches (a reshard that is already in place)
-        if lay.name not in blocks:
-            ensure(lay)
-    return {k: collect(blocks[k], layout[k], mesh, full[k].shape) for k in blocks}
+        devices.run(n, step)
+    devices.finish()
+    devices.check_against_notation()
+    return devices.arrays()
 
 
 def reference(text: str, values: dict) -> np.ndarray:
     """What a one-statement einsum (or chain) computes, read straight from the notation (the einsum
-    semantics of the README's notation, written here independently of the planner): products left to right; a product contracts
-    the dimensions named by ``*_D``, or else those both sides share that neither a later operand nor the
-    written output still needs."""
-    (st,) = parse(text).statements
-    ops = st.operands
-    wanted = [d.name for d in st.output.dims] if st.output is not None else None
-    names = sorted({d.name for t in ops for d in t.dims} | set(wanted or ()))
-    letter = {d: chr(97 + i) for i, d in enumerate(names)}
-    cur, cur_dims = values[ops[0].name], [d.name for d in ops[0].dims]
-    for k, t in enumerate(ops[1:], 1):
-        t_dims = [d.name for d in t.dims]
-        both = [d for d in cur_dims if d in t_dims]
-        union = cur_dims + [d for d in t_dims if d not in cur_dims]
-        if k == len(ops) - 1 and wanted is not None:
-            keep = wanted
-        elif st.contract[k - 1] is not None:
-            keep = [d for d in union if d not in st.contract[k - 1]]
-        else:
-            still = {d.name for u in ops[k + 1:] for d in u.dims} | set(wanted or ())
-            keep = [d for d in union if d not in both or d in still]
-        sub = "".join(letter[d] for d in cur_dims) + "," + "".join(letter[d] for d in t_dims) + "->" + \
-            "".join(letter[d] for d in keep)
-        cur, cur_dims = np.einsum(sub, cur, values[t.name]), keep
-    if len(ops) == 1 and wanted is not None:
-        cur = np.einsum("".join(letter[d] for d in cur_dims) + "->" + "".join(letter[d] for d in wanted), cur)
-    return cur
+    semantics of the README's notation, written independently of the planner in :mod:`symcost.reference`)."""
+    from .reference import statement_value
+    return statement_value(text, values)

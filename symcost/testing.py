@@ -136,3 +136,62 @@ def reshard_cases(max_axes: int = 3, uneven: bool = False):
         text = f"{_fmt('A', dims, a_axes, a_u)} -> {_fmt('A', dims, b_axes, keep)}"
         return text, _mesh_text(names, msizes), _sizes(draw, dims, msizes, uneven)
     return build()
+
+
+#: elementwise work a random layer may put after a product (``None``: none)
+_ELEMENTWISE = (None, "GeLU", "SiLU", "ReLU", "LayerNorm", "RMSNorm", "Softmax", "Dropout", "Add")
+
+
+def training_cases(max_axes: int = 2, max_statements: int = 3):
+    """(text, mesh, sizes) of a random layer to train: ``In`` through 1 to ``max_statements`` products with
+    declared parameters ``W1, W2, ...``, each product possibly followed by elementwise work (an activation,
+    a norm or softmax over one of its dimensions, dropout, or a residual add of ``In``), every tensor in a
+    random layout. Each dimension of a product's operands is kept or contracted by both (no broadcasts),
+    so every tensor has a gradient; sizes divide by the device count."""
+    @st.composite
+    def build(draw):
+        names, msizes = draw(meshes(max_axes, 8))
+        cur = tuple(draw(st.lists(st.sampled_from(DIMS), min_size=1, max_size=3, unique=True)))
+        first = cur
+        lines, params = [], []
+        src = _fmt("In", cur, _layout(draw, cur, names, False)[0])
+        n = draw(st.integers(1, max_statements))
+        for k in range(1, n + 1):
+            shared = tuple(draw(st.lists(st.sampled_from(cur), min_size=1, max_size=len(cur), unique=True)))
+            new = [d for d in DIMS if d not in cur]
+            w_dims = shared + tuple(draw(st.lists(st.sampled_from(new), max_size=1, unique=True)) if new else ())
+            w_dims = tuple(draw(st.permutations(w_dims)))
+            union = list(dict.fromkeys(cur + w_dims))
+            contract = [d for d in shared if draw(st.booleans())]
+            if len(contract) == len(union):
+                contract = contract[1:]
+            out = tuple(d for d in union if d not in contract)
+            if set(out) == set(first) and draw(st.booleans()):
+                out = first                                   # laid out as the input: room for a residual add
+            else:
+                out = tuple(draw(st.permutations(out)))
+            w = _fmt(f"W{k}", w_dims, _layout(draw, w_dims, names, False)[0])
+            params.append(w)
+            kind = draw(st.sampled_from(_ELEMENTWISE))
+            if kind == "Add" and out != first:
+                kind = None
+            whole = draw(st.sampled_from(out)) if kind in ("LayerNorm", "RMSNorm", "Softmax") else None
+            axes = _layout(draw, out, names, False)[0]
+            if whole is not None:          # a norm or softmax needs its dimension whole on each device
+                axes = tuple(() if d == whole else a for d, a in zip(out, axes))
+            t = f"T{k}"
+            lines.append(f"{_fmt(t, out, axes)} = {src} * {w}")
+            cur, src = out, _fmt(t, out, [()] * len(out))
+            if kind is not None:
+                e = f"E{k}"
+                if kind == "Add":
+                    arg = f"In{_fmt('', first, [()] * len(first))}, {src}"
+                elif whole is not None:
+                    kind, arg = f"{kind}_{whole}", src
+                else:
+                    arg = src
+                lines.append(f"{e} = {kind}({arg})")
+                src = _fmt(e, cur, [()] * len(cur))
+        text = "param " + ", ".join(params) + "\n" + "\n".join(lines)
+        return text, _mesh_text(names, msizes), _sizes(draw, DIMS, msizes)
+    return build()

@@ -13,7 +13,9 @@ from the start. Either way it is the plan that ``choices`` would give (a test ho
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import NamedTuple
 
 from .backward import flagged, resumed
@@ -31,9 +33,9 @@ class Planned(NamedTuple):
     trace: Trace
     forward: tuple
     backward: tuple = ()
-    params: dict = {}
-    saved: dict = {}
-    states: dict = {}
+    params: Mapping = MappingProxyType({})     # read-only defaults: a NamedTuple's defaults are shared
+    saved: Mapping = MappingProxyType({})
+    states: Mapping = MappingProxyType({})
 
     @property
     def steps(self) -> list:

@@ -110,7 +110,7 @@ def _torus(mesh: Mesh, hw) -> Placement:
         pod *= e
     chips = 1
     for i in ici:
-        chips *= mesh.axes[i].size
+        chips *= mesh.axes[i].size   # type: ignore[operator]  # every ICI axis is sized (checked above)
     if chips > pod:
         shape = "x".join(map(str, hw.pod))
         raise UsageError(f"the mesh puts {chips} chips in one {hw.name} slice; a slice holds at most {pod} (a {shape} "
@@ -125,7 +125,7 @@ def _torus(mesh: Mesh, hw) -> Placement:
         why = None
     axes, notes = list(mesh.axes), ([why] if why else [])
     fits = all(mesh.axes[i].size <= max(hw.pod) for i in ici) and len(ici) <= hw.torus_dims
-    links = []
+    links: list[int | None] = []
     for i in ici:
         a = axes[i]
         if isinstance(a.links, str):

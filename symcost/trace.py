@@ -15,9 +15,9 @@ the critical path; its closed-form costs are derived from the operation (and kep
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import NamedTuple
 
+from . import caching
 from .binding import BoundProgram
 from .einsum import LocalEinsum
 from .elementwise import Elementwise
@@ -39,10 +39,10 @@ class Step:
     sizes: tuple = field(default=(), compare=False, repr=False)   # the bound sizes (padded blocks round up)
     efficient: bool = False  # priced with achieved efficiency (the eta symbols)
 
-    @cached_property
+    @property
     def cost(self) -> OpCost:
-        c = symbolic_cost(self.op, self.mesh, padded_blocks(self.op, self.mesh, self.sizes), self.efficient)
-        return c if self.critical or c.local else c._replace(critical=False)
+        """The step's closed-form costs (kept by the planning context, not on the step: a step is a value)."""
+        return _cost(self.op, self.mesh, self.sizes, self.efficient, self.critical)
 
     @property
     def is_einsum(self) -> bool:
@@ -96,15 +96,9 @@ class Step:
 
     def ranked(self, ranker: Ranker):
         """The step's cost in numbers at the ranker's sizes, off the critical path where the step is
-        (kept on the step for the last ranker that asked: a whole plan is ranked again for each of its
-        tied alternatives, which share most of their steps)."""
-        got = self.__dict__.get("_ranked")
-        if got is not None and (got[0] is ranker or got[0] == ranker):
-            return got[1]
-        c = ranker.cost(self.op)
-        c = c if self.critical or c.local else c._replace(critical=False)
-        self.__dict__["_ranked"] = (ranker, c)
-        return c
+        (kept by the planning context: a whole plan is ranked again for each of its tied alternatives,
+        which share most of their steps)."""
+        return _ranked(self.op, self.critical, ranker)
 
     bytes = property(lambda self: self.cost.bytes)
     flops = property(lambda self: self.cost.flops)
@@ -125,6 +119,18 @@ class Step:
         return {"kind": self.kind, "axes": list(self.axes), "tensor": self.tensor, "before": self.before,
                 "after": self.after, "phase": self.phase, "bytes": str(self.bytes), "flops": str(self.flops),
                 "seconds": str(self.seconds), "why": self.why, "critical": self.critical}
+
+
+@caching.memoize(maxsize=65536)
+def _cost(op, mesh: Mesh, sizes: tuple, efficient: bool, critical: bool) -> OpCost:
+    c = symbolic_cost(op, mesh, padded_blocks(op, mesh, sizes), efficient)
+    return c if critical or c.local else c._replace(critical=False)
+
+
+@caching.memoize(maxsize=65536)
+def _ranked(op, critical: bool, ranker: Ranker):
+    c = ranker.cost(op)
+    return c if critical or c.local else c._replace(critical=False)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
 """Shared test helpers."""
+import os
 import re
 
 import pytest
@@ -15,3 +16,14 @@ def without_timings(text: str) -> str:
 @pytest.fixture
 def untimed():
     return without_timings
+
+
+# Hypothesis profiles for the property tests that take their example count from the profile (the simulator's
+# backward property): "fast" for your own loop, "ci" for `make test`, which sets SYMCOST_HYPOTHESIS=ci.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("fast", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROFILE = os.environ.get("SYMCOST_HYPOTHESIS", "fast")
+if PROFILE not in ("fast", "ci"):
+    raise pytest.UsageError(f"SYMCOST_HYPOTHESIS must be 'fast' or 'ci', not {PROFILE!r}")

@@ -1,5 +1,4 @@
 """The cost model's link kinds and policies: rings, lines, DCN, NVLink, symbolic links, overlap."""
-import pytest
 import sympy as sp
 
 import symcost

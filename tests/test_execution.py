@@ -254,12 +254,12 @@ def test_prefill_is_no_faster_than_streaming_the_weights_and_takes_its_mfu_from_
     cfg = load_model_config("llama3-70b")
     a100 = Serving(cfg, A100, chips=8)
     short = a100.prefill(seq=1)
-    assert short["seconds"] == short["hbm_floor"] == pytest.approx(a100.param_bytes / (8 * 2.039e12 * 0.88))
+    assert short.seconds == short.hbm_floor == pytest.approx(a100.param_bytes / (8 * 2.039e12 * 0.88))
     long = a100.prefill(seq=8192)
-    assert long["mfu"] == pytest.approx(0.859) and "efficiency" in long["mfu_source"]
-    assert long["seconds"] == pytest.approx(long["flops"] / (8 * 312e12 * 0.859))
-    assert Serving(cfg, hardware("h100"), chips=8).prefill(seq=8192)["mfu"] == pytest.approx(0.801)  # Bekman's
-    assert Serving(cfg, hardware("h200"), chips=8).prefill(seq=8192)["mfu"] == 0.4   # no efficiency data
+    assert long.mfu == pytest.approx(0.859) and "efficiency" in long.mfu_source
+    assert long.seconds == pytest.approx(long.flops / (8 * 312e12 * 0.859))
+    assert Serving(cfg, hardware("h100"), chips=8).prefill(seq=8192).mfu == pytest.approx(0.801)  # Bekman's
+    assert Serving(cfg, hardware("h200"), chips=8).prefill(seq=8192).mfu == 0.4   # no efficiency data
 
 
 def test_each_matmul_of_the_layer_pays_its_tiles_waves():
@@ -301,7 +301,7 @@ def test_moe_decode_critical_batch_comes_from_the_expert_einsum(hw, dtype):
 
 
 def test_model_decode_prints_the_moe_critical_batch(capsys):
-    code = main(["model", "deepseek-v3", "--decode", "--hw", "h100", "--chips", "64", "--batch", "64", "--json"])
+    main(["model", "deepseek-v3", "--decode", "--hw", "h100", "--chips", "64", "--batch", "64", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert data["critical_batch"] == pytest.approx(295.2 * 256 / 8, rel=0.01)   # not 295: B k / E per expert
 
@@ -330,7 +330,7 @@ def test_uneven_interleaved_chunks_run_at_the_pace_of_the_fullest():
                 attention="flash")
     runs = {v: Run(cfg, h100, interleave=v, **base) for v in (1, 2, 3)}
     assert {v: r.layers_per_stage for v, r in runs.items()} == {1: 8, 2: 8, 3: 9}
-    for v, r in runs.items():
+    for r in runs.values():
         it, lay = r.iteration(), r.layer()
         assert it["forward"] == pytest.approx(16 * r.layers_per_stage * lay["forward"], rel=1e-12)
     # the same layers a stage, and the bubble shrinks by the chunks: interleaving 2 is faster than none

@@ -66,7 +66,7 @@ def test_split_heads_copy_the_latent():
                     sharding=Sharding(model=("Y", "Z"), heads=("Y",), kv_batch=("Z",)))
     assert (tp.kv_copies, mixed.kv_copies) == (64, 8)
     per_seq = 4096 * 70_272
-    assert tp.decode(64, 4096)["memory_bytes"] - tp.held_param_bytes == pytest.approx(64 * per_seq * 64)
+    assert 64 * tp.decode(64, 4096).memory_bytes - tp.held_param_bytes == pytest.approx(64 * per_seq * 64)
     assert mixed.max_batch(4096) == int((64 * h100.hbm_bytes - mixed.held_param_bytes) // (per_seq * 8))
     # the latent and query projections (D x (q_lora + kv_lora + rope_dim)) are not split by the heads:
     # every device holds them

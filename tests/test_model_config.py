@@ -7,6 +7,7 @@ import pytest
 from symcost.errors import UsageError
 from symcost.models import ModelConfig, load_model_config, model_presets
 from symcost.models.config import from_hf_config
+from symcost.models.transformer import param_counts
 
 # name: (L, D, F, N, K, H, V, tied_embeddings)
 DENSE = {
@@ -62,8 +63,19 @@ def test_deepseek_preset_is_moe_with_latent_attention():
     assert "deepseek-ai/DeepSeek-V3" in cfg.source
 
 
+def test_mixtral_preset_is_moe():
+    """Mixtral 8x7B's published config: 8 experts of width 14336, 2 a token, every layer; 46.7e9 parameters,
+    12.9e9 active (the paper: 47B and 13B)."""
+    cfg = load_model_config("mixtral-8x7b")
+    assert dims(cfg) == (32, 4096, 14336, 32, 8, 128, 32000)
+    assert (cfg.E, cfg.k, cfg.shared_experts, cfg.F_expert, cfg.dense_layers) == (8, 2, 0, 14336, 0)
+    p = param_counts(cfg)
+    assert p["total"] == pytest.approx(47e9, rel=0.01) and p["active"] == pytest.approx(13e9, rel=0.01)
+    assert "mistralai/Mixtral-8x7B" in cfg.source
+
+
 def test_preset_list():
-    assert model_presets() == tuple(sorted(set(DENSE) | {"deepseek-v3"}))
+    assert model_presets() == tuple(sorted(set(DENSE) | {"deepseek-v3", "mixtral-8x7b"}))
 
 
 @pytest.mark.parametrize("name", model_presets())

@@ -83,9 +83,9 @@ def test_sharding_and_dtype_change_costs_by_derivation():
     bf16 = Serving(cfg, v5e, chips=16, dtype="bf16").decode(8, 2048)
     int8 = Serving(cfg, v5e, chips=16, dtype="int8").decode(8, 2048)
     # weights and KV halve; the activations stay bf16
-    assert 0.5 < int8["t_hbm"] / bf16["t_hbm"] < 0.6
+    assert 0.5 < int8.t_hbm / bf16.t_hbm < 0.6
     more = Serving(cfg, v5e, chips=32, dtype="int8").decode(8, 2048)
-    assert more["t_hbm"] < int8["t_hbm"]
+    assert more.t_hbm < int8.t_hbm
 
 
 def test_model_cli_json_keys(capsys):
@@ -98,7 +98,8 @@ def test_model_cli_json_keys(capsys):
     assert out["kv_bytes_per_token"] == 163840                  # 2 L K H bytes in int8
     api = Serving(cfg, symcost.hardware("tpu-v5e"), chips=8, dtype="int8").decode(32, 8192)
     for k in ("step_time", "tokens_per_s", "tokens_per_s_per_chip", "max_batch", "memory_bytes"):
-        assert out["decode"][k] == pytest.approx(api[k])         # the command line is the API plus a printer
+        assert out["decode"][k] == pytest.approx(getattr(api, k))   # the command line is the API plus a printer
+    assert out["decode"]["mesh"] == {"Y": 8, "Z": 1} and out["prefill"]["mesh"] == {"Y": 8, "Z": 1}
     assert out["decode"]["step_time"] == pytest.approx(0.0178, rel=0.01)
 
 

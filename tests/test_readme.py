@@ -1,66 +1,37 @@
-"""The README's examples are real output: every ``$ symcost ...`` line in an indented block is run and its
-output compared with the lines that follow it (up to the next ``$`` line or the end of the block)."""
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
-
+"""The documents' examples are real output: every ``    $ symcost ...`` line of README.md and docs/*.md is
+run and its output compared with the lines that follow it (up to the next ``$`` line or the end of the
+indented block). When the engine's numbers change, ``python tests/update_examples.py`` rewrites them."""
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.slow    # one process per example
+from update_examples import ROOT, all_examples, compared, examples, run, update
+
+EXAMPLES = all_examples()
 
 
-def _block_goes_on(lines, i):
-    """A blank line inside an indented block: the next non-blank line is indented output, not a new example."""
-    j = i
-    while j < len(lines) and not lines[j].strip():
-        j += 1
-    return j < len(lines) and lines[j].startswith("    ") and not lines[j].startswith("    $ ")
+def test_the_front_page_is_short_and_every_page_has_a_title():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert page.read_text().startswith("# "), page.name
 
 
-#: the pages whose examples are checked: the README and the docs pages written as real output
-PAGES = ("README.md", "docs/links.md")
+@pytest.mark.slow
+def test_the_update_script_rewrites_outputs_in_place(tmp_path):
+    """A stale output is replaced by the command's, a head-only one keeps its length and its ``...``, and
+    the prose around them is left as it was."""
+    cmd = 'symcost check "In[B_X, D_X] * W[D_X, F_Y] -> Out[B_X, F_Y]"'
+    doc = tmp_path / "page.md"
+    doc.write_text(f"Prose.\n\n    $ {cmd}\n    stale\n\nMore prose.\n\n    $ {cmd}\n    old head\n    ...\n\nEnd.\n")
+    assert update([doc], check=True) == 2 and "stale" in doc.read_text()
+    assert update([doc]) == 2
+    real = run(cmd)
+    assert real[0].startswith("symcost: mesh axis 'X' shards two dimensions of In")
+    assert doc.read_text() == ("Prose.\n\n" + f"    $ {cmd}\n" + "".join(f"    {l}\n" for l in real)
+                               + "\nMore prose.\n\n" + f"    $ {cmd}\n    {real[0]}\n    ...\n\nEnd.\n")
+    assert [e.expect for e in examples(doc)] == [tuple(real), (real[0], "...")]
 
 
-def examples():
-    out = []
-    for page in PAGES:
-        out += _examples((ROOT / page).read_text().splitlines())
-    return out
-
-
-def _examples(lines):
-    out, i = [], 0
-    while i < len(lines):
-        m = re.match(r"^    \$ (symcost .*)$", lines[i])
-        if not m:
-            i += 1
-            continue
-        cmd, expect, i = m.group(1), [], i + 1
-        while i < len(lines) and not lines[i].startswith("    $ "):
-            if lines[i].startswith("    "):
-                expect.append(lines[i][4:])
-            elif lines[i].strip() or not _block_goes_on(lines, i):
-                break
-            else:
-                expect.append("")
-            i += 1
-        while expect and not expect[-1].strip():
-            expect.pop()
-        out.append((cmd, expect))
-    return out
-
-
-@pytest.mark.parametrize("cmd,expect", examples(), ids=[c[:60] for c, _ in examples()])
-def test_readme_example(cmd, expect, untimed):
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "100"}
-    r = subprocess.run(cmd, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    got = (r.stdout + r.stderr).rstrip("\n").splitlines()
-    got = [untimed(l.rstrip()) for l in got]      # how long a search took is the one figure let differ
-    want = [untimed(l.rstrip()) for l in expect]
-    if want and want[-1].strip() == "...":   # an example may show only the head of its output
-        want = want[:-1]
-        got = got[:len(want)]
-    assert got == want
+@pytest.mark.slow    # one process per example
+@pytest.mark.parametrize("example", EXAMPLES, ids=[f"{e.where} {e.cmd[8:60]}" for e in EXAMPLES])
+def test_example(example):
+    want, got = compared(example, run(example.cmd))
+    assert got == want, f"{example.where}: run `python tests/update_examples.py` if the change is intended"

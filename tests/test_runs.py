@@ -26,7 +26,7 @@ def test_published_runs_are_in_the_space_and_the_best_is_no_slower(model, gpus, 
                      recompute="selective", seq_parallel=True, zero=0, attention="unfused")
     assert published in list(candidates(cfg, A100, gpus, seqs, 2048))
     res = search_runs(cfg, A100, gpus, seqs, 2048, top=3)
-    assert res["runs"][0]["step_time"] <= Run(cfg, A100, **published).iteration()["iteration"]
+    assert res.rows[0].step_time <= Run(cfg, A100, **published).iteration()["iteration"]
 
 
 def test_the_best_is_the_fastest_that_fits():
@@ -40,12 +40,13 @@ def test_the_best_is_the_fastest_that_fits():
         if run.memory()["total"] <= A100.hbm_bytes:
             timed.append(run.iteration()["iteration"])
     timed.sort()
-    assert res["feasible"] == len(timed) < res["searched"]
-    assert [r["step_time"] for r in res["runs"]] == pytest.approx(timed[:4])
-    assert all(r["memory_bytes"] <= A100.hbm_bytes for r in res["runs"])
-    best = res["runs"][0]
+    assert res.feasible == len(timed) < res.searched
+    runs = [r.as_dict() for r in res.rows]
+    assert [r["step_time"] for r in runs] == pytest.approx(timed[:4])
+    assert all(r["memory_bytes"] <= A100.hbm_bytes for r in runs)
+    best = runs[0]
     assert best["mostly"] is None and best["loses_by"] == 0
-    for r in res["runs"][1:]:    # what each runner-up loses by: the part that grew the most
+    for r in runs[1:]:    # what each runner-up loses by: the part that grew the most
         grew = {p: r["breakdown"][p] - best["breakdown"][p] for p in r["breakdown"]}
         assert r["mostly"] == max(grew, key=grew.get)
         assert r["loses_by"] == pytest.approx(r["step_time"] - best["step_time"])
@@ -54,10 +55,13 @@ def test_the_best_is_the_fastest_that_fits():
 def test_the_space_keeps_to_the_model_and_the_node():
     cfg = load_model_config("gpt3-175b")      # 96 heads, 96 layers; NVLink domain of 8
     space = list(candidates(cfg, A100, 64, 64, 2048))
-    assert {c["tp"] for c in space} == {1, 2, 4, 8}
-    assert all(c["tp"] * c["pp"] * c["dp"] == 64 for c in space)
+    assert {c["tp"] for c in space} == {1, 2, 3, 4, 6, 8}            # divisors of the heads within a node
+    assert all(c["tp"] * c["pp"] * c["dp"] <= 64 for c in space)
+    assert any(c["tp"] * c["pp"] * c["dp"] < 64 for c in space)         # 96 layers over 3 stages: 48 chips
     assert all(96 % (c["pp"] * c["interleave"]) == 0 for c in space if c["interleave"] > 1)
-    assert {c["pp"] for c in space} == {1, 2, 4, 8, 16, 32, 64}      # uneven stages too (96 over 64)
+    # the divisors of the layers and of the chips left: uneven stages too (96 over 64)
+    assert all(96 % c["pp"] == 0 or (64 // c["tp"]) % c["pp"] == 0 for c in space)
+    assert {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64} <= {c["pp"] for c in space}
     assert all(not c["seq_parallel"] for c in space if c["tp"] == 1)
     assert all(c["zero"] == 0 for c in space if c["dp"] == 1)
 
@@ -73,18 +77,19 @@ def test_command_line_lists_the_runs_and_json_follows_the_schema(capsys, untimed
             "--seq", "2048", "--top", "3"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "run search on 8 x a100, 4 sequences of 2048: priced 354 runs in ...; 193 fit in 80 GB" in untimed(out)
+    assert "run search on at most 8 x a100, 4 sequences of 2048: priced 408 runs in ...; 213 fit in 80 GB" in untimed(out)
     assert "    1. tp 2, pp 1, dp 4, zero 3, microbatch 1, recompute selective, seq-parallel:" in out
     assert "mostly" in out
     assert main(args + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     jsonschema.validate(data, json.loads((ROOT / "symcost" / "schemas" / "model.json").read_text()))
-    assert data["train"]["searched"] == 354 and len(data["train"]["runs"]) == 3 and data["fits"]
+    assert data["train"]["searched"] == 408 and len(data["train"]["runs"]) == 3 and data["fits"]
     # DESIGN's contract: a top-level search object with every run's knobs flat
     top = data["search"]["top"]
-    assert data["search"]["candidates"] == 354 and data["search"]["feasible"] == 193 and len(top) == 3
+    assert data["search"]["candidates"] == 408 and data["search"]["feasible"] == 213 and len(top) == 3
     for run, full in zip(top, data["train"]["runs"]):
         assert {k: run[k] for k in full["config"]} == full["config"]
+        assert run["chips_used"] == full["chips_used"] == run["tp"] * run["pp"] * run["dp"] * run["cp"]
         assert run["step_time"] == full["step_time"] and run["dominant"] in full["breakdown"]
         parts = full["breakdown"]
         compute = sum(parts[k] for k in ("forward", "backward", "recompute", "head", "optimizer"))
@@ -129,4 +134,72 @@ def test_llama3_405b_as_meta_ran_it_is_in_the_space():
     published = [Run(cfg, h100, **run) for run in (meta, interleaved)]
     assert [r.layers_per_stage for r in published] == [8, 8]
     res = search_runs(cfg, h100, 8192, 2048, 8192, top=1, attention="flash")
-    assert all(res["runs"][0]["step_time"] <= r.iteration()["iteration"] for r in published)
+    assert all(res.rows[0].step_time <= r.iteration()["iteration"] for r in published)
+
+
+# --------------------------------------------------------------------------- the chip budget
+def test_a_run_may_leave_chips_idle_and_says_why(capsys):
+    """LLaMA 3-70B, 4M-token batches of 4,096-token sequences on 8,960 v5p chips: no split of all 8,960
+    divides the 1,024 sequences without 35 pipeline stages (2.48 s, MFU 18 %); on 8,192 of them TP 8 and
+    DP 1,024 runs at MFU above 50 %. The search uses the 8,192 and says why the other 768 stay idle."""
+    args = ["model", "llama3-70b", "--train", "--search", "--hw", "tpu-v5p", "--chips", "8960", "--batch", "4194304",
+            "--seq", "4096", "--top", "2"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert ("uses 8,192 of 8,960 chips: 1,120 replicas of tp 8 cannot divide 1,024 sequences, so the other 768 "
+            "stay idle; the best run on all 8,960 (tp 16, pp 35, dp 16") in out
+    assert main(args + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    best = data["search"]["top"][0]
+    assert best["chips_used"] == 8192 and best["mfu"] >= 0.5
+    assert data["train"]["chips_used"] == 8192 and data["train"]["budget"].startswith("8,192 of 8,960 chips")
+    full = Run(load_model_config("llama3-70b"), hardware("tpu-v5p"), tp=16, pp=35, dp=16, sequences=1024, seq=4096,
+               seq_parallel=True, zero=3)
+    assert best["step_time"] < full.iteration()["iteration"] / 2
+
+
+def test_budget_note_names_the_numbers():
+    from symcost.models.runs import RunChoice, budget_note
+    def choice(**c):
+        return RunChoice(tuple({"tp": 1, "pp": 1, "dp": 1, "cp": 1, **c}.items()), 1.0, 0.5, 0.5, 1e9, (), 0.0, None)
+    assert budget_note(64, 64, choice(tp=8, dp=8), None) is None
+    assert budget_note(10, 8, choice(tp=2, dp=4), None) == ("8 of 10 chips: 5 replicas of tp 2 cannot divide 8 "
+                                                            "sequences, so the other 2 stay idle")
+    assert budget_note(10, 8, choice(tp=4, dp=2), None).startswith("8 of 10 chips: 10 is not a whole number of "
+                                                                   "replicas of tp 4 (4 chips)")
+
+
+def test_vs_chips_lists_the_best_run_on_each_budget(capsys):
+    args = ["train", "megatron-22b", "--search", "--hw", "a100", "--chips", "8", "--batch", "16384", "--seq", "2048",
+            "--vs", "chips", "--top", "1", "--json"]
+    assert main(args) == 0
+    rows = json.loads(capsys.readouterr().out)["train"]["vs_chips"]
+    assert [r["chips"] for r in rows] == [1, 2, 4, 8]
+    times = [r["step_time"] for r in rows if r["fits"]]
+    assert times == sorted(times, reverse=True) and all(r["chips_used"] <= r["chips"] for r in rows if r["fits"])
+    assert rows[-1]["step_time"] == search_runs(load_model_config("megatron-22b"), A100, 8, 8, 2048, top=1).rows[0].step_time
+    assert main(["model", "megatron-22b", "--train", "--hw", "a100", "--batch", "8192", "--vs", "chips"]) == 2
+    assert "--vs chips compares the best training run on each chip budget" in capsys.readouterr().err
+
+
+def test_a_model_too_big_for_the_chips_says_so_with_numbers(capsys):
+    """LLaMA 3-8B on one H100: bf16 weights, fp32 gradients and fp32 master weights and Adam moments take
+    18 bytes a parameter, 145 GB: no microbatch or recomputation helps, more chips do."""
+    code = main(["train", "llama3-8b", "--search", "--hw", "h100", "--chips", "1", "--batch", "65536", "--seq", "8192"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert ("NONE FITS: llama3-8b does not fit on 1 chip: its weights, gradients and optimizer state alone take "
+            "145 GB a chip") in out and "a chip has 80 GB; at least 2 chips hold them" in out
+    assert "fewer sequences" not in out
+
+
+def test_train_is_model_with_train(capsys):
+    args = ["megatron-22b", "--search", "--hw", "a100", "--chips", "8", "--batch", "8192", "--seq", "2048", "--json"]
+    assert main(["train"] + args) == 0
+    trained = json.loads(capsys.readouterr().out)
+    assert main(["model", "--train"] + args) == 0
+    modelled = json.loads(capsys.readouterr().out)
+    for d in (trained, modelled):
+        d["train"].pop("search_seconds"), d["search"].pop("seconds")
+    assert trained == modelled
+    assert main(["train", "megatron-22b", "--decode", "--hw", "a100"]) == 2

@@ -124,7 +124,7 @@ def _brute_force_best(text, mesh, dims, hw, backward):
     best = None
     for roles in itertools.product(itertools.product((None,) + weights, (None,) + acts), repeat=len(axes)):
         def dim(name, group):
-            mine = "".join(a for a, r in zip(axes, roles) if r[group] == name)
+            mine = "".join(a for a, r in zip(axes, roles) if r[group] == name)   # noqa: B023 (called in this pass)
             return f"{name}_{mine}" if mine else name
         w_in, w_out = f"W_in[{dim('D', 0)}, {dim('F', 0)}]", f"W_out[{dim('F', 0)}, {dim('D', 0)}]"
         act = f"[{dim('B', 1)}, {dim('D', 1)}]"

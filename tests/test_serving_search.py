@@ -5,11 +5,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from symcost.cli import main
 from symcost.hardware import hardware
 from symcost.models.config import load_model_config
-from symcost.models.inference import Serving
+from symcost.models.inference import Serving, split_mesh, touched_experts
 from symcost.models.serving_search import meshes, search_serving
 from symcost.models.transformer import param_counts
 
@@ -26,13 +27,13 @@ def test_meshes_split_the_key_value_heads():
 def test_the_best_meets_the_target_and_beats_the_default_layout():
     cfg = load_model_config("llama3-70b")
     res = search_serving(cfg, V5E, 16, 8192, latency=0.04, dtype="int8", top=50)
-    runs = res["runs"]
-    assert runs and all(r["step_time"] <= 0.04 and r["memory_bytes"] <= 16 * V5E.hbm_bytes for r in runs)
-    rates = [r["tokens_per_s_per_chip"] for r in runs]
+    runs = [r.step for r in res.rows]
+    assert runs and all(r.step_time <= 0.04 and r.memory_bytes <= V5E.hbm_bytes for r in runs)   # a chip's
+    rates = [r.tokens_per_s_per_chip for r in runs]
     assert rates == sorted(rates, reverse=True)
     default = Serving(cfg, V5E, chips=16, dtype="int8")       # heads over Y=8, batch over Z=2
-    best_default = max(f["tokens_per_s_per_chip"] for f in default.frontier(8192)
-                       if f["fits"] and f["step_time"] <= 0.04)
+    best_default = max(f.tokens_per_s_per_chip for f in default.frontier(8192)
+                       if f.fits and f.step_time <= 0.04)
     assert rates[0] >= best_default * (1 - 1e-9)
 
 
@@ -40,15 +41,15 @@ def test_a_tight_target_trades_throughput_for_latency():
     cfg = load_model_config("llama3-8b")
     loose = search_serving(cfg, hardware("h100"), 8, 4096)
     tight = search_serving(cfg, hardware("h100"), 8, 4096, latency=0.004)
-    assert tight["runs"][0]["step_time"] <= 0.004 < loose["runs"][0]["step_time"]
-    assert tight["runs"][0]["tokens_per_s_per_chip"] < loose["runs"][0]["tokens_per_s_per_chip"]
-    assert tight["runs"][0]["batch"] < loose["runs"][0]["batch"]
+    assert tight.rows[0].step.step_time <= 0.004 < loose.rows[0].step.step_time
+    assert tight.rows[0].step.tokens_per_s_per_chip < loose.rows[0].step.tokens_per_s_per_chip
+    assert tight.rows[0].batch < loose.rows[0].batch
 
 
 @pytest.mark.slow
 def test_latent_attention_prefers_to_split_the_cache():
     res = search_serving(load_model_config("deepseek-v3"), hardware("h100"), 64, 4096, latency=0.05, top=1)
-    assert res["runs"][0]["kv_copies"] < 64          # splitting all heads would copy the latent 64 times
+    assert res.rows[0].step.kv_copies < 64          # splitting all heads would copy the latent 64 times
 
 
 def _text_and_json(capsys, args):
@@ -99,26 +100,26 @@ def test_a_prefill_step_is_the_derived_layer_program_with_the_last_tokens_logits
     r = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1").prefill_step(1, 4096)
     p, T = param_counts(cfg), 4096
     flops = 2 * (p["total"] - p["embedding"]) * T + cfg.L * 2 * (2 * T * T * cfg.N * cfg.H) + 2 * cfg.D * cfg.V
-    assert r["t_math"] == pytest.approx(flops / (8 * hw.C), rel=1e-9)
-    assert r["tokens_per_s"] == pytest.approx(4096 / r["step_time"])
+    assert r.t_math == pytest.approx(flops / (8 * hw.C), rel=1e-9)
+    assert r.tokens_per_s == pytest.approx(4096 / r.step_time)
     decode = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1").decode(1, 4096)
-    assert r["memory_bytes"] == decode["memory_bytes"]          # the prompt's KV cache, the same weights
+    assert r.memory_bytes == decode.memory_bytes          # the prompt's KV cache, the same weights
 
 
 def test_the_prefill_search_meets_the_time_to_first_token():
     cfg = load_model_config("llama3-70b")
     res = search_serving(cfg, V5E, 16, 2048, latency=0.5, top=50, phase="prefill")
-    runs = res["runs"]
-    assert res["phase"] == "prefill" and runs
-    assert all(r["step_time"] <= 0.5 and r["memory_bytes"] <= 16 * V5E.hbm_bytes for r in runs)
+    runs = [r.as_dict() for r in res.rows]
+    assert res.get("phase") == "prefill" and runs
+    assert all(r["step_time"] <= 0.5 and r["memory_bytes"] <= V5E.hbm_bytes for r in runs)
     rates = [r["tokens_per_s_per_chip"] for r in runs]
     assert rates == sorted(rates, reverse=True)
     for r in runs:                                    # prompt tokens a second, per chip
         assert r["tokens_per_s_per_chip"] == pytest.approx(r["batch"] * 2048 / r["step_time"] / 16)
     # every qualifying pair is there: a tighter target keeps a subset, and the best of it is no better
     tight = search_serving(cfg, V5E, 16, 2048, latency=0.25, top=50, phase="prefill")
-    assert {(r["mesh"], r["batch"]) for r in tight["runs"]} <= {(r["mesh"], r["batch"]) for r in runs}
-    assert tight["runs"][0]["tokens_per_s_per_chip"] <= rates[0]
+    assert {(r.mesh, r.batch) for r in tight.rows} <= {(r["mesh"], r["batch"]) for r in runs}
+    assert tight.rows[0].step.tokens_per_s_per_chip <= rates[0]
 
 
 def test_prefill_search_command_line_and_json(capsys):
@@ -139,3 +140,133 @@ def test_prefill_search_command_line_and_json(capsys):
 def test_prefill_search_errors(capsys, extra, says):
     code = main(["model", "llama3-8b", "--prefill", "--search", "--hw", "h100", "--chips", "8"] + extra)
     assert code == 2 and says in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- a device reads what it holds
+H100 = hardware("h100")
+MODELS = ("llama3-8b", "llama3-70b", "llama2-13b", "mixtral-8x7b")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(MODELS), split=st.sampled_from([(1, 8), (2, 4), (4, 2), (8, 1), (1, 4), (2, 2), (1, 2)]),
+       batch=st.sampled_from([1, 8, 64]), written=st.booleans())
+def test_a_step_streams_at_least_the_weights_a_chip_holds(name, split, batch, written):
+    """Step time and memory are two readings of one set of layouts: whatever the mesh (both roles, one of
+    them 1, written by the user or not), a chip reads every weight block it holds (the embedding table,
+    looked up a row a token, aside; routed experts only where a token reaches them), so the step is no
+    shorter than those bytes at the chip's HBM bandwidth."""
+    cfg = load_model_config(name)
+    y, z = split
+    chips = y * z
+    if cfg.K % y:
+        return
+    if written:        # as --mesh writes it: the first axis splits the heads, the second the cache's batch
+        s = Serving(cfg, H100, chips=chips, mesh=f"Y={y},Z={z}")
+    else:              # as the search lays it out (an axis of one chip left out)
+        mesh, sharding = split_mesh(y, z)
+        s = Serving(cfg, H100, chips=chips, mesh=mesh, sharding=sharding)
+    step = s.decode(batch, 1024)
+    assert step.step_time >= step.weight_bytes_read / H100.hbm_bandwidth * (1 - 1e-9)
+    assert dict(step.mesh) == {"Y": y, "Z": z}
+    embedding = cfg.D * cfg.V * 2 / chips      # split with the vocabulary over every axis
+    held = s.weight_bytes_per_device - embedding
+    if cfg.is_moe:     # the routed experts a chip holds and no token reaches are not read; the rest is
+        n = chips                                   # the experts are split over every model axis
+        reached = min(cfg.E / n, max(1.0, touched_experts(cfg.E, cfg.k, s._padded(batch)) / n))
+        expert = 3 * cfg.D * cfg.F_expert * 2
+        held -= (cfg.L - cfg.dense_layers) * (cfg.E / n - reached) * expert
+    assert step.weight_bytes_read == pytest.approx(held, rel=1e-9)
+
+
+def test_replicated_attention_weights_are_read_whole():
+    """LLaMA 3-70B on 8 H100s with the heads over Y=1 and the KV cache's batch over Z=8: every chip holds
+    all 24.2 GB of attention weights and reads them each step (the MLP is split 8 ways): about 11.9 ms,
+    twice the step where the heads are split (Y=8)."""
+    cfg = load_model_config("llama3-70b")
+    attention = param_counts(cfg)["attention"] * 2
+    assert attention == pytest.approx(24.2e9, rel=0.01)
+    one = Serving(cfg, H100, chips=8, mesh="Y=1,Z=8").decode(8, 4096)
+    split = Serving(cfg, H100, chips=8, mesh="Y=8").decode(8, 4096)
+    assert one.weight_bytes_read >= attention
+    assert one.step_time >= attention / H100.hbm_bandwidth
+    assert one.step_time == pytest.approx(11.9e-3, rel=0.02)
+    assert split.step_time < one.step_time / 2 + 1e-4
+    assert one.memory_bytes - split.memory_bytes == pytest.approx(attention * 7 / 8, rel=0.05)
+
+
+def test_mixtral_at_batch_one_reads_the_two_experts_it_touches():
+    """Each token reaches k = 2 of E = 8 experts; a batch of B tokens reaches E (1 - (1 - k/E)^B) of them.
+    On one chip a batch of one reads two experts a layer, not eight; on 8 chips with the experts split
+    over them a device holding a reached expert reads it whole, and the step waits for it."""
+    cfg = load_model_config("mixtral-8x7b")
+    p = param_counts(cfg)
+    expert = (p["mlp"] / cfg.L / cfg.E) * 2                        # bytes of one expert of one layer
+    head = cfg.D * cfg.V * 2                                        # the unembedding, streamed once
+    one = Serving(cfg, hardware("h200"), chips=1).decode(1, 4096)
+    assert one.experts_read == pytest.approx(2)
+    assert one.weight_bytes_read == pytest.approx(p["attention"] * 2 + cfg.L * 2 * expert + head, rel=1e-9)
+    eight = Serving(cfg, H100, chips=8).decode(1, 4096)
+    assert eight.weight_bytes_read == pytest.approx((p["attention"] * 2 + cfg.L * expert * 8 + head) / 8, rel=1e-9)
+    assert touched_experts(8, 2, 1) == 2 and touched_experts(8, 2, 2) == pytest.approx(8 * (1 - 0.75 ** 2))
+    assert Serving(cfg, hardware("h200"), chips=1).decode(64, 4096).experts_read == pytest.approx(8, rel=1e-6)
+
+
+def test_shared_experts_are_read_as_they_are_held():
+    """DeepSeek-V3 on 64 H100s (Y=8 over the heads, Z=8 over the cache's batch), batch 64: 64 tokens reach
+    256 (1 - (1 - 8/256)^64) = 222.4 of the 256 routed experts, 3.5 of a chip's 4, and a chip holds 1/64 of
+    the shared expert: it reads what it holds of those, never more than it holds."""
+    ds = load_model_config("deepseek-v3")
+    s = Serving(ds, H100, chips=64, mesh="Y=8,Z=8", dtype="fp8")
+    step = s.decode(64, 4096)
+    assert step.experts_read == pytest.approx(256 * (1 - (1 - 8 / 256) ** 64) + 1)
+    reached = (step.experts_read - 1) / 64                      # routed experts reached, a chip's share
+    unread = (ds.L - ds.dense_layers) * (4 - reached) * 3 * ds.D * ds.F_expert     # fp8: a byte a weight
+    embedding = ds.D * ds.V / 64
+    assert step.weight_bytes_read == pytest.approx(s.weight_bytes_per_device - embedding - unread, rel=1e-9)
+
+
+def test_a_mesh_whose_size_is_not_the_chips_is_an_error(capsys):
+    code = main(["model", "llama3-70b", "--decode", "--hw", "h100", "--chips", "8", "--seq", "4096", "--batch", "8",
+                 "--mesh", "Y=8,Z=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--mesh Y=8,Z=2 has 16 devices but --chips is 8" in err
+
+
+def test_the_search_ranks_by_what_a_chip_holds_and_reads():
+    """Y=2,Z=4 holds the attention weights four times over and reads them so: Y=8 serves more tokens a
+    chip, and nothing listed holds more than a chip's HBM."""
+    res = search_serving(load_model_config("llama3-70b"), H100, 8, 4096, top=50)
+    assert res.rows[0].mesh == "Y=8"
+    assert all(r.step.memory_bytes <= H100.hbm_bytes for r in res.rows)
+    best = {m: max(r.step.tokens_per_s_per_chip for r in res.rows if r.mesh == m) for m in ("Y=8", "Y=2,Z=4")}
+    assert best["Y=8"] > best["Y=2,Z=4"]
+
+
+def test_serving_json_and_text_name_the_mesh(capsys):
+    args = ["model", "llama3-70b", "--decode", "--hw", "h100", "--chips", "8", "--seq", "4096", "--batch", "8"]
+    assert main(args + ["--mesh", "Y=1,Z=8"]) == 0
+    assert "decode on 8 x h100 (mesh Y=1, Z=8), batch 8" in capsys.readouterr().out
+    assert main(args + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["decode"]["mesh"] == {"Y": 8, "Z": 1}
+    assert data["decode"]["memory_bytes"] <= H100.hbm_bytes          # a chip's
+    jsonschema.validate(data, json.loads((ROOT / "symcost" / "schemas" / "model.json").read_text()))
+
+
+def test_decode_frontier_needs_no_batch(capsys):
+    assert main(["model", "llama3-8b", "--decode", "--frontier", "--hw", "h100", "--chips", "8", "--seq", "4096",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "decode" not in data and data["frontier"][0]["batch"] == 1
+    assert main(["model", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8"]) == 2
+    assert "--decode needs --batch (sequences), or --frontier" in capsys.readouterr().err
+
+
+def test_serve_is_model_with_a_serving_mode(capsys):
+    args = ["llama3-8b", "--decode", "--hw", "h100", "--chips", "8", "--seq", "4096", "--batch", "8"]
+    assert main(["serve"] + args) == 0
+    served = capsys.readouterr().out
+    assert main(["model"] + args) == 0
+    assert capsys.readouterr().out == served
+    assert main(["serve", "llama3-8b", "--hw", "h100"]) == 2
+    assert "serve what: --decode" in capsys.readouterr().err

@@ -76,6 +76,7 @@ def spliced_and_planned(planned) -> tuple[int, int]:
     return spliced, replanned
 
 
+@pytest.mark.slow
 def test_every_tied_alternative_of_a_layer_is_spliced_and_is_the_plan_planned_again(planner):
     assert [(t.at, t.n) for t in planner().trace.ties] == [(4, 2), (5, 2), (7, 7), (11, 7)]
     plans = planner().trace.ties[3].plans

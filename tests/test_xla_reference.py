@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow   # every case re-derives and compares; CI runs them, make test-fast does not
-
 import symcost
 from symcost.simulate import check_plan
 from symcost.xla import ring_link_bytes, spec_to_notation, xla_link_bytes
+
+pytestmark = pytest.mark.slow   # every case re-derives and compares; CI runs them, make test-fast does not
 
 DATA = Path(__file__).parent / "data" / "xla"
 CASES = [json.loads(l) for l in (DATA / "cases.jsonl").read_text().splitlines() if l.strip()]

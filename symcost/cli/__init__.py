@@ -5,8 +5,8 @@
     symcost hardware tpu-v5p
 
 Exit status: 0 success, 1 well-formed but invalid input (a sharding, a collective, a plan that cannot be
-simulated or exported, a configuration that does not fit in memory), 2 a usage or notation error, 3 an internal error (a bug). Errors are one sentence
-on stderr with the caret snippet; never a traceback.
+simulated or exported, a configuration that does not fit in memory), 2 a usage or notation error, 3 an internal
+error (a bug). Errors are one sentence on stderr with the caret snippet; never a traceback.
 """
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import sys
 
 from .. import progress
 from ..errors import (DoesNotFit, ExportError, NotationError, ShardingError, SimulationError, SymcostError, UsageError)
-from . import device, documents, models, plans, search
+from . import device, documents, models, plans, search, serve, trace, training
 from .options import Parser
 
 #: which exit status each error gives (the first class that matches, in order)
-EXIT_CODES = ((ShardingError, 1), (DoesNotFit, 1), (SimulationError, 1), (ExportError, 1), (NotationError, 2), (UsageError, 2),
-              (SymcostError, 2))
+EXIT_CODES = ((ShardingError, 1), (DoesNotFit, 1), (SimulationError, 1), (ExportError, 1), (NotationError, 2),
+              (UsageError, 2), (SymcostError, 2))
 INTERNAL = 3
 
 
@@ -36,7 +36,7 @@ def build_parser() -> Parser:
     p.add_argument("--version", action="version", version=f"symcost {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for module in (plans, models, documents, device, search):
+    for module in (plans, models, training, serve, documents, device, search, trace):
         module.register(sub)
     return p
 

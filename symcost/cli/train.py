@@ -37,66 +37,12 @@ def add_arguments(m) -> None:
                    help="the attention core: unfused (scores, softmax and dropout through HBM, as Megatron ran in "
                         "2022; the default) or flash (one fused kernel, as current stacks run)")
     g.add_argument("--search", action="store_true",
-                   help="choose the run: every TP x PP x DP split of --chips with microbatch, interleave, ZeRO, "
-                        "recomputation and sequence parallelism, ranked by iteration time among those that fit")
+                   help="choose the run: every TP x PP x DP split of at most --chips (saying why when it leaves some "
+                        "idle) with microbatch, interleave, ZeRO, recomputation and sequence parallelism, ranked by "
+                        "iteration time among those that fit")
     g.add_argument("--max-cp", type=int, default=1, metavar="N",
                    help="with --search: also try context parallelism over 2, 4, ... up to N ranks (default 1: none)")
     g.add_argument("--top", type=int, default=5, help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
-
-
-def search(args, cfg, hw) -> dict:
-    from ..models.runs import search_runs
-    given = [f"--{k.replace('_', '-')}" for k in OPTIONS
-             if k != "attention" and getattr(args, k, None) not in (None, False)]
-    if given:
-        raise UsageError(f"--search chooses the run itself; drop {', '.join(given)}")
-    if args.top < 1:
-        raise UsageError(f"--top must be at least 1, not {args.top}")
-    if not args.batch:
-        raise UsageError("--train --search needs --batch (tokens per iteration)")
-    sequences = int(args.batch // args.seq)
-    if sequences < 1:
-        raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq}")
-    if args.max_cp < 1:
-        raise UsageError(f"--max-cp must be at least 1, not {args.max_cp}")
-    res = search_runs(cfg, hw, args.chips, sequences, args.seq, top=args.top, max_cp=args.max_cp,
-                      attention=args.attention or "unfused")
-    res.update(chips=args.chips, sequences=sequences, seq=args.seq, fits=bool(res["runs"]))
-    return res
-
-
-#: the parts of an iteration that compute; the rest is exposed communication, the bubble and sends
-COMPUTE = ("forward", "backward", "recompute", "head", "optimizer")
-
-
-def contract(res: dict) -> dict:
-    """The ``search`` object of ``model --train --search --json`` (DESIGN's keys): each run's knobs, its
-    iteration, MFU and memory, whether its compute outweighs its exposed communication and bubble, and
-    the largest part of its iteration."""
-    top = []
-    for r in res["runs"]:
-        parts = r["breakdown"]
-        compute = sum(v for k, v in parts.items() if k in COMPUTE)
-        top.append({**r["config"], "step_time": r["step_time"], "mfu": r["mfu"], "memory_bytes": r["memory_bytes"],
-                    "compute_bound": compute >= sum(parts.values()) - compute,
-                    "dominant": max(parts, key=parts.get)})
-    return {"candidates": res["searched"], "feasible": res["feasible"], "seconds": res["search_seconds"],
-            "top": top}
-
-
-def show_search(res: dict, hw) -> None:
-    from ..models.runs import describe
-    from ..printers.text import fmt_bytes, fmt_seconds
-    print(f"  run search on {res['chips']} x {hw.name}, {res['sequences']} sequences of {res['seq']}: priced "
-          f"{res['searched']:,} runs in {fmt_seconds(res['search_seconds'])}; {res['feasible']:,} fit in "
-          f"{fmt_bytes(hw.hbm_bytes)}")
-    if not res["runs"]:
-        print("    NONE FITS: more chips, or fewer sequences")
-        return
-    for i, r in enumerate(res["runs"], 1):
-        why = (f"; +{r['loses_by']:.3g} s, mostly {r['mostly'].replace('_', ' ')}" if r["mostly"] else "")
-        print(f"    {i}. {describe(r['config'])}: {r['step_time']:.3g} s, MFU {r['mfu']:.1%}, "
-              f"{fmt_bytes(r['memory_bytes'])}{why}")
 
 
 def wanted(args) -> bool:

@@ -143,6 +143,6 @@ def collective(kind: str, mesh, jmesh, axis: str, target: float, runs: int, hw, 
     v = float(move.rule.volume(move, env))
     floor, throughput = move.rule.link_time(move, env)
     names = programs.Names()
-    r = programs.build(jmesh, mesh, (move.before,), (move.after,), programs.move_lines(move, mesh, names), names, dims, key,
-                       str(move))
+    r = programs.build(jmesh, mesh, (move.before,), (move.after,), programs.move_lines(move, mesh, names), names, dims,
+                       key, str(move))
     return Sample(int(v), v, _time(r.fn, r.args, runs)), float(throughput), float(floor) / env.T_min

@@ -103,7 +103,7 @@ def measure_plan(plan, *, runs: int = 20, steps: bool = True, seed: int = 0) -> 
     if plan.hardware is None:
         raise UsageError("measure compares with a prediction: give --hw (a preset, or the file symcost calibrate "
                          "wrote)")
-    jx = runtime.jax()
+    runtime.jax()   # a clear error without the jax extra
     low, names = programs.lowered(plan)
     jmesh = programs.jax_mesh(plan.mesh)
     key = runtime.key(seed)

@@ -16,17 +16,17 @@ import json
 import math
 import statistics
 
-from ..env import RANKING_DEFAULTS
 from ..errors import UsageError
 from ..hardware import Hardware, hardware, parse, presets
 from . import runtime
 
 #: device kinds as JAX names them -> the shipped preset
-KINDS = (("a100", "a100"), ("h100", "h100"), ("h200", "h200"), ("b200", "b200"), ("v5 lite", "tpu-v5e"), ("v5e", "tpu-v5e"),
-         ("v5p", "tpu-v5p"), ("v6", "tpu-v6e"), ("v4", "tpu-v4p"), ("v3", "tpu-v3"))
+KINDS = (("a100", "a100"), ("h100", "h100"), ("h200", "h200"), ("b200", "b200"), ("v5 lite", "tpu-v5e"),
+         ("v5e", "tpu-v5e"), ("v5p", "tpu-v5p"), ("v6", "tpu-v6e"), ("v4", "tpu-v4p"), ("v3", "tpu-v3"))
 NEAREST = {"gpu": "h100", "tpu": "tpu-v5e"}
 #: the figure a link kind's collectives are priced with (``Hardware`` field) and its binding
-LINK_FIGURE = {"ici": ("ici_bandwidth", "W_ici"), "nvlink": ("ici_one_way", "W_nvlink"), "dcn": ("dcn_bandwidth", "W_dcn")}
+LINK_FIGURE = {"ici": ("ici_bandwidth", "W_ici"), "nvlink": ("ici_one_way", "W_nvlink"),
+               "dcn": ("dcn_bandwidth", "W_dcn")}
 MAX_ETA = 1.5
 
 
@@ -47,18 +47,21 @@ def provisional(info: runtime.DeviceInfo) -> Hardware:
         h = hardware(near)
         data = _as_data(h)
         data.update(name=f"{info.platform}-calibrated", pod=[n], host=[n],
-                    description=f"{info.kind}: calibrated by symcost (no datasheet preset; unmeasured figures from {near})")
+                    description=f"{info.kind}: calibrated by symcost (no datasheet preset; unmeasured figures "
+                                f"from {near})")
         if data.get("nvlink_domain"):
             data["nvlink_domain"] = n
         for k in data["sources"]:
-            data["sources"][k] = f"not measured: from the shipped {near} preset (the nearest chip); " + data["sources"][k]
+            data["sources"][k] = (f"not measured: from the shipped {near} preset (the nearest chip); "
+                                  + data["sources"][k])
         if info.memory:
             data["hbm_bytes"] = info.memory
             data["sources"]["hbm_bytes"] = "the device's memory as JAX reports it (bytes_limit)"
         return parse(data, "calibration")
     memory = info.memory or 1e9
     nominal = "not measured: a nominal figure (host devices share one memory; no network between them is measured)"
-    data = {"name": "cpu-calibrated", "family": "cpu", "description": f"{info.kind}: {n} host devices, calibrated by symcost",
+    data = {"name": "cpu-calibrated", "family": "cpu",
+            "description": f"{info.kind}: {n} host devices, calibrated by symcost",
             "hbm_bytes": memory, "hbm_bandwidth": 1e10, "ici_bandwidth": 1e10, "ici_one_way": 5e9,
             "dcn_bandwidth": 1.25e9, "pcie_bandwidth": 3.2e10, "t_min": 1e-5, "topology": "switched", "pod": [n],
             "host": [n], "nvlink_domain": n, "flops": {"bf16": 1e11},
@@ -168,7 +171,8 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
         if peak is None:
             peak = best
             data["flops"][dt] = _round(best)
-            src[f"flops.{dt}"] = f"{how}: the best {dt} matmul ({max(pts, key=lambda p: p.rate).size}^3), {runs(pts[0])}"
+            src[f"flops.{dt}"] = (f"{how}: the best {dt} matmul ({max(pts, key=lambda p: p.rate).size}^3), "
+                                  f"{runs(pts[0])}")
         matmul[dt] = {"flops": [p.work for p in pts], "eta": [_round(_eta(p.rate / peak), 3) for p in pts]}
         src[f"efficiency.matmul.{dt}"] = (f"{how}: n x n x n {dt} matmuls, n = "
                                           f"{', '.join(str(p.size) for p in pts)}; achieved / {peak:.4g} FLOP/s; "
@@ -249,7 +253,8 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
                     f"{how}: {c.kind} over {c.axis} ({n} devices) at {len(c.samples)} sizes, "
                     f"{c.samples[0].work:.3g} to {c.samples[-1].work:.3g} bytes of V, {runs(c.samples[0])} each; "
                     f"fit latency + V / bandwidth, largest relative residual {c.fit.residual:.1%}"
-                    + ("; a neighbour shift (collective-permute), which Permute and Send both are" if c.kind == "Permute" else ""))
+                    + ("; a neighbour shift (collective-permute), which Permute and Send both are"
+                       if c.kind == "Permute" else ""))
         colls[link] = table
         src[f"efficiency.collectives.{link}"] = f"{how}: the median over its collectives"
     if colls:

@@ -8,7 +8,7 @@ tokens attending to themselves, ``train`` the derived forward and backward einsu
 gradients symcost derives, including those of its collectives). Each layer's output is the next layer's
 input; whatever a layer produces that nothing reads (the new keys and values, the gradients) is returned,
 so the compiler cannot drop the einsums that make it. Elementwise work (norms, softmax, activations) is
-not in the layer program and is not run: the comparison is of the derived programs, as the README says.
+not in the layer program and is not run: the comparison is of the derived programs, as docs/devices.md says.
 
 The prediction is the derivation's: each layer's plan under the ``step`` overlap policy (its einsums one
 after another, each max(T_math, T_hbm); collectives beside them), times the layers, plus the head's.
@@ -100,7 +100,8 @@ def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, d
     if batch < 1 or seq < 1:
         raise UsageError("--batch and --seq must be positive")
     if hw is None:
-        raise UsageError("measure compares with a prediction: give --hw (a preset, or the file symcost calibrate wrote)")
+        raise UsageError("measure compares with a prediction: give --hw (a preset, or the file symcost calibrate "
+                         "wrote)")
     jx = runtime.jax()
     mesh, kinds, head_plan = _plans(cfg, hw, mode, batch, seq, chips, dtype, kv_dtype)
     want = cfg.L if layers is None else int(layers)

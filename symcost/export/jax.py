@@ -148,7 +148,7 @@ def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout:
         out = op.output if isinstance(op, LocalEinsum) else op.after
         v = var(key(out))
         if isinstance(op, LocalEinsum):
-            line = einsum_line(op, lambda n: var(key(next(t for t in op.inputs + (op.output,) if t.name == n))),
+            line = einsum_line(op, lambda n: var(key(next(t for t in op.inputs + (op.output,) if t.name == n))),  # noqa: B023
                                native) if by_layout else einsum_line(op, var, native)
             lines = (line,)
             again = (f"{v} = {v} + {line.split(' = ', 1)[1]}",) if by_layout and key(out) in unread else None

@@ -8,6 +8,7 @@ latency-throughput frontier of a served model (Part 8).
 """
 from __future__ import annotations
 
+import math
 import os
 
 from ..errors import UsageError
@@ -53,6 +54,12 @@ def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: flo
             skipped[name] = "it runs over more than two axes, or over DCN"
             continue
         sizes = {k: v for k, v in {**probe_ranking(text), **given}.items() if k != vs}
+        if vs in axes:      # the x axis is a mesh axis: its size, the chips left to the other axis
+            try:
+                curves[name] = axis_curve(text, vs, axes, hw, chips, sizes)
+            except UsageError as e:
+                skipped[name] = str(e)
+            continue
         splits = [{axes[0]: chips}] if len(axes) == 1 else \
             [{axes[0]: d, axes[1]: chips // d} for d in range(1, chips + 1) if chips % d == 0]
         per_split, why = [], None
@@ -88,6 +95,24 @@ def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: flo
     if not curves:
         raise UsageError("nothing to plot: " + "; ".join(f"{k}: {v}" for k, v in skipped.items()))
     return curves
+
+
+def axis_curve(text: str, vs: str, axes: list, hw, chips: int, sizes: dict) -> tuple[list, list, list]:
+    """T_comms and T_math against the size of the mesh axis ``vs`` (powers of two up to ``chips``; a second
+    axis takes the chips left): the plan is derived once with the axes symbolic, so the matmul time's
+    1/Y (T_math = 4BDF / (C Y) for tensor parallelism) is the derivation's, not a fixed point's."""
+    from ..program import derive_program
+    from .. import symbols
+    plan = derive_program(text, mesh=",".join(axes), hw=hw, dims=sizes, backward=True, moves="strategy")
+    x = symbols.axis(vs)
+    rest = {symbols.axis(a): chips / x for a in axes if a != vs}
+    comms, math_ = (e.xreplace(plan.bindings()).xreplace(rest) for e in (plan.t_comms_bw, plan.t_math))
+    free = (comms.free_symbols | math_.free_symbols) - {x}
+    if free:
+        raise UsageError("unbound sizes " + ", ".join(sorted(str(f) for f in free)) + " (--dims or a rank statement)")
+    xs = [2 ** i for i in range(int(math.log2(chips)) + 1)]
+    c, m = math_function(comms, (x,)), math_function(math_, (x,))
+    return xs, [float(c(v)) for v in xs], [float(m(v)) for v in xs]
 
 
 def probe_ranking(text: str) -> dict:
@@ -140,7 +165,7 @@ def plot_roofline(plan, out: str):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.loglog(xs, [min(C, x * W) for x in xs], "k-", label=f"{hw.name} roofline")
     ax.axvline(C / W, color="gray", ls=":", label=f"critical intensity {C / W:.0f} FLOPs/byte")
-    for i, (x, y, label) in enumerate(pts):
+    for x, y, label in pts:
         ax.loglog([x], [y], "o", label=label if len(label) < 40 else label[:37] + "...")
     ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax.set_ylabel("attainable FLOPs/s per chip")
@@ -153,7 +178,7 @@ def plot_roofline(plan, out: str):
 def plot_frontier(serving, seq: int, out: str):
     """Latency against throughput per chip, one point per batch size (book Part 8's Pareto plot)."""
     plt = pyplot()
-    rows = [r for r in serving.frontier(seq) if r["fits"]]
+    rows = [r for r in serving.frontier(seq) if r.fits]
     if not rows:
         from ..errors import DoesNotFit
         from ..printers.text import fmt_bytes
@@ -161,10 +186,10 @@ def plot_frontier(serving, seq: int, out: str):
                          f"its weights alone take {fmt_bytes(serving.param_bytes)} of "
                          f"{fmt_bytes(serving.hbm_total)}; use more chips (--chips) or a smaller --dtype")
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.plot([r["tokens_per_s_per_chip"] for r in rows], [r["step_time"] * 1e3 for r in rows], "o-",
+    ax.plot([r.tokens_per_s_per_chip for r in rows], [r.step_time * 1e3 for r in rows], "o-",
             label=f"{serving.cfg.name}, {serving.dtype}, {serving.chips} x {serving.hw.name}")
     for r in rows:
-        ax.annotate(str(r["batch"]), (r["tokens_per_s_per_chip"], r["step_time"] * 1e3), fontsize=7,
+        ax.annotate(str(r.batch), (r.tokens_per_s_per_chip, r.step_time * 1e3), fontsize=7,
                     xytext=(3, 3), textcoords="offset points")
     ax.set_xlabel("throughput (tokens/s per chip)")
     ax.set_ylabel("decode step (ms)")

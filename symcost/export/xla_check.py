@@ -76,10 +76,31 @@ def _sliced_later(name: str, lines, depth: int = 3) -> bool:
     return False
 
 
+def hlo_collectives(hlo: str, mesh, elem_bytes: int = 2) -> list[dict]:
+    """The collectives in a compiled SPMD module's text: kind (an AllReduce whose result is sliced right
+    after counted as the ReduceScatter it is), mesh axes, bytes and bytes over one link in the ring model."""
+    found = []
+    lines = hlo.splitlines()
+    for line in lines:
+        m = _HLO.search(line)
+        if not m or "-done" in line:
+            continue
+        kind = m.group(2)
+        axes, n = _group_axes(line, mesh)
+        result = _elements(m.group(1)) * elem_bytes
+        frac = (n - 1) / n if n else 0
+        name = line.split("=")[0].strip().split()[-1].lstrip("%")
+        canonical = "reduce-scatter" if kind == "all-reduce" and _sliced_later(name, lines) else kind
+        link = {"all-gather": result * frac, "reduce-scatter": result * n * frac if kind == "reduce-scatter"
+                else result * frac, "all-reduce": 2 * result * frac, "all-to-all": result * frac,
+                "collective-permute": result}[canonical]
+        found.append({"kind": canonical, "hlo": kind, "axes": axes, "bytes": int(result), "link_bytes": int(link)})
+    return found
+
+
 def xla_check(plan) -> dict:
     """Compile the plan's single einsum with XLA's SPMD partitioner on forced host devices and compare."""
     try:
-        import os
         import numpy as np
         import jax
         import jax.numpy as jnp
@@ -120,23 +141,7 @@ def xla_check(plan) -> dict:
                 out_shardings=NamedSharding(jmesh, spec(final)))
     args = [jax.ShapeDtypeStruct(sh, jnp.bfloat16) for sh in shapes]
     hlo = f.lower(*args).compile().as_text()
-    found = []
-    lines = hlo.splitlines()
-    elem_bytes = 2  # the einsum runs in bf16; the CPU backend may widen a reduction to f32
-    for line in lines:
-        m = _HLO.search(line)
-        if not m or "-done" in line:
-            continue
-        kind = m.group(2)
-        axes, n = _group_axes(line, mesh)
-        result = _elements(m.group(1)) * elem_bytes
-        frac = (n - 1) / n if n else 0
-        name = line.split("=")[0].strip().split()[-1].lstrip("%")
-        canonical = "reduce-scatter" if kind == "all-reduce" and _sliced_later(name, lines) else kind
-        link = {"all-gather": result * frac, "reduce-scatter": result * n * frac if kind == "reduce-scatter"
-                else result * frac, "all-reduce": 2 * result * frac, "all-to-all": result * frac,
-                "collective-permute": result}[canonical]
-        found.append({"kind": canonical, "hlo": kind, "axes": axes, "bytes": int(result), "link_bytes": int(link)})
+    found = hlo_collectives(hlo, mesh)
     env = Env.numeric(mesh, sizes)
     ours = [{"signature": s.signature(), "link_bytes": int(round(step_link_bytes(s.op, env)))}
             for s in plan.collectives]

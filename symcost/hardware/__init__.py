@@ -17,7 +17,9 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from .. import caching
 from ..errors import UsageError
@@ -31,8 +33,8 @@ __all__ = ["Hardware", "Efficiency", "hardware", "presets", "load", "parse", "RE
 
 
 @caching.memoize(maxsize=1)
-def _shipped() -> dict[str, Hardware]:
-    return {p.stem: load(p) for p in sorted(HERE.glob("*.toml"))}
+def _shipped() -> Mapping[str, Hardware]:
+    return MappingProxyType({p.stem: load(p) for p in sorted(HERE.glob("*.toml"))})
 
 
 def presets() -> tuple[str, ...]:

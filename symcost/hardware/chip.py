@@ -124,8 +124,8 @@ class Hardware:
         if self.vector_flops:
             row("vector FLOPs/s", f"{self.vector_flops:.3g}", "vector_flops")
         rows += [f"  {line}" for line in self.efficiency.describe(src)]
-        rows.append(f"  C/W_hbm = {self.C / self.hbm_bandwidth:.0f}   C/W_ici = "
-                    f"{self.C / (self.ici_bandwidth if self.family == 'tpu' else self.ici_one_way):.0f}   "
+        link = ("C/W_ici", self.ici_bandwidth) if self.family == "tpu" else ("C/W_nvlink", self.ici_one_way)
+        rows.append(f"  C/W_hbm = {self.C / self.hbm_bandwidth:.0f}   {link[0]} = {self.C / link[1]:.0f}   "
                     f"C/W_dcn = {self.C / self.dcn_bandwidth:.0f}   (bf16 arithmetic intensities)")
         return "\n".join(rows)
 

@@ -34,7 +34,8 @@ shapes (a library picks its tile by the shape). A table measured at a shape whos
 (the shapes a best-case sweep finds) is the rate of a full wave.
 
     >>> w = Efficiency(waves=(108, ((256, 128), (128, 256))))
-    >>> round(w.wave_fraction(6912, 16384), 3), round(w.wave_fraction(2048, 4608), 3), round(w.wave_fraction(2048, 96, 32), 3)
+    >>> (round(w.wave_fraction(6912, 16384), 3), round(w.wave_fraction(2048, 4608), 3),
+    ...  round(w.wave_fraction(2048, 96, 32), 3))
     (1.0, 0.889, 0.593)
 """
 from __future__ import annotations
@@ -160,8 +161,8 @@ def parse_efficiency(data: dict, where: str) -> Efficiency:
             raise UsageError(f"{f}: the link kind must be ici, nvlink, dcn or pcie")
         if not isinstance(t, dict):
             raise UsageError(f"{f} must be a table")
-        colls.append((link, "", _fraction(t.get("eta", 1.0), f + ".eta"), _seconds(t.get("latency", 0.0), f + ".latency"),
-                      0.0))
+        colls.append((link, "", _fraction(t.get("eta", 1.0), f + ".eta"),
+                      _seconds(t.get("latency", 0.0), f + ".latency"), 0.0))
         for name, sub in t.items():
             if isinstance(sub, dict):
                 g = f"{f}.{name}"

@@ -34,6 +34,18 @@ def _shape(v, field: str, where: str) -> tuple[int, ...]:
     return tuple(v)
 
 
+def _sources(data: dict, where: str) -> dict:
+    """The preset's [sources] table, with a source for every figure it gives."""
+    sources = data["sources"]
+    if not isinstance(sources, dict):
+        raise UsageError(f"{where}: field 'sources' must be a table of strings")
+    needed = list(NUMERIC) + ["flops"] + [f for f in ("vector_flops", "efficiency") if f in data]
+    for f in needed:
+        if not isinstance(sources.get(f), str) or not sources[f].strip():
+            raise UsageError(f"{where} gives no source for {f!r} (add it under [sources])")
+    return sources
+
+
 def parse(data: dict, where: str) -> Hardware:
     """A Hardware value from a preset's parsed TOML (``where`` names the file in errors)."""
     for f in REQUIRED:
@@ -56,13 +68,7 @@ def parse(data: dict, where: str) -> Hardware:
         if not _positive(v):
             raise UsageError(f"{where}: field 'flops.{k}' must be a positive number, not {v!r}")
     eff = parse_efficiency(data["efficiency"], where) if "efficiency" in data else Efficiency()
-    sources = data["sources"]
-    if not isinstance(sources, dict):
-        raise UsageError(f"{where}: field 'sources' must be a table of strings")
-    needed = list(NUMERIC) + ["flops"] + [f for f in ("vector_flops", "efficiency") if f in data]
-    for f in needed:
-        if not isinstance(sources.get(f), str) or not sources[f].strip():
-            raise UsageError(f"{where} gives no source for {f!r} (add it under [sources])")
+    sources = _sources(data, where)
     if "vector_flops" in data and not _positive(data["vector_flops"]):
         raise UsageError(f"{where}: field 'vector_flops' must be a positive number, not {data['vector_flops']!r}")
     cal = data.get("calibration", {})

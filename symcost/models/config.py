@@ -23,6 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from types import MappingProxyType
 
 from .. import caching
 from ..errors import UsageError
@@ -218,9 +219,9 @@ def from_hf_config(d: dict, name: str, source: str = "") -> ModelConfig:
 
 
 @caching.memoize(maxsize=1)
-def _presets() -> dict[str, ModelConfig]:
-    return {p.stem: _from_fields(json.loads(p.read_text(encoding="utf-8")), str(p))
-            for p in sorted(PRESETS.glob("*.json"))}
+def _presets() -> Mapping[str, ModelConfig]:
+    return MappingProxyType({p.stem: _from_fields(json.loads(p.read_text(encoding="utf-8")), str(p))
+                             for p in sorted(PRESETS.glob("*.json"))})
 
 
 def model_presets() -> tuple[str, ...]:

@@ -87,7 +87,7 @@ class Run:
         if self.sequences % (self.dp * self.microbatch):
             raise UsageError(f"--sequences {self.sequences} is not a whole number of microbatches of "
                              f"{self.microbatch} on each of {self.dp} replicas")
-        self.pipeline   # validates the schedule
+        self.pipeline   # noqa: B018 -- validates the schedule
 
     @property
     def chips(self) -> int:

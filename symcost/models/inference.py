@@ -5,7 +5,7 @@ program derived by the engine.
     >>> from symcost.hardware import hardware
     >>> s = Serving(load_model_config("llama3-70b"), hardware("tpu-v5e"), chips=8, dtype="int8")
     >>> r = s.decode(batch=32, seq=8192)
-    >>> round(r["step_time"] * 1e3, 1), round(r["tokens_per_s_per_chip"])     # book Part 8: 17 ms, 235
+    >>> round(r.step_time * 1e3, 1), round(r.tokens_per_s_per_chip)     # book Part 8: 17 ms, 235
     (17.8, 225)
 
 A decode step is the sum over the layer's einsums of max(T_math, T_hbm) per device (weights and the KV
@@ -13,6 +13,10 @@ cache stream from HBM; matmuls become compute-bound past the critical batch), ti
 unembedding; collectives run beside compute (the step is the larger of the two). With the weights and
 KV sharded as the book does (heads and F over the model axes, the KV cache's batch over the rest) this is
 its general form, B KV / W_hbm + max(2 B N_params / C, P / W_hbm).
+
+A chip reads every weight block in the layout it holds it (a weight the mesh does not split is streamed
+whole by every chip of that axis), and an MoE step reads only the experts its batch reaches, so the step
+time and the memory a chip holds (``memory_bytes``) are two readings of the same layouts.
 """
 from __future__ import annotations
 
@@ -24,12 +28,23 @@ import sympy as sp
 from .. import dtypes
 from ..env import Env
 from ..errors import UsageError
+from ..mesh import parse_mesh
 from ..pricing import op_cost, totals
 from ..program import derive_program
 from .config import ModelConfig
-from .transformer import (Sharding, checkpoint_bytes, flops_per_token, forward_flops, head_program,
-                          kv_bytes_per_token, layer_program, on_chip, param_counts, sizes,
-                          WEIGHTS_MLP)
+from .results import PrefillEstimate, ServingStep
+from .transformer import (
+    WEIGHTS_MLP,
+    Sharding,
+    attention_weights,
+    forward_flops,
+    head_program,
+    kv_bytes_per_token,
+    layer_program,
+    on_chip,
+    param_counts,
+    sizes,
+)
 
 
 def _canon(dtype: str | None) -> str | None:
@@ -55,9 +70,25 @@ def split_mesh(y: int, z: int) -> tuple[str, Sharding]:
     return f"Y={y},Z={z}", Sharding(model=("Y", "Z"), heads=("Y",), kv_batch=("Z",))
 
 
+def mesh_sharding(mesh: str) -> Sharding:
+    """The roles of a mesh the user writes: its first axis splits the heads, the others the KV cache's
+    batch, F and the vocabulary all of them."""
+    names = parse_mesh(mesh).names
+    return Sharding(model=names, heads=names[:1], kv_batch=names[1:])
+
+
+def touched_experts(experts: int, k: int, tokens: int) -> float:
+    """Experts a step's ``tokens`` reach when each picks ``k`` of ``experts`` uniformly: each expert is
+    missed by every token with probability (1 - k/E)^tokens, so E (1 - (1 - k/E)^tokens) are read."""
+    return experts * (1 - (1 - k / experts) ** tokens)
+
+
 @dataclass
 class Serving:
-    """A model on ``chips`` chips of ``hw``: weights in ``dtype``, KV cache in ``kv_dtype``."""
+    """A model on ``chips`` chips of ``hw``: weights in ``dtype``, KV cache in ``kv_dtype``, laid out on
+    ``mesh`` by ``sharding`` (by default heads over Y, the KV cache's batch over Z; a ``mesh`` given alone
+    takes :func:`mesh_sharding`'s roles). A device reads the weights as it holds them: step time and
+    memory are two readings of the same layouts."""
 
     cfg: ModelConfig
     hw: object
@@ -74,10 +105,15 @@ class Serving:
         self.dtype = _canon(self.dtype)
         self.kv_dtype = _canon(self.kv_dtype) or self.dtype
         self.compute_dtype = _canon(self.compute_dtype)
-        if self.mesh is None or self.sharding is None:
+        if self.mesh is not None:
+            devices = math.prod(a.size or 1 for a in parse_mesh(self.mesh).axes)
+            if devices != self.chips:
+                raise UsageError(f"--mesh {self.mesh} has {devices} devices but --chips is {self.chips}: give a mesh "
+                                 f"of {self.chips} devices or --chips {devices}")
+            self.sharding = self.sharding or mesh_sharding(self.mesh)
+        else:
             mesh, sh = default_mesh(self.cfg, self.chips)
-            self.mesh = self.mesh or mesh
-            self.sharding = self.sharding or sh
+            self.mesh, self.sharding = mesh, self.sharding or sh
 
     # ------------------------------------------------------------------ derived pieces
     @property
@@ -93,13 +129,26 @@ class Serving:
         return kv_bytes_per_token(self.cfg, self.kv_dtype)
 
     @property
+    def axes(self) -> tuple[tuple[str, int], ...]:
+        """The mesh used, axis by axis (a mesh with the default roles, heads over Y and the KV cache's batch
+        over Z, names both, one of them maybe 1)."""
+        sizes = {a.name: a.size or 1 for a in parse_mesh(self.mesh).axes}
+        if set(self.sharding.heads) <= {"Y"} and set(self.sharding.kv_batch) <= {"Z"} and set(sizes) <= {"Y", "Z"}:
+            sizes = {"Y": sizes.get("Y", 1), "Z": sizes.get("Z", 1)}
+        return tuple(sizes.items())
+
+    def _weights(self, plan) -> dict:
+        """The weights of a layer or head plan as the devices hold them (their declared layouts)."""
+        names = set(attention_weights(self.cfg)) | set(WEIGHTS_MLP) | {"Wu"}
+        return {l.name: l for l in plan.layouts if l.name in names}
+
+    @property
     def held_param_bytes(self) -> float:
         """Bytes of weights the slice holds, copies included: each weight's block on every device, read off
         the layout of its ``param`` in the layer and head programs (a weight the mesh does not split is
         held once a device; the shared experts as the routed ones are laid out)."""
         if self._held is None:
             from ..memory import memory_per_device
-            from .transformer import attention_weights
             one = self._padded(1)
             total = 0.0
             for moe, count in self._layer_kinds():
@@ -118,29 +167,37 @@ class Serving:
             self._held = total * self.chips
         return self._held
 
+    @property
+    def weight_bytes_per_device(self) -> float:
+        """The weights one device holds (every device holds as much: the layouts are even)."""
+        return self.held_param_bytes / self.chips
+
     def _layer_kinds(self) -> list:
         if self.cfg.is_moe:
             return [(False, self.cfg.dense_layers), (True, self.cfg.L - self.cfg.dense_layers)]
         return [(False, self.cfg.L)]
+
+    def _group(self, names) -> int:
+        mesh = parse_mesh(self.mesh)
+        return math.prod(mesh.axis(a).size or 1 for a in set(names))
 
     @property
     def kv_copies(self) -> int:
         """How many devices hold each block of the KV cache: one where the cache is split over every
         axis; with latent attention the latent is shared by all heads, so splitting the heads copies it
         onto every device of those axes (only the cache's batch axes split it)."""
-        from ..mesh import parse_mesh
-        mesh = parse_mesh(self.mesh)
         split = set(self.sharding.kv_batch or self.sharding.batch)
         if not self.cfg.is_mla:
             split |= set(self.sharding.heads)
-        n = 1
-        for a in split:
-            n *= mesh.axis(a).size or 1
-        return max(1, self.chips // n)
+        return max(1, self.chips // self._group(split))
 
     def _kv_bytes(self, batch: int, seq: int) -> float:
         """Bytes the KV caches of ``batch`` sequences of ``seq`` tokens take on the slice, copies included."""
         return batch * seq * self.kv_bytes_per_token * self.kv_copies
+
+    def memory_per_device(self, batch: int, seq: int) -> float:
+        """What a device holds: its weight blocks and its share of the KV caches."""
+        return self.weight_bytes_per_device + self._kv_bytes(batch, seq) / self.chips
 
     @property
     def hbm_total(self) -> float:
@@ -164,62 +221,82 @@ class Serving:
             self._plans[key] = plan
         return plan
 
-    def _roofline(self, plan, override=None) -> tuple[float, float, float, float]:
-        """(sum over einsums of max(T_math, T_hbm), T_math, T_hbm, T_comms) per device, in seconds, under
-        the ``step`` overlap policy. The attention scores never reach HBM (the attention einsums run fused,
-        as flash attention does), so their bytes are not counted. ``override`` rebinds sizes
-        (the plan is symbolic in them), so one derivation serves a sweep."""
+    def _roofline(self, plan, override=None) -> tuple[float, float, float, float, float]:
+        """(sum over einsums of max(T_math, T_hbm), T_math, T_hbm, T_comms, weight bytes read) per device,
+        in seconds and bytes, under the ``step`` overlap policy. Every einsum that uses a weight reads the
+        block the device holds (a replicated weight whole, though the plan may compute on a slice of it).
+        The attention scores never reach HBM (the attention einsums run fused, as flash attention does), so
+        their bytes are not counted. ``override`` rebinds sizes (the plan is symbolic in them), so one
+        derivation serves a sweep."""
         env = Env.numeric(plan.mesh, {**dict(plan.sizes), **(override or {})}, self._constants(plan))
-        t = totals((op_cost(s.op, env, on_chip(self.cfg)) for s in plan.steps), env, "step")
-        return t.t_einsums, t.t_math, t.t_hbm, t.t_comms
+        held = self._weights(plan)
+        einsums = [_reading_held(s.op, held) for s in plan.steps if s.is_einsum]
+        ops = [_reading_held(s.op, held) if s.is_einsum else s.op for s in plan.steps]
+        t = totals((op_cost(op, env, on_chip(self.cfg)) for op in ops), env, "step")
+        read = sum(float(env.local_bytes(i)) for op in einsums for i in op.inputs if i.name in held)
+        return t.t_einsums, t.t_math, t.t_hbm, t.t_comms, read
 
     # ------------------------------------------------------------------ decode
-    def decode(self, batch: int, seq: int, plan_batch: int | None = None, new_tokens: int = 1) -> dict:
+    def decode(self, batch: int, seq: int, plan_batch: int | None = None, new_tokens: int = 1) -> ServingStep:
         """One generation step for ``batch`` sequences with ``seq`` tokens of context each. The layout is
         chosen at ``plan_batch`` (default: ``batch``) and the costs evaluated at ``batch``."""
         return self._step(batch, seq, plan_batch, new_tokens, new_tokens, absorbed=True)
 
-    def prefill_step(self, batch: int, seq: int, plan_batch: int | None = None) -> dict:
+    def prefill_step(self, batch: int, seq: int, plan_batch: int | None = None) -> ServingStep:
         """Prefill of ``batch`` prompts of ``seq`` tokens through the derived layer program on this mesh
         (its collectives included): every token through every layer, attention over the whole prompt (not
         halved for causality), latent attention in its naive form, the logits of the last token only.
         ``step_time`` is the time to the first token; tokens a second count the prompt's tokens."""
         return self._step(batch, seq, plan_batch, seq, 1, absorbed=False)
 
-    def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int, absorbed: bool) -> dict:
+    def _expert_layer(self, plan, over: dict, tokens: int) -> tuple[tuple, float]:
+        """An MoE layer's step, reading the experts its ``tokens`` reach, and those experts on the slice.
+        A chip reads ``p`` experts: of its E/n routed ones, those reached (:func:`touched_experts`, at
+        least one where the experts are split: the step waits for a chip that holds a reached expert and
+        reads it whole), and its share s/n of the shared experts, laid out as the routed ones are (so it
+        never reads more than it holds). The plan is priced with E = n x floor(p) and n x ceil(p) experts
+        (each seeing its tokens, R = B T (k + s) / E, so the FLOPs stay the tokens') and the two steps
+        weighed to p: the expected step over the batches' routings."""
+        cfg = self.cfg
+        n = self._group(self.sharding.model)
+        touched = touched_experts(cfg.E, cfg.k, tokens)
+        p = min(cfg.E / n, max(1.0, touched / n)) + cfg.shared_experts / n
+        lo, hi = math.floor(p), math.ceil(p)
+
+        def at(per: int) -> tuple:
+            experts = n * per
+            return self._roofline(plan, {**over, "E": experts, "R": tokens * (cfg.k + cfg.shared_experts) / experts})
+        low = at(lo)
+        if hi == lo:
+            return low, touched + cfg.shared_experts
+        high = at(hi)
+        return tuple(a + (p - lo) * (b - a) for a, b in zip(low, high)), touched + cfg.shared_experts
+
+    def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int, absorbed: bool) -> ServingStep:
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
         run_batch = self._padded(batch)
         at = self._padded(plan_batch) if plan_batch else run_batch
-        per = []
-        roof = tm = th = tc = 0.0
+        roof = tm = th = tc = read = 0.0
+        experts = None
         for moe, count in self._layer_kinds():
             if count:
-                over = {"B": run_batch,
-                        **({"R": max(1, round(run_batch * new_tokens * self.cfg.k / self.cfg.E))} if moe else {})}
-                r = self._roofline(self._plan("layer", at, new_tokens, seq, moe, absorbed), over)
-                per.append(r)
-                roof += count * r[0]
-                tm += count * r[1]
-                th += count * r[2]
-                tc += count * r[3]
+                plan = self._plan("layer", at, new_tokens, seq, moe, absorbed)
+                if moe:
+                    r, experts = self._expert_layer(plan, {"B": run_batch}, run_batch * new_tokens)
+                else:
+                    r = self._roofline(plan, {"B": run_batch})
+                roof, tm, th, tc, read = (acc + count * x for acc, x in zip((roof, tm, th, tc, read), r))
         h = self._roofline(self._plan("head", at, logits_tokens, seq), {"B": run_batch})
-        roof, tm, th, tc = roof + h[0], tm + h[1], th + h[2], tc + h[3]
-        step = max(roof, tc)
-        memory = self.held_param_bytes + self._kv_bytes(batch, seq)
-        return {"step_time": step, "t_math": tm, "t_hbm": th, "t_comms": tc,
-                "tokens_per_s": batch * new_tokens / step,
-                "tokens_per_s_per_chip": batch * new_tokens / step / self.chips,
-                "max_batch": self.max_batch(seq), "memory_bytes": memory, "kv_copies": self.kv_copies,
-                "fits": memory <= self.hbm_total}
+        roof, tm, th, tc, read = (acc + x for acc, x in zip((roof, tm, th, tc, read), h))
+        return ServingStep(step_time=max(roof, tc), t_math=tm, t_hbm=th, t_comms=tc, tokens=batch * new_tokens,
+                           chips=self.chips, mesh=self.axes, memory_bytes=self.memory_per_device(batch, seq),
+                           hbm_bytes=self.hw.hbm_bytes, max_batch=self.max_batch(seq), kv_copies=self.kv_copies,
+                           weight_bytes_read=read, experts_read=experts, batch=batch)
 
     def _padded(self, batch: int) -> int:
         """A batch the KV cache's batch axes divide (a server pads a ragged batch)."""
-        from ..mesh import parse_mesh
-        mesh = parse_mesh(self.mesh)
-        n = 1
-        for a in self.sharding.kv_batch or self.sharding.batch:
-            n *= mesh.axis(a).size or 1
+        n = self._group(self.sharding.kv_batch or self.sharding.batch)
         return -(-batch // n) * n
 
     def max_batch(self, seq: int) -> int:
@@ -227,27 +304,22 @@ class Serving:
         free = self.hbm_total - self.held_param_bytes
         return max(0, int(free // (seq * self.kv_bytes_per_token * self.kv_copies)))
 
-    def frontier(self, seq: int, batches=None) -> list[dict]:
+    def frontier(self, seq: int, batches=None) -> list[ServingStep]:
         """Latency and throughput by batch size (book Part 7's LLaMA-2 13B tables, Part 8's Pareto)."""
         if batches is None:
             top = max(1, self.max_batch(seq))
             batches = sorted({2 ** i for i in range(0, int(math.log2(top)) + 1)} | {top})
-        out = []
         rank_at = max(1, min(self.max_batch(seq) or 1, 64))  # one layout for the sweep
-        for b in batches:
-            r = self.decode(b, seq, plan_batch=rank_at)
-            out.append({"batch": b, "step_time": r["step_time"], "tokens_per_s": r["tokens_per_s"],
-                        "tokens_per_s_per_chip": r["tokens_per_s_per_chip"], "memory_bytes": r["memory_bytes"],
-                        "fits": r["fits"]})
-        return out
+        return [self.decode(b, seq, plan_batch=rank_at) for b in batches]
 
     # ------------------------------------------------------------------ prefill and training
     def prefill(self, seq: int, mfu: float | None = None, attention: bool = True, causal: bool = False,
-                batch: int = 1) -> dict:
+                batch: int = 1) -> PrefillEstimate:
         """Prefill of ``batch`` sequences of ``seq`` tokens at ``mfu`` of the slice's peak (by default the
         preset's matmul efficiency at the size of the layer's largest matmul on one chip, or the book's 0.4
-        for a preset without efficiency data). It can be no faster than streaming the weights from HBM
-        once (the HBM floor). It fits when the weights and the KV caches it writes fit in the slice's HBM."""
+        for a preset without efficiency data). It can be no faster than streaming the weights a device
+        holds from HBM once (the HBM floor). It fits when the weights and the KV caches it writes fit in a
+        device's HBM (``memory_bytes`` is per device)."""
         if mfu is not None and not 0 < mfu <= 1:
             raise UsageError(f"the MFU is a fraction of the peak, in (0, 1], not {mfu:g}")
         flops = forward_flops(self.cfg, batch=batch, seq=seq, attention=attention, causal=causal)
@@ -260,11 +332,17 @@ class Serving:
                 mfu, source = eff.math(largest), "the preset's matmul efficiency"
             else:
                 mfu, source = 0.4, "the book's assumption (the preset has no efficiency data)"
-        floor = self.held_param_bytes / (self.chips * self.hw.hbm_bandwidth * eff.hbm)
-        memory = self.held_param_bytes + self._kv_bytes(batch, seq)
-        return {"batch": batch, "flops": flops, "seconds": max(flops / (self.chips * C * mfu), floor),
-                "mfu": mfu, "mfu_source": source, "hbm_floor": floor,
-                "memory_bytes": memory, "fits": memory <= self.hbm_total}
+        floor = self.weight_bytes_per_device / (self.hw.hbm_bandwidth * eff.hbm)
+        return PrefillEstimate(batch, flops, max(flops / (self.chips * C * mfu), floor), mfu, source, floor,
+                               self.axes, self.memory_per_device(batch, seq), self.hw.hbm_bytes)
+
+
+def _reading_held(op, held: dict):
+    """The einsum ``op`` reading each weight in the layout the device holds it (an einsum on a slice of a replicated
+    weight still streams the whole block from HBM: the device holds it and the step reads what it holds)."""
+    if not any(i.name in held for i in op.inputs):
+        return op
+    return replace(op, inputs=tuple(held.get(i.name, i) for i in op.inputs))
 
 
 def critical_batch(hw, weight_dtype: str = "bf16", compute_dtype: str | None = None) -> float:
@@ -280,71 +358,6 @@ def critical_batch(hw, weight_dtype: str = "bf16", compute_dtype: str | None = N
     (b,) = sp.solve(sp.Eq(plan.t_math, weights), B)
     return float(b.xreplace({sp.Symbol("C", positive=True): hw.flops_for(cd),
                              sp.Symbol("W_hbm", positive=True): hw.hbm_bandwidth}))
-
-
-def train_estimate(cfg: ModelConfig, hw, chips: int, batch_tokens: float, tokens: float | None, mfu: float,
-                   seq: int = 0, checkpoints_per_layer: int = 1, param_dtype: str = "bf16") -> dict:
-    """Training FLOPs, time (None without ``tokens``), memory and the fewest chips whose HBM holds it (book
-    Parts 4 and 5); ``fits`` says whether ``chips`` are enough."""
-    if not 0 < mfu <= 1:
-        raise UsageError(f"the MFU is a fraction of the peak, in (0, 1], not {mfu:g}")
-    fpt = flops_per_token(cfg, seq=seq)
-    total = fpt["train"] * tokens if tokens else None
-    p = param_counts(cfg)["total"]
-    params_b = p * dtypes.nbytes(_canon(param_dtype))
-    opt_b = p * 8  # Adam's two fp32 moments
-    act_b = checkpoint_bytes(cfg, batch_tokens, checkpoints_per_layer)
-    mem = params_b + opt_b + act_b
-    need = int(math.ceil(mem / hw.hbm_bytes))
-    return {"flops_total": total, "seconds": total / (chips * hw.C * mfu) if total else None,
-            "min_chips": need, "fits": chips >= need,
-            "memory_bytes": {"params": params_b, "optimizer": opt_b, "activations": act_b, "total": mem}}
-
-
-def min_topology(cfg: ModelConfig, hw, dtype: str, seq: int, kv_dtype: str | None = None) -> dict:
-    """Fewest chips (a power of two) whose HBM holds the weights, the HBM left, and how many
-    ``seq``-token KV caches fit in it (book Part 8's table)."""
-    d = _canon(dtype)
-    pb = param_counts(cfg)["total"] * dtypes.nbytes(d)
-    need = pb / hw.hbm_bytes
-    chips = 1
-    while chips < need:
-        chips *= 2
-    free = chips * hw.hbm_bytes - pb
-    kv = kv_bytes_per_token(cfg, _canon(kv_dtype) or d)
-    return {"param_bytes": pb, "min_chips": need, "slice_chips": chips, "free_bytes": free,
-            "kv_caches": free / (seq * kv)}
-
-
-def kv_evicted_per_step(batch: int, prefill: int, generate: int) -> float:
-    """KV tokens freed per decode step: each step finishes batch / generate sequences of prefill +
-    generate tokens (book Part 8)."""
-    return batch * (prefill + generate) / generate
-
-
-def prefill_generate_ratio(prefill_seconds: float, step_seconds: float, batch: int, generate: int) -> float:
-    """Prefill servers per generate server in disaggregated serving: the generate server finishes batch
-    sequences every generate x step seconds; each needs a prefill (book Part 8)."""
-    return prefill_seconds * batch / (step_seconds * generate)
-
-
-def speculative_decode(target: Serving, drafter: Serving, batch: int, seq: int, draft: int,
-                       acceptance: float) -> dict:
-    """Speculative sampling (book Part 7): the drafter proposes ``draft`` tokens one step at a time, the
-    target checks them in one step over ``draft + 1`` new tokens. With each draft token accepted with
-    probability ``acceptance`` (independently), a round yields (1 - a^(k+1)) / (1 - a) tokens on average.
-    Both step times come from the derived layer programs; in the memory-bound regime the check costs
-    about one ordinary step, which is where the method wins."""
-    if not 0 <= acceptance < 1 or draft < 1:
-        raise UsageError("speculative decoding needs 0 <= acceptance < 1 and at least one draft token")
-    t_draft = drafter.decode(batch, seq)["step_time"]
-    t_check = target.decode(batch, seq, new_tokens=draft + 1)["step_time"]
-    expected = (1 - acceptance ** (draft + 1)) / (1 - acceptance)
-    round_time = draft * t_draft + t_check
-    plain = target.decode(batch, seq)["step_time"]
-    return {"round_time": round_time, "tokens_per_round": expected, "check_step": t_check,
-            "draft_step": t_draft, "tokens_per_s": batch * expected / round_time,
-            "speedup": (expected / round_time) / (1 / plain)}
 
 
 def moe_critical_batch(cfg: ModelConfig, hw, weight_dtype: str = "bf16") -> float:

@@ -26,7 +26,9 @@ parallelism (``cp``) a rank holds ``s / cp`` of every sequence, so its share of 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 import sympy as sp
 
@@ -47,10 +49,10 @@ def _numeric(expr):
 
 
 @caching.memoize(maxsize=256)
-def _widths(cfg, moe: bool) -> dict:
+def _widths(cfg, moe: bool) -> Mapping:
     if moe:   # a token's MLP in an MoE layer: its k routed experts and the shared ones
-        return rc.widths(replace(cfg, F=experts.active_width(cfg)))
-    return rc.widths(cfg)
+        return MappingProxyType(rc.widths(replace(cfg, F=experts.active_width(cfg))))
+    return MappingProxyType(rc.widths(cfg))
 
 
 @caching.memoize(maxsize=8192)
@@ -241,7 +243,7 @@ class LayerCost:
 
     # ------------------------------------------------------------------ what a run reads (kept)
     @caching.memoize(maxsize=4096)
-    def figures(self) -> dict:
+    def figures(self) -> Mapping[str, float]:
         """Seconds the layer takes, by part: forward, backward, recompute, TP / CP / EP comms, and the
         matmul and elementwise shares of the compute."""
         fwd_mm, fwd_vec = self.ops(rc.LAYER, False)
@@ -249,10 +251,11 @@ class LayerCost:
         re_mm, re_vec = self.ops(self.recomputed(), False)
         comms = self.tp_comms()
         re_comms = comms if self.policy == "full" else 0.0
-        return {"forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
-                "tp_comms": 2 * comms + self.tp_regather(), "cp_comms": self.cp_comms(),
-                "ep_comms": experts.alltoalls(self) if self.moe else 0.0,
-                "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec}
+        return MappingProxyType({
+            "forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
+            "tp_comms": 2 * comms + self.tp_regather(), "cp_comms": self.cp_comms(),
+            "ep_comms": experts.alltoalls(self) if self.moe else 0.0,
+            "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec})
 
     @caching.memoize(maxsize=4096)
     def head(self) -> float:

@@ -8,16 +8,17 @@ a search of thousands of runs prices a few dozen layers.
     >>> from symcost.models.config import load_model_config
     >>> from symcost.hardware import hardware
     >>> res = search_runs(load_model_config("megatron-22b"), hardware("a100"), chips=8, sequences=4, seq=2048)
-    >>> res["searched"], res["feasible"]
-    (354, 193)
-    >>> best = res["runs"][0]["config"]
+    >>> res.searched, res.feasible
+    (408, 213)
+    >>> best = dict(res.rows[0].config)
     >>> best["tp"], best["pp"], best["dp"], best["zero"], best["recompute"], best["seq_parallel"]
     (2, 1, 4, 3, 'selective', True)
 
-The space: TP over divisors of the chips that divide the heads and fit in the fast domain (an NVLink node); PP
-over the divisors of what is left (stages may hold unequal numbers of layers; interleaved chunks only where
-they put no more layers on the fullest stage than the stages alone: :func:`_full_chunks`); DP the rest (it
-must divide the sequences); microbatches of 1, 2, 4, 8 ... sequences; interleaving 1 to 8 chunks where the
+The space (:func:`shapes`): TP over divisors of the heads that fit in the fast domain (an NVLink node); PP over
+the divisors of the layers and of the chips left (stages may hold unequal numbers of layers; interleaved
+chunks only where they put no more layers on the fullest stage than the stages alone: :func:`_full_chunks`);
+DP the most replicas the chips left hold that divide the sequences (a run may leave chips idle, and then
+says why: :func:`budget_note`); microbatches of 1, 2, 4, 8 ... sequences; interleaving 1 to 8 chunks where the
 layers and microbatches allow; ZeRO 0, 1 and 3 with data parallelism; recomputation none, selective and full;
 sequence parallelism with TP; context parallelism up to ``max_cp`` ranks (``--max-cp``; off by default: long
 sequences want it); for an MoE model, expert parallelism over every power of two that divides the experts and
@@ -28,10 +29,12 @@ from __future__ import annotations
 
 import itertools
 import time
+from dataclasses import dataclass
 
 from .. import progress
 from ..errors import UsageError
 from .execution import Run
+from .results import SearchResult
 
 RECOMPUTE = ("none", "selective", "full")
 PARTS = ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms", "head", "bubble", "p2p", "dp_comms", "optimizer")
@@ -48,37 +51,116 @@ def _full_chunks(layers: int, pp: int, v: int) -> bool:
     return pp * v <= layers and v * -(-layers // (pp * v)) == -(-layers // pp)
 
 
-def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None = None,
-               max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1, attention: str = "unfused"):
-    """Every run of the space (as :class:`Run` keyword arguments) that the execution model accepts;
-    context parallelism up to ``max_cp`` ranks (powers of two dividing the sequence)."""
+def shapes(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None = None,
+           max_cp: int = 1) -> list[tuple[int, int, int, int]]:
+    """The (tp, cp, pp, dp) the search tries on a budget of ``chips``: TP over divisors of the heads that fit
+    in the fast domain, CP over powers of two dividing the sequence, PP over the divisors of the layers and
+    of the chips TP and CP leave (stages may hold unequal numbers of layers), and for each the most
+    data-parallel replicas the budget holds that divide the sequences. A run may use fewer chips than
+    given: when no split of all of them divides the sequences, the best one may leave some idle."""
     domain = max_tp or hw.nvlink_domain or (max(hw.pod) if hw.topology.startswith("torus") else 8)
     cps = [c for c in (2 ** i for i in range(0, 8)) if c <= max_cp and seq % c == 0]
-    for tp, cp in itertools.product(_divisors(chips), cps):
-        if tp > domain or cfg.N % tp or chips % (tp * cp):
+    dps = _divisors(sequences)
+    out = []
+    for tp, cp in itertools.product(_divisors(cfg.N), cps):
+        if tp > domain or tp * cp > chips:
             continue
-        for pp in _divisors(chips // (tp * cp)):
-            if pp > cfg.L:
-                continue
-            dp = chips // (tp * pp * cp)
-            if sequences % dp:
-                continue
-            per_replica = sequences // dp
-            micro = [m for m in (2 ** i for i in range(0, 12)) if m <= max_microbatch and per_replica % m == 0]
-            for mb in micro:
-                m = per_replica // mb
-                chunks = [1] + ([v for v in range(2, max_interleave + 1)
-                                 if _full_chunks(cfg.L, pp, v) and m % pp == 0] if pp > 1 else [])
-                eps = [e for e in (2 ** i for i in range(0, 12)) if cfg.is_moe and cfg.E % e == 0
-                       and (dp * cp) % e == 0] or [1]
-                for v, rec, sp_, zero, ep in itertools.product(chunks, RECOMPUTE, (False, True) if tp > 1 else (False,),
-                                                               (0, 1, 3) if dp * cp > 1 else (0,), eps):
-                    yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, sequences=sequences, microbatch=mb, seq=seq, interleave=v,
-                               recompute=rec, seq_parallel=sp_, zero=zero, attention=attention)
+        left = chips // (tp * cp)
+        for pp in sorted({p for p in _divisors(cfg.L) if p <= left} | {p for p in _divisors(left) if p <= cfg.L}):
+            dp = max(d for d in dps if d <= left // pp)
+            out.append((tp, cp, pp, dp))
+    return out
 
 
-def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, **space) -> dict:
-    """The ``top`` fastest runs that fit, each with its iteration, MFU, memory and what it loses by."""
+def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None = None,
+               max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1, attention: str = "unfused"):
+    """Every run of the space (as :class:`Run` keyword arguments) that the execution model accepts, on at
+    most ``chips`` chips (:func:`shapes`); context parallelism up to ``max_cp`` ranks."""
+    for tp, cp, pp, dp in shapes(cfg, hw, chips, sequences, seq, max_tp=max_tp, max_cp=max_cp):
+        per_replica = sequences // dp
+        micro = [m for m in (2 ** i for i in range(0, 12)) if m <= max_microbatch and per_replica % m == 0]
+        for mb in micro:
+            m = per_replica // mb
+            chunks = [1] + ([v for v in range(2, max_interleave + 1)
+                             if _full_chunks(cfg.L, pp, v) and m % pp == 0] if pp > 1 else [])
+            eps = [e for e in (2 ** i for i in range(0, 12)) if cfg.is_moe and cfg.E % e == 0
+                   and (dp * cp) % e == 0] or [1]
+            for v, rec, sp_, zero, ep in itertools.product(chunks, RECOMPUTE, (False, True) if tp > 1 else (False,),
+                                                           (0, 1, 3) if dp * cp > 1 else (0,), eps):
+                yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, sequences=sequences, microbatch=mb, seq=seq, interleave=v,
+                           recompute=rec, seq_parallel=sp_, zero=zero, attention=attention)
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """A run the search kept: its knobs, iteration, MFU and memory, the chips it uses, and what it loses
+    to the best by (the part of the iteration that grew the most)."""
+
+    config: tuple[tuple[str, object], ...]
+    step_time: float
+    mfu: float
+    hfu: float
+    memory_bytes: float
+    breakdown: tuple[tuple[str, float], ...]
+    loses_by: float
+    mostly: str | None
+
+    @property
+    def chips_used(self) -> int:
+        c = dict(self.config)
+        return c["tp"] * c["pp"] * c["dp"] * c.get("cp", 1)
+
+    def as_dict(self) -> dict:
+        return {"config": dict(self.config), "chips_used": self.chips_used, "step_time": self.step_time,
+                "mfu": self.mfu, "hfu": self.hfu, "memory_bytes": self.memory_bytes,
+                "breakdown": dict(self.breakdown), "loses_by": self.loses_by, "mostly": self.mostly}
+
+
+def _price(cfg, hw, space_list) -> tuple[list[tuple[float, dict, dict]], dict]:
+    """Each run's iteration, among those whose memory fits (the memory is priced first: it is cheaper), and
+    the least state a chip holds in any run (weights, gradients and optimizer: what no microbatch or
+    recomputation shrinks), with that run's chips."""
+    priced, least = [], None
+    for kw in space_list:
+        progress.advance(1, "pricing runs", total=len(space_list), unit=" runs")
+        run = Run(cfg, hw, **kw)
+        mem = run.memory()
+        state = mem["weights"] + mem["gradients"] + mem["optimizer"]
+        if least is None or state < least["state_bytes"]:
+            least = {"state_bytes": state, "chips_used": run.chips, "config": describe(kw)}
+        if mem["total"] > hw.hbm_bytes:
+            continue
+        rep = run.report()
+        priced.append((rep["iteration"]["iteration"], kw, rep))
+    return priced, least
+
+
+def _rank(priced) -> list:
+    """Fastest first; among equals the fewest stages, the widest TP, the fewest chips."""
+    return sorted(priced, key=lambda r: (r[0], r[1]["pp"], -r[1]["tp"], r[1]["tp"] * r[1]["pp"] * r[1]["dp"] * r[1]["cp"]))
+
+
+def budget_note(chips: int, sequences: int, best: RunChoice, full: RunChoice | None) -> str | None:
+    """Why the best run leaves chips idle, in numbers; None when it uses them all."""
+    used = best.chips_used
+    if used == chips:
+        return None
+    c = dict(best.config)
+    group = c["tp"] * c["pp"] * c.get("cp", 1)
+    parts = " x ".join(f"{k} {c[k]}" for k in ("tp", "cp", "pp") if c.get(k, 1) > 1) or "one chip"
+    if chips % group:
+        why = f"{chips:,} is not a whole number of replicas of {parts} ({group} chips)"
+    else:
+        why = f"{chips // group:,} replicas of {parts} cannot divide {sequences:,} sequences"
+    note = f"{used:,} of {chips:,} chips: {why}, so the other {chips - used:,} stay idle"
+    if full is not None:
+        note += f"; the best run on all {chips:,} ({describe(dict(full.config))}) takes {full.step_time:.3g} s"
+    return note
+
+
+def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, **space) -> SearchResult:
+    """The ``top`` fastest runs that fit on at most ``chips`` chips, each with its iteration, MFU, memory,
+    the chips it uses and what it loses by (space -> price -> filter by memory -> rank)."""
     if chips < 1 or sequences < 1 or seq < 1:
         raise UsageError("a run search needs positive --chips, --sequences (or --batch) and --seq")
     t0 = time.perf_counter()
@@ -86,28 +168,25 @@ def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, **s
     if not space_list:
         raise UsageError(f"no way to launch {cfg.name} on {chips} chips with {sequences} sequences: TP must "
                          f"divide the {cfg.N} heads, PP the {cfg.L} layers, DP the sequences")
-    priced = []
-    for kw in space_list:
-        progress.advance(1, "pricing runs", total=len(space_list), unit=" runs")
-        run = Run(cfg, hw, **kw)
-        mem = run.memory()["total"]
-        if mem > hw.hbm_bytes:
-            continue
-        rep = run.report()
-        priced.append((rep["iteration"]["iteration"], kw, rep))
-    priced.sort(key=lambda r: (r[0], r[1]["pp"], -r[1]["tp"]))
-    runs = []
-    best = priced[0][2]["iteration"] if priced else None
-    for t, kw, rep in priced[:top]:
-        it = rep["iteration"]
-        worse = {p: it[p] - best[p] for p in PARTS}
-        mostly = max(worse, key=worse.get)
-        runs.append({"config": {k: v for k, v in kw.items() if k not in ("sequences", "seq", "attention")},
-                     "step_time": t, "mfu": rep["mfu"], "hfu": rep["hfu"], "memory_bytes": rep["memory"]["total"],
-                     "breakdown": {p: it[p] for p in PARTS},
-                     "loses_by": t - priced[0][0], "mostly": mostly if t > priced[0][0] else None})
-    return {"searched": len(space_list), "feasible": len(priced), "search_seconds": time.perf_counter() - t0,
-            "runs": runs}
+    priced, least = _price(cfg, hw, space_list)
+    ranked = _rank(priced)
+    best = ranked[0][2]["iteration"] if ranked else None
+    chosen = [_choice(t, kw, rep, ranked[0][0], best) for t, kw, rep in ranked[:top]]
+    full = next((_choice(t, kw, rep, ranked[0][0], best) for t, kw, rep in ranked
+                 if kw["tp"] * kw["pp"] * kw["dp"] * kw["cp"] == chips), None)
+    note = budget_note(chips, sequences, chosen[0], full) if chosen else None
+    return SearchResult(len(space_list), len(ranked), time.perf_counter() - t0, tuple(chosen),
+                        (("chips", chips), ("sequences", sequences), ("seq", seq),
+                         ("chips_used", chosen[0].chips_used if chosen else None), ("budget", note),
+                         ("least_state", least)))
+
+
+def _choice(t: float, kw: dict, rep: dict, fastest: float, best: dict) -> RunChoice:
+    it = rep["iteration"]
+    worse = {p: it[p] - best[p] for p in PARTS}
+    return RunChoice(tuple((k, v) for k, v in kw.items() if k not in ("sequences", "seq", "attention")), t,
+                     rep["mfu"], rep["hfu"], rep["memory"]["total"], tuple((p, it[p]) for p in PARTS),
+                     t - fastest, max(worse, key=worse.get) if t > fastest else None)
 
 
 def describe(cfg: dict) -> str:
@@ -128,4 +207,4 @@ def describe(cfg: dict) -> str:
     return out
 
 
-__all__ = ["search_runs", "candidates", "describe"]
+__all__ = ["RunChoice", "budget_note", "candidates", "describe", "search_runs", "shapes"]

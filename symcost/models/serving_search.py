@@ -7,16 +7,16 @@ target, ranked by tokens a second per chip.
     >>> from symcost.models.config import load_model_config
     >>> from symcost.hardware import hardware
     >>> res = search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.02)
-    >>> best = res["runs"][0]
-    >>> best["mesh"], best["batch"], best["bound"]
-    ('Y=2,Z=4', 512, 'hbm')
+    >>> best = res.rows[0]
+    >>> best.mesh, best.batch, best.step.bound
+    ('Y=8', 512, 'hbm')
 
 With ``phase="prefill"`` the step is a prefill of ``batch`` prompts of ``seq`` tokens (the time to the first
 token; ``latency`` bounds it) and tokens a second count the prompts' tokens:
 
     >>> pre = search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.5,
     ...                      phase="prefill")
-    >>> pre["runs"][0]["mesh"], pre["runs"][0]["bound"]
+    >>> pre.rows[0].mesh, pre.rows[0].step.bound
     ('Y=2,Z=4', 'math')
 
 A layout is planned once per mesh (at a batch of 64 or the largest that fits; one prompt for prefill) and
@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 from .. import progress
 from ..errors import UsageError
 from .inference import Serving, split_mesh
+from .results import SearchResult, ServingStep
+from .transformer import Sharding
 
 
 def meshes(cfg, chips: int) -> list[tuple[str, Sharding]]:
@@ -40,17 +43,58 @@ def meshes(cfg, chips: int) -> list[tuple[str, Sharding]]:
     return [split_mesh(y, chips // y) for y in range(1, chips + 1) if chips % y == 0 and heads % y == 0]
 
 
-def _bound(r: dict) -> str:
-    terms = {"hbm": r["t_hbm"], "math": r["t_math"], "comms": r["t_comms"]}
-    return max(terms, key=terms.get)
-
-
 PHASES = ("decode", "prefill")
+
+
+@dataclass(frozen=True)
+class ServingRun:
+    """One (mesh, batch) the search priced: the mesh as written and its step."""
+
+    mesh: str
+    step: ServingStep
+
+    @property
+    def batch(self) -> int:
+        return self.step.batch
+
+    def as_dict(self) -> dict:
+        return {**self.step.as_dict(), "axes": dict(self.step.mesh), "mesh": self.mesh}
+
+
+def space(cfg, hw, chips: int, seq: int, *, dtype: str, kv_dtype, max_batch: int | None):
+    """The (server, batches) pairs to price: each mesh's :class:`Serving`, and the powers of two up to the
+    largest batch that fits (and that batch)."""
+    for mesh, sharding in meshes(cfg, chips):
+        s = Serving(cfg, hw, chips=chips, dtype=dtype, kv_dtype=kv_dtype, mesh=mesh, sharding=sharding)
+        top = s.max_batch(seq)
+        if max_batch:
+            top = min(top, max_batch)
+        batches = sorted({2 ** i for i in range(int(math.log2(top)) + 1)} | {top}) if top >= 1 else []
+        yield mesh, s, batches
+
+
+def price(server: Serving, mesh: str, batches, seq: int, phase: str):
+    """Each batch's step on one mesh; the layout is planned once (at a batch of 64 or the largest that
+    fits; one prompt for prefill, a prompt being thousands of tokens)."""
+    rank_at = max(1, min(max(batches), 64 if phase == "decode" else 1))
+    for b in batches:
+        step = server.decode(b, seq, plan_batch=rank_at) if phase == "decode" else server.prefill_step(b, seq, rank_at)
+        yield ServingRun(mesh, step)
+
+
+def qualifies(run: ServingRun, latency: float | None) -> bool:
+    """The filter: a device holds its weights and KV caches, and the step meets the latency target."""
+    return run.step.fits and (latency is None or run.step.step_time <= latency)
+
+
+def rank(runs) -> list[ServingRun]:
+    """Most tokens a second per chip first; the shorter step breaks ties."""
+    return sorted(runs, key=lambda r: (-r.step.tokens_per_s_per_chip, r.step.step_time))
 
 
 def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = None, top: int = 5,
                    dtype: str = "bf16", kv_dtype: str | None = None, max_batch: int | None = None,
-                   phase: str = "decode") -> dict:
+                   phase: str = "decode") -> SearchResult:
     """The ``top`` (mesh, batch) pairs with the most tokens a second per chip whose step fits in HBM and
     takes at most ``latency`` seconds (any, without one). ``phase``: ``decode`` (a generation step with
     ``seq`` tokens of context) or ``prefill`` (``batch`` prompts of ``seq`` tokens:
@@ -62,31 +106,15 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
     if latency is not None and latency <= 0:
         raise UsageError(f"--latency must be positive, not {latency:g}")
     t0 = time.perf_counter()
-    rows, searched = [], 0
     options = meshes(cfg, chips)
-    for mesh, sharding in options:
+    kept, searched = [], 0
+    for mesh, server, batches in space(cfg, hw, chips, seq, dtype=dtype, kv_dtype=kv_dtype, max_batch=max_batch):
         progress.advance(1, "pricing meshes", total=len(options), unit=" meshes", label=mesh)
-        s = Serving(cfg, hw, chips=chips, dtype=dtype, kv_dtype=kv_dtype, mesh=mesh, sharding=sharding)
-        top_batch = s.max_batch(seq)
-        if max_batch:
-            top_batch = min(top_batch, max_batch)
-        if top_batch < 1:
-            searched += 1
-            continue
-        batches = sorted({2 ** i for i in range(int(math.log2(top_batch)) + 1)} | {top_batch})
-        rank_at = max(1, min(top_batch, 64 if phase == "decode" else 1))   # a prompt is thousands of tokens
-        for b in batches:
-            searched += 1
-            r = s.decode(b, seq, plan_batch=rank_at) if phase == "decode" else s.prefill_step(b, seq, rank_at)
-            if not r["fits"] or (latency is not None and r["step_time"] > latency):
-                continue
-            rows.append({"mesh": mesh, "batch": b, "step_time": r["step_time"],
-                         "tokens_per_s_per_chip": r["tokens_per_s_per_chip"], "tokens_per_s": r["tokens_per_s"],
-                         "memory_bytes": r["memory_bytes"], "kv_copies": r["kv_copies"], "bound": _bound(r),
-                         "t_math": r["t_math"], "t_hbm": r["t_hbm"], "t_comms": r["t_comms"]})
-    rows.sort(key=lambda r: (-r["tokens_per_s_per_chip"], r["step_time"]))
-    return {"phase": phase, "searched": searched, "feasible": len(rows), "meshes": [m for m, _ in options],
-            "search_seconds": time.perf_counter() - t0, "latency": latency, "runs": rows[:top]}
+        searched += max(1, len(batches))
+        kept += [r for r in price(server, mesh, batches, seq, phase) if qualifies(r, latency)] if batches else []
+    ranked = rank(kept)
+    return SearchResult(searched, len(ranked), time.perf_counter() - t0, tuple(ranked[:top]),
+                        (("phase", phase), ("meshes", [m for m, _ in options]), ("latency", latency)))
 
 
-__all__ = ["search_serving", "meshes", "PHASES"]
+__all__ = ["PHASES", "ServingRun", "meshes", "search_serving"]

@@ -13,7 +13,9 @@ derivation. Elementwise work (norms, softmax, the gate's product, residuals) is 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import sympy as sp
 
@@ -130,7 +132,7 @@ def _elements(layout, dims) -> sp.Expr:
 
 
 @caching.memoize(maxsize=64)
-def param_counts(cfg: ModelConfig) -> dict:
+def param_counts(cfg: ModelConfig) -> Mapping[str, int]:
     """Parameters by component, read off the layer and head programs (book Part 4's table)."""
     dense = derive_program(layer_program(cfg, {}, moe=False), mesh="X=1", moves="none")
     lay = {l.name: l for l in dense.layouts}
@@ -152,8 +154,8 @@ def param_counts(cfg: ModelConfig) -> dict:
         mlp = mlp_active = cfg.L * mlp_dense
     attention = cfg.L * attn
     total = attention + mlp + embedding
-    return {"total": int(total), "active": int(attention + mlp_active + embedding), "mlp": int(mlp),
-            "mlp_active": int(mlp_active), "attention": int(attention), "embedding": int(embedding)}
+    return MappingProxyType({"total": int(total), "active": int(attention + mlp_active + embedding), "mlp": int(mlp),
+                             "mlp_active": int(mlp_active), "attention": int(attention), "embedding": int(embedding)})
 
 
 def _names(cfg: ModelConfig) -> dict:

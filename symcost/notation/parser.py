@@ -11,6 +11,7 @@ names), pointing at the text.
 from __future__ import annotations
 
 import re
+from typing import cast
 from pathlib import Path
 
 import lark
@@ -30,7 +31,7 @@ def _span(meta_or_tok) -> Span:
         return NO_SPAN
 
 
-@caching.memoize(maxsize=1)
+@caching.memoize(maxsize=1, holds_state=True)
 def _parser() -> lark.Lark:
     # cache=True keeps lark's LALR tables in the temp folder between processes (keyed by the grammar)
     kw = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True)
@@ -75,6 +76,7 @@ def _syntax_error(text: str, err: lark.exceptions.UnexpectedInput) -> NotationEr
     if line is None or line < 1 or (tok is not None and tok.type == "$END"):
         lines = text.splitlines() or [""]   # unexpected end of input: point just past the last character
         line, col = len(lines), len(lines[-1]) + 1
+    line, col = cast(int, line), cast(int, col)   # lark's position, or the end of the input above
     if isinstance(err, lark.exceptions.UnexpectedCharacters):
         ch = text.splitlines()[line - 1][col - 1] if text else ""
         exp = _expected(err.allowed or ())
@@ -151,7 +153,8 @@ class _Builder:
 
     def tensor(self, node) -> TensorRef:
         name_tok, dtype_tok = node.children[0], node.children[1]
-        dims, unreduced, uspan = [], (), NO_SPAN
+        dims, uspan = [], NO_SPAN
+        unreduced: tuple[str, ...] = ()
         for ch in node.children[2:]:
             if ch is None:
                 continue

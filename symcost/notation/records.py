@@ -9,6 +9,7 @@ meshes or costs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 #: the collectives a user may write (the engine's move kinds live in symcost.collectives)
 COLLECTIVE_KINDS = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Permute", "Send", "ToHost", "ToDevice")
@@ -117,7 +118,7 @@ class Einsum:
 
     @property
     def result_name(self) -> str | None:
-        return self.output.name if self.output is not None else self.output_name
+        return self.output.name if self.output is not None else cast(str, self.output_name)   # one of the two is set
 
     @property
     def tensors(self) -> tuple[TensorRef, ...]:
@@ -172,7 +173,7 @@ class Apply:
 
     @property
     def result_name(self) -> str:
-        return self.output.name if self.output is not None else self.output_name
+        return self.output.name if self.output is not None else cast(str, self.output_name)   # one of the two is set
 
     @property
     def tensors(self) -> tuple[TensorRef, ...]:

@@ -61,8 +61,8 @@ def step_tex(step) -> str:
     if step.is_elementwise:
         name = op.kind + ("'" if op.grad else "")
         sub = "_{" + op.reduce + "}" if op.reduce else ""
-        return (r"\mathrm{" + name + "}" + sub + "(" + ", ".join(layout_tex(t, mesh) for t in op.inputs) + r") \rightarrow "
-                + layout_tex(op.output, mesh))
+        return (r"\mathrm{" + name + "}" + sub + "(" + ", ".join(layout_tex(t, mesh) for t in op.inputs)
+                + r") \rightarrow " + layout_tex(op.output, mesh))
     shift = (op.distance,) if op.distance not in (0, 1) else ()
     sub = "_" + axes_tex(tuple(step.axes) + tuple(str(k) for k in shift)) if step.axes else ""
     return (r"\textbf{" + step.kind + "}" + sub + r"\," + layout_tex(op.before, mesh)
@@ -145,7 +145,8 @@ def plan_to_latex(plan, fragment: bool = False, math_only: bool = False) -> str:
         for i, s in enumerate(steps, 1):
             label = s.kind if s.is_einsum else s.label
             t = _num(plan, s.seconds, "s")
-            body.append(f"{i} & {escape(label)} & ${tex(s.bytes)}$ & ${tex(s.flops)}$ & {t or '$' + tex(s.seconds) + '$'} \\\\")
+            seconds = t or "$" + tex(s.seconds) + "$"
+            body.append(f"{i} & {escape(label)} & ${tex(s.bytes)}$ & ${tex(s.flops)}$ & {seconds} \\\\")
         body += [r"\bottomrule", r"\end{tabular}", r"\end{center}"]
     body += [r"\subsection*{Totals}", r"\begin{align*}"]
     rows = []

@@ -48,11 +48,13 @@ def render_plan(plan) -> str:
         lines.append("   " + nums)
         if s.is_einsum:
             f = plan.evaluate(s.flops)
-            lines.append(f"   flops = {s.flops}" + (f" = {fmt_count(f)}" if f is not None and not s.flops.is_number else ""))
+            lines.append(f"   flops = {s.flops}"
+                         + (f" = {fmt_count(f)}" if f is not None and not s.flops.is_number else ""))
         elif s.is_elementwise:
             vf = sp.sympify(s.cost.vector_flops)
             f = plan.evaluate(vf)
-            lines.append(f"   vector flops = {vf}" + (f" = {fmt_count(f)}" if f is not None and not vf.is_number else ""))
+            lines.append(f"   vector flops = {vf}"
+                         + (f" = {fmt_count(f)}" if f is not None and not vf.is_number else ""))
         lines.append(f"   time = {s.seconds}" + (f" = {fmt_seconds(t)}" if t is not None else ""))
         if s.why:
             lines.append(f"   why: {s.why}")
@@ -97,7 +99,8 @@ def alternatives(plan) -> list[str]:
     for a in shown:
         v = plan.evaluate(a.t_step)
         out.append(f"  - {a.summary}")
-        out.append(f"      moves {a.comm_bytes} bytes (sum of V)" + (f"; t_step = {fmt_seconds(v)}" if v is not None else ""))
+        out.append(f"      moves {a.comm_bytes} bytes (sum of V)"
+                   + (f"; t_step = {fmt_seconds(v)}" if v is not None else ""))
         if a.wins_when:
             when = "always" if a.wins_when == "always" else f"when {a.wins_when}"
             out.append(f"      its collectives take less time than the plan's {when}")

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
-from functools import cached_property
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import NamedTuple
 
 from .. import caching, dtypes
 from ..einsum import LocalEinsum
@@ -46,8 +48,11 @@ class Candidate:
     moved: float = 0.0
     bounded: bool = False   # some search behind it stopped at LAYOUT_LIMIT
 
-    @cached_property
+    @property
     def rank(self) -> tuple:
+        """How plans are ordered: the objective, then the moves' throughput time (nine significant digits,
+        so that sums taken in different orders tie), then fewer steps. Computed when asked: a candidate is a
+        value and keeps nothing on the side."""
         return (float(f"{self.cost:.9g}"), float(f"{self.moved:.9g}"), len(self.steps))
 
 
@@ -58,7 +63,7 @@ def sigmas(dims, mesh_axes):
 
 @caching.memoize(maxsize=1024)
 def _sigmas(dims, mesh_axes) -> tuple:
-    return tuple(_assignments(list(dims), mesh_axes))
+    return tuple(MappingProxyType(a) for a in _assignments(list(dims), mesh_axes))
 
 
 def _assignments(dims, mesh_axes):
@@ -140,13 +145,46 @@ class _Bounded:
         return found
 
 
+class Route(NamedTuple):
+    """A kept route: its cost and its moves (read as an :class:`~symcost.rewrite.routes.Entry` is)."""
+
+    cost: float
+    steps: tuple
+
+
+class Reachable(Mapping):
+    """A search's settled layouts, read-only: {layout: Route}, ``complete`` and ``unreduced_sets`` as
+    :class:`~symcost.rewrite.routes.Found` has them. Kept answers are shared by every plan that starts
+    from the same layouts, so none of them may be changed by one."""
+
+    __slots__ = ("_routes", "complete", "unreduced_sets", "get")
+    __frozen_value__ = True
+
+    def __init__(self, found: Found):
+        self._routes = {lay: Route(e.cost, e.steps) for lay, e in found.items()}
+        self.complete = found.complete
+        self.unreduced_sets = tuple(found.unreduced_sets)
+        self.get = self._routes.get         # the planner's hot path: a dict's own lookup
+    def __getitem__(self, layout):
+        return self._routes[layout]
+
+    def __iter__(self):
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def __contains__(self, layout) -> bool:
+        return layout in self._routes
+
+
 @caching.memoize(maxsize=128)
-def _reachable(layouts: tuple, mesh, ranker, limit) -> Found:
+def _reachable(layouts: tuple, mesh, ranker, limit) -> Reachable:
     """Every layout reachable from ``layouts`` (each where a tensor already is) and its cheapest route:
     the same operand layouts recur in every plan of a search, so the answer is kept (read-only). Keyed in
     the caller's order: of two equally cheap routes the search takes the one from the earlier source, so a
     set here would make the plan depend on the process's string hashing."""
-    return search({lay: Entry(0.0, ()) for lay in layouts}, mesh, ranker, limit=limit)
+    return Reachable(search({lay: Entry(0.0, ()) for lay in layouts}, mesh, ranker, limit=limit))
 
 
 def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype=None, names=None,
@@ -251,10 +289,11 @@ def _finish(finals, target, search, keep: int = 8):
 
 
 @caching.memoize(maxsize=256)
-def _tail(layout: Layout, target, mesh, ranker) -> Entry | None:
+def _tail(layout: Layout, target, mesh, ranker) -> Route | None:
     """The cheapest way from one result layout to ``target``, kept: the plans of a search end in the same
     few result and target layouts."""
-    return _to_target({layout: Entry(0.0, ())}, target, _Bounded(mesh, ranker))
+    got = _to_target({layout: Entry(0.0, ())}, target, _Bounded(mesh, ranker))
+    return None if got is None else Route(got.cost, got.steps)
 
 
 def _to_target(sources: dict, target, search, limit=LAYOUT_LIMIT) -> Entry | None:

@@ -78,7 +78,7 @@ class Graph:
 GRAPH_LIMIT = 50_000
 
 
-@caching.memoize(maxsize=16)
+@caching.memoize(maxsize=16, holds_state=True)
 def graph(ranker: Ranker) -> Graph:
     """The numbered layout graph of ``ranker`` (kept: every search of a plan, and of a search's candidates,
     walks the same one)."""

@@ -26,7 +26,7 @@ def plot_regimes(result, out: str, points: int = 200) -> str:
         if r.best not in shown:
             shown.append(r.best)
     env = np.full_like(xs, np.inf)
-    for n, i in enumerate(shown):
+    for i in shown:
         p = result.ranked[i]
         ys = curve(p.plan.t_step, p.plan.bindings(), result.vs, xs)
         env = np.minimum(env, ys)

@@ -1,0 +1,78 @@
+"""The options ``model``, ``serve`` and ``train`` share (declared once), and reading them into a model."""
+from __future__ import annotations
+
+import re
+
+from .. import dtypes
+from ..errors import UsageError
+from . import train
+
+
+def add_arguments(m, name_required: bool = False) -> None:
+    """A model's options: the counts, serving (decode, prefill, frontier), and training."""
+    m.add_argument("name", metavar="NAME|config.json", nargs=None if name_required else "?",
+                   help="a preset (see `symcost model --list`) or a HuggingFace config.json")
+    m.add_argument("--dtype", default="bf16", help="weights and KV cache dtype (the book's 'int8 everything')")
+    m.add_argument("--kv-dtype", help="KV cache dtype (default: --dtype)")
+    m.add_argument("--compute-dtype", help="dtype the FLOPs run in (default: bf16, or int8 for int8 x int8)")
+    m.add_argument("--hw", help="hardware preset")
+    m.add_argument("--chips", type=int, default=1, help="chips in the slice")
+    m.add_argument("--mesh", help="serving: the mesh of the layer program, --chips devices in all (default: heads "
+                                  "over Y, the rest over Z); its first axis splits the heads, the others the KV "
+                                  "cache's batch")
+    m.add_argument("--strategy", help="a training strategy program (derivations/*.sc) to check")
+    m.add_argument("--train", action="store_true")
+    m.add_argument("--decode", action="store_true")
+    m.add_argument("--prefill", action="store_true")
+    m.add_argument("--frontier", action="store_true", help="latency / throughput by batch size")
+    m.add_argument("--batch", type=float, help="sequences (decode, prefill) or tokens per batch (train)")
+    m.add_argument("--seq", type=int, default=8192, help="context length (default 8192)")
+    m.add_argument("--tokens", type=float, help="training tokens (for the days of training)")
+    m.add_argument("--mfu", type=float, help="model FLOPs utilisation, in (0, 1] (default: prefill from the "
+                   "preset's efficiency data, else 0.4; training 0.4)")
+    m.add_argument("--checkpoints-per-layer", type=int, metavar="K",
+                   help="K saved tensors a layer (default 1; with the run knobs: K of [B, D], book Part 6)")
+    m.add_argument("--latency", metavar="TIME",
+                   help="with --decode --search: the longest decode step allowed; with --prefill --search: the longest "
+                        "time to the first token (40ms, 0.04, 500us)")
+    m.add_argument("--program", action="store_true",
+                   help="print one layer as a program, nothing sharded, with a rank line of the model's sizes "
+                        "(--batch sequences, default 1, of --seq tokens): what `symcost search` takes")
+    m.add_argument("--vs", choices=("chips",),
+                   help="with --train --search: the best run on every power-of-two budget up to --chips")
+    m.add_argument("--json", action="store_true")
+    train.add_arguments(m)
+
+
+def seconds(text: str) -> float:
+    """A duration as the user writes it: 40ms, 0.04, 0.04s, 500us."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us|µs)?\s*", text)
+    if not m:
+        raise UsageError(f"--latency {text!r}: write a duration such as 40ms, 0.04 or 500us")
+    return float(m.group(1)) * {"s": 1.0, None: 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}[m.group(2)]
+
+
+def need_hw(args):
+    if not args.hw:
+        raise UsageError("this needs --hw (a hardware preset, e.g. tpu-v5e)")
+    from ..hardware import hardware
+    return hardware(args.hw)
+
+
+def checked(args) -> None:
+    """The checks every mode shares: a model named, numbers in range."""
+    if args.name is None:
+        raise UsageError("name a model: a preset (symcost model --list) or a HuggingFace config.json")
+    if args.mfu is not None and not 0 < args.mfu <= 1:
+        raise UsageError(f"--mfu is a fraction of the peak FLOP/s, in (0, 1], not {args.mfu:g}")
+    if args.batch is not None and args.batch <= 0:
+        raise UsageError(f"--batch must be positive, not {args.batch:g}")
+    if args.chips < 1:
+        raise UsageError(f"--chips must be positive, not {args.chips}")
+
+
+def kv_dtype(args) -> str | None:
+    return dtypes.canonical(args.kv_dtype) if args.kv_dtype else None
+
+
+__all__ = ["add_arguments", "checked", "kv_dtype", "need_hw", "seconds"]

@@ -1,0 +1,164 @@
+"""``symcost serve NAME --decode|--prefill|--frontier ...`` (also ``symcost model NAME --decode ...``): how a
+model serves on a slice, from the layer's derived plan on a mesh (:mod:`symcost.models.inference`), or the
+mesh and batch chosen for it (``--search``: :mod:`symcost.models.serving_search`)."""
+from __future__ import annotations
+
+from ..errors import UsageError
+from . import model_options
+
+MODES = ("decode", "prefill", "frontier")
+
+
+def register(sub):
+    s = sub.add_parser("serve", help="decode, prefill and the latency / throughput frontier of a model on a slice "
+                                     "(= model NAME --decode|--prefill|--frontier)")
+    model_options.add_arguments(s, name_required=True)
+    s.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args) -> int:
+    from .models import cmd_model
+    if not any(getattr(args, m) for m in MODES):
+        raise UsageError("serve what: --decode (a generation step), --prefill (a prompt) or --frontier "
+                         "(latency and throughput by batch)")
+    if args.train:
+        raise UsageError("`symcost serve` prices serving; a training run is `symcost train`")
+    return cmd_model(args)
+
+
+def wanted(args) -> bool:
+    return any(getattr(args, m) for m in MODES)
+
+
+def _server(args, cfg, hw, dtype):
+    from ..models.inference import Serving
+    return Serving(cfg, hw, chips=args.chips, dtype=dtype, kv_dtype=args.kv_dtype, compute_dtype=args.compute_dtype,
+                   mesh=args.mesh)
+
+
+def answer(args, cfg, hw, dtype) -> dict:
+    """The serving entries of ``model --json``: ``decode``, ``prefill``, ``frontier`` and, with --search,
+    ``search`` (DESIGN's summary)."""
+    if args.search:
+        return _search(args, cfg, hw, dtype)
+    server = _server(args, cfg, hw, dtype)
+    out = {}
+    if args.decode and (args.batch or not args.frontier):
+        if not args.batch:
+            raise UsageError("--decode needs --batch (sequences), or --frontier for every batch that fits")
+        out["decode"] = server.decode(int(args.batch), args.seq).as_dict()
+    if args.prefill:
+        out["prefill"] = server.prefill(args.seq, args.mfu, batch=int(args.batch or 1)).as_dict()
+    if args.frontier:
+        out["frontier"] = [r.as_dict() for r in server.frontier(args.seq)]
+    return out
+
+
+def _search(args, cfg, hw, dtype) -> dict:
+    from ..models.serving_search import search_serving
+    if args.decode and args.prefill:
+        raise UsageError("--search chooses one phase: --decode or --prefill, not both")
+    phase = "prefill" if args.prefill else "decode"
+    if args.batch or args.mesh:
+        raise UsageError(f"--{phase} --search chooses the mesh and the batch itself; drop --batch and --mesh")
+    if args.mfu is not None and phase == "prefill":
+        raise UsageError("--prefill --search prices the derived layer program on each mesh; drop --mfu")
+    if args.top < 1:
+        raise UsageError(f"--top must be at least 1, not {args.top}")
+    latency = model_options.seconds(args.latency) if args.latency is not None else None
+    res = search_serving(cfg, hw, args.chips, args.seq, latency=latency, top=args.top, dtype=dtype,
+                         kv_dtype=model_options.kv_dtype(args), phase=phase)
+    full = {**res.as_dict(), "fits": bool(res.rows)}
+    top = [{"mesh": r.mesh, "batch": r.batch, "step_time": r.step.step_time, "mfu": r.step.t_math / r.step.step_time,
+            "memory_bytes": r.step.memory_bytes, "chips_used": r.step.chips, "compute_bound": r.step.bound == "math",
+            "dominant": r.step.bound} for r in res.rows]
+    return {phase: full, "search": {"candidates": res.searched, "feasible": res.feasible, "seconds": res.seconds,
+                                    "top": top}}
+
+
+def _mesh(axes: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in axes.items())
+
+
+def _no_fit(what: str, need: float, have: float) -> str:
+    from ..printers.text import fmt_bytes
+    return (f"    DOES NOT FIT: {what} take {fmt_bytes(need)} a chip, a chip has {fmt_bytes(have)} of HBM "
+            f"(any time above is what it would take if it fit, not an answer)")
+
+
+def show(args, cfg, hw, out: dict) -> None:
+    """The serving part of ``model``'s text."""
+    if "search" in out and ("decode" in out or "prefill" in out):
+        _show_search(out["decode" if "decode" in out else "prefill"], args, hw)
+        return
+    if "decode" in out:
+        _show_decode(out["decode"], args, cfg, hw)
+    if "prefill" in out:
+        _show_prefill(out["prefill"], args, hw)
+    if "frontier" in out:
+        _show_frontier(out["frontier"], args, hw)
+
+
+def _show_decode(d: dict, args, cfg, hw) -> None:
+    from ..printers.text import fmt_bytes, fmt_seconds
+    print(f"  decode on {args.chips} x {hw.name} (mesh {_mesh(d['mesh'])}), batch {d['batch']}, context {args.seq}:")
+    print(f"    step {fmt_seconds(d['step_time'])} (T_hbm {fmt_seconds(d['t_hbm'])}, T_math "
+          f"{fmt_seconds(d['t_math'])}, T_comms {fmt_seconds(d['t_comms'])}); a chip reads "
+          f"{fmt_bytes(d['weight_bytes_read'])} of weights a step, as it holds them")
+    if "experts_read" in d:
+        print(f"    experts read a layer: {d['experts_read']:.3g} of {cfg.E + cfg.shared_experts} (a batch of B tokens "
+              f"touches E(1 - (1 - k/E)^B) of the E = {cfg.E} routed experts, k = {cfg.k}"
+              + (f", plus {cfg.shared_experts} shared" if cfg.shared_experts else "") + ")")
+    if d.get("kv_copies", 1) > 1:
+        print(f"    the KV cache is held {d['kv_copies']} times: one latent serves every head, so splitting "
+              f"the heads copies it (--mesh Y=..,Z=.. splits the cache's batch over Z)")
+    if d["fits"]:
+        print(f"    {d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.0f} per chip; memory "
+              f"{fmt_bytes(d['memory_bytes'])} a chip of {fmt_bytes(hw.hbm_bytes)}; largest batch {d['max_batch']}")
+    else:
+        print(_no_fit("the weights and KV caches", d["memory_bytes"], hw.hbm_bytes)
+              + (f"; the largest batch that fits is {d['max_batch']}" if d["max_batch"] else
+                 "; the weights alone do not fit: more chips or a smaller --dtype"))
+
+
+def _show_prefill(p: dict, args, hw) -> None:
+    from ..printers.text import fmt_seconds
+    print(f"  prefill of {p['batch']} x {args.seq} tokens on {args.chips} x {hw.name} (mesh {_mesh(p['mesh'])}) at "
+          f"{p['mfu']:.0%} MFU ({p['mfu_source']}): {fmt_seconds(p['seconds'])}; no faster than the weights stream "
+          f"from HBM, {fmt_seconds(p['hbm_floor'])}")
+    if not p["fits"]:
+        print(_no_fit("the weights and KV caches", p["memory_bytes"], hw.hbm_bytes))
+
+
+def _show_frontier(rows: list, args, hw) -> None:
+    from ..printers.text import fmt_bytes, fmt_seconds
+    mesh = f" (mesh {_mesh(rows[0]['mesh'])})" if rows else ""
+    print(f"  decode on {args.chips} x {hw.name}{mesh}, context {args.seq}, by batch (memory a chip):")
+    print(f"  {'batch':>6} {'step':>10} {'tokens/s':>10} {'per chip':>9} {'memory':>9}")
+    for r in rows:
+        print(f"  {r['batch']:>6} {fmt_seconds(r['step_time']):>10} {r['tokens_per_s']:>10.0f} "
+              f"{r['tokens_per_s_per_chip']:>9.1f} {fmt_bytes(r['memory_bytes']):>9}")
+
+
+def _show_search(res: dict, args, hw) -> None:
+    from ..printers.text import fmt_bytes, fmt_seconds
+    prefill = res["phase"] == "prefill"
+    target = (f", {'a first token in' if prefill else 'steps of'} at most {fmt_seconds(res['latency'])}"
+              if res["latency"] else "")
+    what = f"prefill of {args.seq}-token prompts" if prefill else f"decode, context {args.seq}"
+    print(f"  serving search on {args.chips} x {hw.name}, {what}{target}: priced "
+          f"{res['searched']} (mesh, batch) pairs over {len(res['meshes'])} meshes in "
+          f"{fmt_seconds(res['search_seconds'])}; {res['feasible']} qualify")
+    if not res["runs"]:
+        print("    NONE QUALIFIES: more chips, a shorter context, a smaller --dtype"
+              + (" or a longer --latency" if res["latency"] else ""))
+        return
+    for i, r in enumerate(res["runs"], 1):
+        copies = f", KV cache x{r['kv_copies']}" if r["kv_copies"] > 1 else ""
+        step = "first token" if prefill else "step"
+        print(f"    {i}. mesh {r['mesh']}, batch {r['batch']}: {step} {fmt_seconds(r['step_time'])}, "
+              f"{r['tokens_per_s_per_chip']:.0f} tokens/s per chip, {r['bound']}-bound, "
+              f"{fmt_bytes(r['memory_bytes'])} a chip{copies}")
+
+
+__all__ = ["MODES", "answer", "cmd_serve", "register", "show", "wanted"]
