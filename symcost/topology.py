@@ -155,8 +155,9 @@ def _slice(mesh: Mesh, hw, ici: list[int], chips: int) -> tuple[Placement | None
     (None, why) where the axes cannot be so laid out."""
     shape = hw.edges(chips, hw.torus_dims)
     dims = [e for e in shape if e > 1]
-    order = [i for i in reversed(ici) if mesh.axes[i].size > 1]
-    spans = _assign([mesh.axes[i].size for i in order], dims)
+    size = {i: mesh.axes[i].size or 1 for i in ici}        # every ICI axis has a size here
+    order = [i for i in reversed(ici) if size[i] > 1]
+    spans = _assign([size[i] for i in order], dims)
     text = "x".join(map(str, shape))
     if spans is None:
         names = ",".join(f"{mesh.axes[i].name}={mesh.axes[i].size}" for i in ici)
