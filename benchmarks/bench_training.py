@@ -1,4 +1,5 @@
-"""Training derivations for `make bench`: the FSDP+TP layer forward + backward, solve and optimize."""
+"""Training derivations for `make bench`: the FSDP+TP layer forward + backward, solve and optimize, the run
+search."""
 from symcost.optimize import optimize_plan
 from symcost.program import derive_program
 
@@ -17,6 +18,17 @@ def optimize():
     return optimize_plan(derive_program(TEXT, mesh="X:M_X,Y:M_Y"), ("X", "Y"), "N")
 
 
-CASES = [("warm FSDP+TP layer, forward + backward (symbolic)", layer, 10),
+def run_search():
+    """The run search of GPT-3 175B on 64 A100s, caches cleared: each distinct layer derived by the engine."""
+    from symcost import caching
+    from symcost.hardware import hardware
+    from symcost.models.config import load_model_config
+    from symcost.models.runs import search_runs
+    caching.clear()
+    return search_runs(load_model_config("gpt3-175b"), hardware("a100"), chips=64, sequences=64, seq=2048)
+
+
+CASES = [("model --train --search GPT-3 175B on 64 x a100 (3,450 runs), caches cleared", run_search, 1),
+         ("warm FSDP+TP layer, forward + backward (symbolic)", layer, 10),
          ("warm solve: FSDP critical batch", solve, 10),
          ("warm optimize: FSDP+TP X_opt", optimize, 5)]

@@ -51,10 +51,11 @@ _MEMOS: list = []
 class Caches:
     """One planning context: the caches of every memoised function, made as each is first called here.
     ``enabled=False``: none (each call is computed afresh). ``check=True``: every answer kept is verified
-    to be immutable (:func:`frozen`)."""
+    to be immutable (:func:`frozen`). ``wider``: each cache holds that many times its bound (a search's
+    thousands of candidates share statement plans far beyond what one derivation needs)."""
 
-    def __init__(self, enabled: bool = True, check: bool = False):
-        self.enabled, self.check = enabled, check
+    def __init__(self, enabled: bool = True, check: bool = False, wider: int = 1):
+        self.enabled, self.check, self.wider = enabled, check, wider
         self._fns: dict = {}
 
     def function(self, memo: "_Memo") -> Callable:
@@ -64,9 +65,9 @@ class Caches:
             if not self.enabled:
                 fn = memo.fn
             elif self.check:
-                fn = functools.lru_cache(maxsize=memo.maxsize)(_checked(memo))
+                fn = functools.lru_cache(maxsize=memo.maxsize * self.wider)(_checked(memo))
             else:
-                fn = functools.lru_cache(maxsize=memo.maxsize)(memo.fn)
+                fn = functools.lru_cache(maxsize=memo.maxsize * self.wider)(memo.fn)
             self._fns[memo] = fn
         return fn
 
@@ -90,11 +91,11 @@ def current() -> Caches:
 
 
 @contextmanager
-def context(enabled: bool = True, check: bool = False) -> Iterator[Caches]:
+def context(enabled: bool = True, check: bool = False, wider: int = 1) -> Iterator[Caches]:
     """A planning context of its own for the calls inside the ``with`` block (asyncio tasks started inside
     inherit it; a thread or a worker process starts in the process's context); its caches are dropped when
-    the block ends."""
-    caches = Caches(enabled, check)
+    the block ends. ``wider``: its caches hold that many times their bounds (a search opens one so)."""
+    caches = Caches(enabled, check, wider)
     token = _CURRENT.set(caches)
     try:
         yield caches

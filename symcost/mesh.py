@@ -204,3 +204,10 @@ def as_mesh(mesh) -> Mesh:
                 raise UsageError(f"mesh axis {k} must have a positive integer size, not {v!r}")
         return Mesh(tuple(axes))
     raise UsageError(f"cannot use {type(mesh).__name__} as a mesh")
+
+
+def link_models(mesh: Mesh) -> dict[str, dict]:
+    """Each axis's link model as ``--json`` reports it: ``{"X": {"kind": "ici", "wrap": True, "links": 1}}``
+    (``wrap``: the axis's collectives see a ring, only ever on ICI;
+    a symbolic link count as its symbol's name; see :meth:`Mesh.links`, which derive's JSON also uses)."""
+    return mesh.links()

@@ -117,6 +117,6 @@ def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap,
         best, notes = ties.weighed(best, planned, reuse, input_grads)
     plan = _plan_of(best.trace, text, best.steps, overlap, objective)
     if backward:
-        memory = memory_per_device(plan, list(best.params), grad_bytes=2, saved=tuple(best.saved.values()))
+        memory = memory_per_device(plan, list(best.params), optimizer="adam", saved=tuple(best.saved.values()))
         plan = replace(plan, memory=tuple(memory.items()), residuals=tuple(best.saved.values()))
     return replace(plan, notes=plan.notes + notes) if notes else plan

@@ -42,9 +42,23 @@ def advance(n: int, what: str, *, total: int | None = None, unit: str = " layout
             return
         _state["bar"] = tqdm(desc=what, total=total, unit=unit, delay=DELAY, file=sys.stderr, leave=False)
         _state["what"] = what
+    if total is not None and _state["bar"].total != total:
+        _state["bar"].total = total
     if label:
         _state["bar"].set_postfix_str(label, refresh=False)
     _state["bar"].update(n)
+
+
+def say(message: str) -> None:
+    """A line for the person waiting (a count, an estimate), on standard error while bars are shown; above
+    the bar when one is open. Nothing otherwise (library calls stay silent)."""
+    if not _state["on"]:
+        return
+    if _state["bar"] is not None:
+        _state["bar"].write(message, file=sys.stderr)
+    else:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
 
 
 def _close() -> None:

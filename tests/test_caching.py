@@ -76,7 +76,7 @@ def test_searches_are_the_same_without_caches():
         cached = symcost.search(text, **kw)
     with caching.disabled():
         fresh = symcost.search(text, **kw)
-    a, b = cached.to_dict(top=len(cached.ranked)), fresh.to_dict(top=len(fresh.ranked))
+    a, b = cached.as_dict(top=len(cached.ranked)), fresh.as_dict(top=len(fresh.ranked))
     a.pop("seconds"), b.pop("seconds")               # how long it took: the one figure that may differ
     assert a == b and len(a["ranked"]) > 1
 

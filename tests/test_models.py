@@ -104,15 +104,20 @@ def test_model_cli_json_keys(capsys):
 
 
 def test_model_cli_train_json(capsys):
-    code = main(["model", "llama2-13b", "--train", "--hw", "tpu-v5p", "--chips", "4096", "--batch", "3145728",
-                 "--tokens", "2e12", "--mfu", "0.4", "--checkpoints-per-layer", "3", "--json"])
+    """The one training model under the book's memory policy: 3 [B, D] checkpoints a layer (book Part 5,
+    Question 2), bf16 weights and mixed-precision Adam's 16 bytes beside them, split over TP 8."""
+    code = main(["model", "llama2-13b", "--train", "--hw", "tpu-v5p", "--chips", "4096", "--tp", "8", "--batch",
+                 "4194304", "--tokens", "2e12", "--memory", "book", "--checkpoints-per-layer", "3", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
-    n = param_counts(load_model_config("llama2-13b"))["total"]
+    cfg = load_model_config("llama2-13b")
+    n = param_counts(cfg)["total"]
     t = out["train"]
-    assert t["memory_bytes"]["params"] == 2 * n and t["memory_bytes"]["optimizer"] == 8 * n
-    assert t["flops_total"] == pytest.approx(3 * out["flops_per_token"]["inference"] * 2e12)
-    assert t["seconds"] == pytest.approx(t["flops_total"] / (4096 * 4.59e14 * 0.4))
+    assert t["memory_policy"] == "book" and t["config"]["dp"] == 512
+    assert t["memory_bytes"]["params"] == pytest.approx(2 * n / 8) and t["memory_bytes"]["optimizer"] == pytest.approx(12 * n / 8)
+    assert t["memory_bytes"]["activations"] == pytest.approx(3 * 2 * 8192 * cfg.D * cfg.L)
+    assert t["flops_total"] == pytest.approx(t["model_flops_per_token"]["with_attention"] * 2e12)
+    assert t["seconds"] == pytest.approx(t["step_time"] * 2e12 / 4194304)
 
 
 def test_model_cli_errors(capsys):
@@ -124,8 +129,8 @@ def test_model_cli_errors(capsys):
 
 def test_model_train_checks_a_strategy(capsys):
     """--strategy derives the strategy on the model's shapes, splitting the chips at X_opt."""
-    code = main(["model", "llama3-70b", "--train", "--hw", "tpu-v5p", "--chips", "8960", "--batch", "4194304",
-                 "--tokens", "15e12", "--mfu", "0.4", "--checkpoints-per-layer", "4",
+    code = main(["model", "llama3-70b", "--train", "--hw", "tpu-v5p", "--chips", "8960", "--tp", "2", "--pp", "35",
+                 "--batch", "4194304", "--tokens", "15e12", "--memory", "book", "--checkpoints-per-layer", "4",
                  "--strategy", "derivations/fsdp_tp.sc", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0

@@ -70,10 +70,10 @@ def test_achieved_efficiency_is_kept_as_symbols_and_bound_from_the_preset():
     # every matmul here is larger than the preset's table (85.9 % of peak), and each device's two matmuls
     # have a [1024, 12288] output: 4 x 96 tiles of 256 x 128, 384 tiles in 4 waves of 108 SMs
     assert real.evaluate(real.t_math) == pytest.approx(ideal.evaluate(ideal.t_math) / (0.859 * 384 / 432))
-    # a collective: bandwidth term over 0.8 of NVLink, plus 10 us
+    # a collective: bandwidth term over 0.68 of NVLink (nccl-tests' bus bandwidth on 8 x A100), plus 10 us
     ag = next(s for s in real.steps if s.kind == "AllGather")
     ag0 = next(s for s in ideal.steps if s.kind == "AllGather")
-    assert real.evaluate(ag.seconds) == pytest.approx(ideal.evaluate(ag0.seconds) / 0.8 + 1e-5)
+    assert real.evaluate(ag.seconds) == pytest.approx(ideal.evaluate(ag0.seconds) / 0.68 + 1e-5)
     assert sp.Symbol("eta_net_nvlink", positive=True) in ag.seconds.free_symbols
     assert real.to_dict()["efficiency"] == "achieved" and ideal.to_dict()["efficiency"] == "ideal"
 

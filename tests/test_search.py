@@ -317,7 +317,7 @@ def test_progress_wraps_the_candidates():
 def test_regimes_in_json_follow_the_contract():
     """DESIGN: regimes are {"from": str, "to": str, "best": index into ranked}; open ends are the range's."""
     r = search(MLP, "X=4", "B=65536", "tpu-v5p", backward=True, vs="B", range=(100.0, 1e7))
-    data = r.to_dict(top=1)
+    data = r.as_dict(top=1)
     regimes = data["regimes"]
     assert regimes[0]["from"] == "100.0" and regimes[-1]["to"] == "10000000.0"
     assert all(a["to"] == b["from"] and a["to_value"] == b["from_value"] for a, b in zip(regimes, regimes[1:]))
@@ -333,7 +333,7 @@ def test_regimes_over_a_mesh_axis_are_exact_and_the_best_at_every_point():
     candidate is the best of all at that X, re-priced from the closed forms."""
     r = search(MLP, "X=16,Y=16", DIMS, "tpu-v5p", vs="X")
     assert (r.candidates, r.range, r.planned_at) == (81, (1.0, 1024.0), {"X": 16})
-    assert r.to_dict()["mesh"] == {"X": 16, "Y": 16}
+    assert r.as_dict()["mesh"] == {"X": 16, "Y": 16}
     X = sp.Symbol("X", positive=True, integer=True)
     assert all(X in p.plan.t_step.free_symbols for p in r.ranked if "X" in str(p.layouts))
     assert len(r.regimes) >= 2
@@ -358,7 +358,7 @@ def test_regimes_over_a_mesh_axis_are_exact_and_the_best_at_every_point():
 def test_vs_an_axis_on_the_command_line(capsys):
     code, out, _ = run(capsys, "search", "examples/mlp.sc", "--mesh", "X=16,Y=16", "--hw", "tpu-v5p", "--dims", DIMS,
                        "--vs", "X", "--top", "1")
-    assert code == 0 and "mesh: X=16,Y=16 (X varied by --vs)" in out
+    assert code == 0 and "mesh: X=16 (ici, wrap, varied by --vs), Y=16 (ici, wrap)" in out
     assert "regimes over X from 1 to 1024" in out
 
 

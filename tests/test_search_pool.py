@@ -36,7 +36,7 @@ def test_two_processes_rank_as_one():
     assert "_derived" not in two.ranked[5].__dict__         # not derived until read
     assert two.ranked[5].plan.t_step == one.ranked[5].plan.t_step
     assert two.ranked[5].memory_expr == one.ranked[5].memory_expr
-    d1, d2 = one.to_dict(5), two.to_dict(5)
+    d1, d2 = one.as_dict(5), two.as_dict(5)
     d1.pop("seconds"), d2.pop("seconds")
     assert d1 == d2
     assert not any("_derived" in p.__dict__ for p in two.ranked[6:])    # --json reads no plan

@@ -165,7 +165,7 @@ def test_prefill_takes_the_batch_and_fits(capsys):
 
 
 def test_training_memory_in_the_weights_dtype(capsys):
-    _, out, _ = run(capsys, "model", "llama3-8b", "--train", "--hw", "h100", "--chips", "64", "--batch", "1048576",
+    _, out, _ = run(capsys, "model", "llama3-8b", "--train", "--hw", "h100", "--chips", "64", "--batch", "524288",
                     "--dtype", "fp8", "--json")
     t = json.loads(out)
     assert t["train"]["memory_bytes"]["params"] == pytest.approx(t["params"]["total"] * 1)
@@ -189,7 +189,7 @@ def test_strategy_check_agrees_with_derive(capsys):
     chooses (one pricing path)."""
     from symcost.api import derive
     code, out, _ = run(capsys, "model", "llama3-70b", "--train", "--strategy", FSDP_TP, "--hw", "h100",
-                       "--chips", "256", "--batch", "1048576", "--json")
+                       "--chips", "256", "--tp", "2", "--batch", "1048576", "--json")
     s = json.loads(out)["train"]["strategy"]
     mesh = ",".join(f"{k}={v}" for k, v in s["mesh"].items())
     plan = derive(open(FSDP_TP).read(), mesh=mesh, dims={"B": 1048576, "D": 8192, "F": 28672}, hw="h100",

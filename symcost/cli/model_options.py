@@ -28,8 +28,8 @@ def add_arguments(m, name_required: bool = False) -> None:
     m.add_argument("--batch", type=float, help="sequences (decode, prefill) or tokens per batch (train)")
     m.add_argument("--seq", type=int, default=8192, help="context length (default 8192)")
     m.add_argument("--tokens", type=float, help="training tokens (for the days of training)")
-    m.add_argument("--mfu", type=float, help="model FLOPs utilisation, in (0, 1] (default: prefill from the "
-                   "preset's efficiency data, else 0.4; training 0.4)")
+    m.add_argument("--mfu", type=float, help="with --prefill: model FLOPs utilisation, in (0, 1] (default: from "
+                   "the preset's efficiency data, else 0.4); --train derives it from the layer's plan")
     m.add_argument("--checkpoints-per-layer", type=int, metavar="K",
                    help="K saved tensors a layer (default 1; with the run knobs: K of [B, D], book Part 6)")
     m.add_argument("--latency", metavar="TIME",

@@ -92,19 +92,14 @@ def _hardware(args, cfg, hw, dtype: str) -> dict:
 
 
 def _train(args, cfg, hw, dtype: str) -> dict:
-    """A training run: chosen (--search), as launched (the run knobs), or the book's whole-batch estimate."""
-    from ..models.estimates import train_estimate
+    """A training run: chosen (--search), or priced as launched, with stated defaults for the knobs left
+    unset (one model whatever flags are given)."""
     if args.search:
         return run_search.answer(args, cfg, hw)
-    if train.wanted(args):
-        return {"train": train.execute(args, cfg, hw)}
-    if not args.batch:
-        raise UsageError("--train needs --batch (tokens per batch)")
-    est = train_estimate(cfg, hw, args.chips, args.batch, args.tokens, args.mfu or 0.4, seq=args.seq,
-                         checkpoints_per_layer=args.checkpoints_per_layer or 1, param_dtype=dtype)
+    t = train.execute(args, cfg, hw)
     if args.strategy:
-        est["strategy"] = _strategy_check(args, cfg, hw)
-    return {"train": est}
+        t["strategy"] = _strategy_check(args, cfg, hw)
+    return {"train": t}
 
 
 def _program(args, cfg, dtype: str) -> int:
@@ -136,10 +131,10 @@ def _print(args, cfg, hw, out: dict, dtype: str) -> None:
         return
     if "searched" in t:
         run_search.show(t, hw, cfg)
-    elif "step_time" in t:
-        train.show(t, hw)
-    else:
-        _print_estimate(args, hw, t, dtype)
+        return
+    train.show(t, hw)
+    if "strategy" in t:
+        _show_strategy(args, hw, t["strategy"])
 
 
 def _print_counts(args, cfg, hw, out: dict, dtype: str) -> None:
@@ -159,31 +154,19 @@ def _print_counts(args, cfg, hw, out: dict, dtype: str) -> None:
               + (f" (each routed expert sees B k / E = B x {cfg.k}/{cfg.E} tokens)" if cfg.is_moe else ""))
 
 
-def _print_estimate(args, hw, t: dict, dtype: str) -> None:
-    """The book's whole-batch training estimate (no run knobs given), and a strategy checked against it."""
+def _show_strategy(args, hw, s: dict) -> None:
     from ..printers.text import fmt_bytes, fmt_seconds
-    have = args.chips * hw.hbm_bytes
-    if t["seconds"] is not None:
-        print(f"  training {args.tokens:.3g} tokens: {t['flops_total']:.3g} FLOPs, "
-              f"{t['seconds'] / 86400:.1f} days on {args.chips} chips at {args.mfu or 0.4:.0%} MFU")
-    else:
-        print(f"  training on {args.chips} x {hw.name} (--tokens for the days it takes):")
-    mb = t["memory_bytes"]
-    print(f"    memory: params {fmt_bytes(mb['params'])} in {dtype}, optimizer {fmt_bytes(mb['optimizer'])}, "
-          f"activations {fmt_bytes(mb['activations'])}; at least {t['min_chips']} chips")
-    if not t["fits"]:
-        print(f"    DOES NOT FIT: the parameters, optimizer state and activations take {fmt_bytes(mb['total'])}, the "
-              f"slice has {fmt_bytes(have)} of HBM (any time above is what it would take if it fit, not an answer)")
-    if "strategy" in t:
-        s = t["strategy"]
-        mesh = ",".join(f"{k}={v}" for k, v in s["mesh"].items())
-        print(f"    strategy {args.strategy} on {mesh} (derived with its backward pass, per layer): T_math "
-              f"{fmt_seconds(s['t_math'])}, T_comms {fmt_seconds(s['t_comms'])}, step {fmt_seconds(s['t_step'])}"
-              f" -> {'compute' if s['compute_bound'] else 'communication'}-bound")
-        if s["memory_bytes"] is not None:
-            print(f"    its memory per chip (one layer's parameters, gradients, optimizer): "
-                  f"{fmt_bytes(s['memory_bytes'])}" + ("" if s["fits"] else f" -- DOES NOT FIT in "
-                                                           f"{fmt_bytes(hw.hbm_bytes)}"))
+    mesh = ",".join(f"{k}={v}" for k, v in s["mesh"].items())
+    print(f"    strategy {args.strategy} on {mesh} (derived with its backward pass, per layer): T_math "
+          f"{fmt_seconds(s['t_math'])}, T_comms {fmt_seconds(s['t_comms'])}, step {fmt_seconds(s['t_step'])}"
+          f" -> {'compute' if s['compute_bound'] else 'communication'}-bound")
+    if s["memory_bytes"] is not None:
+        acts = s.get("activation_bytes", 0.0)
+        held = s["memory_bytes"] - acts
+        print(f"    its memory per {train.device_word(hw)}: one layer's parameters, gradients and optimizer state "
+              f"{fmt_bytes(held)}, the activations its backward pass keeps {fmt_bytes(acts)}; "
+              f"total {fmt_bytes(s['memory_bytes'])}" + ("" if s["fits"] else f" -- DOES NOT FIT in "
+                                                         f"{fmt_bytes(hw.hbm_bytes)}"))
 
 
 def _strategy_check(args, cfg, hw):
@@ -214,6 +197,9 @@ def _strategy_check(args, cfg, hw):
                        for s in e.xreplace(plan.bindings()).free_symbols})
         raise UsageError(f"the strategy's costs keep unbound symbols ({', '.join(free)}); "
                          f"bind them with --mesh (axis sizes) or in the program (rank statements)")
+    acts = dict(plan.memory).get("activations")
+    acts = plan.evaluate(acts) if acts is not None else 0.0
     return {"mesh": {a.name: a.size for a in plan.mesh.axes}, "t_math": t_math, "t_comms": t_comms,
             "t_step": t_step, "compute_bound": t_math >= t_comms, "memory_bytes": plan.memory_bytes,
+            "activation_bytes": acts or 0.0,
             "fits": plan.fits is not False}

@@ -51,20 +51,21 @@ def cmd_search(args) -> int:
         from ..searching.plot import plot_regimes
         plot_regimes(result, args.plot)
     if args.json:
-        print(json.dumps(result.to_dict(args.top), indent=2))
-        return 0
+        print(json.dumps(result.as_dict(args.top), indent=2))
+        return 0 if result.complete else 130
     print(render(result, args.top))
     if args.plot:
         print(f"wrote {args.plot}")
-    return 0
+    return 0 if result.complete else 130
 
 
 def render(result, top: int = 10) -> str:
     """The text a user reads: counts, the ranked candidates, the regimes."""
     hbm = f" {fmt_bytes(result.hbm_bytes)} of HBM" if result.hbm_bytes else " HBM"
     lines = [*_wrapped("program: ", str(result.space.program).splitlines(), " ; "),
-             f"mesh: {','.join(f'{a}={n}' for a, n in result.mesh_sizes.items())}"
-             + "".join(f" ({a} varied by --vs)" for a in result.planned_at) + f"   objective: {result.objective}",
+             f"mesh: {mesh_line(result)}   objective: {result.objective}",
+             *([] if result.complete else
+               [f"stopped (Ctrl-C) after {result.priced:,} of {result.candidates:,} shardings: the best so far"]),
              f"priced {result.priced:,} shardings in {fmt_seconds(result.seconds)} ({result.assignments:,} assignments, "
              f"symmetric duplicates collapsed); {result.feasible:,} fit in{hbm} a device"]
     for i, p in enumerate(result.ranked[:top], 1):
@@ -86,6 +87,21 @@ def render(result, top: int = 10) -> str:
                 exact = f"{result.vs} = {b.exact}" if b.exact is not None else "(solved numerically)"
                 lines.append(f"    {exact} = {b.value:.6g}   [{_why(b.reason)}]")
     return "\n".join(lines)
+
+
+def mesh_line(result) -> str:
+    """Each axis with its size and link model as the mesh was laid on the preset: ``X=4 (nvlink)``,
+    ``X=16 (ici, wrap)``, ``Y=4 (ici, 2 links, no wrap)``; an axis ``--vs`` varies says so."""
+    parts = []
+    for a, n in result.mesh_sizes.items():
+        link = result.links[a]
+        model = [link["kind"]] + ([f"{link['links']} links"] if link["links"] != 1 else [])
+        if link["kind"] == "ici":
+            model.append("wrap" if link["wrap"] else "no wrap")
+        if a in result.planned_at:
+            model.append("varied by --vs")
+        parts.append(f"{a}={n} ({', '.join(model)})")
+    return ", ".join(parts)
 
 
 #: the width a line of items is wrapped at (the items a line holds; a line is never split inside one)

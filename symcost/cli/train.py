@@ -1,18 +1,34 @@
-"""``symcost model --train`` with the parallelism a run is launched with (--tp, --pp, --dp, --microbatch,
---interleave, --sequences, --recompute, --seq-parallel): the iteration as Megatron-style runs execute it
-(:mod:`symcost.models.execution`)."""
+"""``symcost model --train``: one model of a training step whatever flags are given (the layer's engine
+plan inside the run's pipeline, schedule, recomputation, DP / ZeRO traffic and optimizer:
+:mod:`symcost.models.execution`). Knobs left unset take the defaults :data:`DEFAULTS` names, and the output
+shows them."""
 from __future__ import annotations
 
+from .. import dtypes
 from ..errors import UsageError
 
-#: the options that ask for the execution model
+#: the run's knobs (what ``--search`` chooses itself)
 OPTIONS = ("tp", "pp", "dp", "cp", "ep", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
            "tp_overlap", "zero", "fsdp", "attention")
 # --checkpoints-per-layer also applies to the run (K saved [B, D] tensors a layer, the rest recomputed)
 
 
+#: what an unset knob of ``model --train`` means (shown in the output): every chip a data-parallel replica
+DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "microbatch": 1, "interleave": 1, "recompute": "none",
+            "zero": 0, "attention": "unfused", "memory": "saved", "flops": "attention", "optimizer": "adam"}
+
+
 def add_arguments(m) -> None:
     g = m.add_argument_group("a training run as launched (with --train)")
+    g.add_argument("--memory", choices=("saved", "book"),
+                   help="activation memory: saved (what the layer's plan keeps for its backward pass under "
+                        "--recompute; the default) or book (--checkpoints-per-layer K [B, D] tensors a layer, book "
+                        "Part 6, the rest recomputed)")
+    g.add_argument("--flops", choices=("attention", "6n"),
+                   help="the FLOPs MFU counts: attention (every matmul, attention and logits; the default) or 6n "
+                        "(6 x parameters a token, book Part 6); both are in --json")
+    g.add_argument("--dp-overlap", action="store_true",
+                   help="reduce the gradients beside the last backward pass (default: after it, as Megatron 2022)")
     g.add_argument("--tp", type=int, help="tensor-parallel degree (inside the NVLink domain where it fits)")
     g.add_argument("--pp", type=int, help="pipeline stages")
     g.add_argument("--dp", type=int, help="data-parallel replicas")
@@ -45,47 +61,96 @@ def add_arguments(m) -> None:
     g.add_argument("--top", type=int, default=5, help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
 
 
-def wanted(args) -> bool:
-    return any(getattr(args, k, None) not in (None, False) for k in OPTIONS)
+def _settings(args) -> dict:
+    """Every knob of the run: what the user gave, else :data:`DEFAULTS`; DP fills the chips."""
+    out = {k: getattr(args, k, None) for k in DEFAULTS}
+    out = {k: (v if v is not None else DEFAULTS[k]) for k, v in out.items()}
+    if args.fsdp and args.zero not in (None, 3):
+        raise UsageError(f"--fsdp is --zero 3; it contradicts --zero {args.zero}")
+    if args.fsdp:
+        out["zero"] = 3
+    if args.checkpoints_per_layer is not None and out["memory"] != "book":
+        if args.memory == "saved":
+            raise UsageError("--checkpoints-per-layer counts the book policy's checkpoints; --memory saved reads "
+                             "what the plan keeps (use --recompute)")
+        out["memory"] = "book"
+    per = out["tp"] * out["pp"] * out["cp"]
+    if args.dp is None:
+        if args.chips % per:
+            raise UsageError(f"--chips {args.chips} is not a multiple of --tp {out['tp']} x --pp {out['pp']}"
+                             + (f" x --cp {out['cp']}" if out["cp"] > 1 else "") + f" = {per}")
+        out["dp"] = args.chips // per
+    else:
+        out["dp"] = args.dp
+    if per * out["dp"] != args.chips:
+        raise UsageError(f"--chips {args.chips} is not --tp {out['tp']} x --pp {out['pp']} x --dp {out['dp']}"
+                         + (f" x --cp {out['cp']}" if out["cp"] > 1 else "") + f" = {per * out['dp']}")
+    return out
 
 
 def execute(args, cfg, hw) -> dict:
     from ..models.execution import Run
-    from ..models.recompute import RECOMPUTE
+    from ..models.layer_cost import RECOMPUTE
     if args.recompute is not None and args.recompute not in RECOMPUTE:
         raise UsageError(f"--recompute {args.recompute!r}: choose one of {', '.join(RECOMPUTE)}")
-    if args.fsdp and args.zero not in (None, 3):
-        raise UsageError(f"--fsdp is --zero 3; it contradicts --zero {args.zero}")
-    tp, pp, dp, cp = args.tp or 1, args.pp or 1, args.dp, args.cp or 1
-    if dp is None:
-        dp = max(1, args.chips // (tp * pp * cp))
-    if args.chips not in (1, tp * pp * dp * cp):
-        raise UsageError(f"--chips {args.chips} is not --tp {tp} x --pp {pp} x --dp {dp}"
-                         + (f" x --cp {cp}" if cp > 1 else "") + f" = {tp * pp * dp * cp}")
+    if args.mfu is not None:
+        raise UsageError("--train derives the step, and its MFU, from the layer's plan; drop --mfu")
+    k = _settings(args)
     if args.sequences is None and not args.batch:
         raise UsageError("--train needs --sequences (per iteration) or --batch (tokens per iteration)")
+    if args.sequences is None and args.batch % args.seq:
+        raise UsageError(f"--batch {args.batch:g} tokens is not a whole number of sequences of --seq {args.seq}")
     sequences = args.sequences if args.sequences is not None else int(args.batch // args.seq)
-    run = Run(cfg, hw, tp=tp, pp=pp, dp=dp, cp=cp, ep=args.ep or 1, sequences=sequences, microbatch=args.microbatch or 1, seq=args.seq,
-              interleave=args.interleave or 1, recompute=args.recompute or "none", seq_parallel=args.seq_parallel,
-              schedule=args.schedule, tp_overlap=args.tp_overlap, zero=3 if args.fsdp else (args.zero or 0),
-              checkpoints=args.checkpoints_per_layer, attention=args.attention or "unfused")
+    if sequences < 1:
+        raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq}")
+    if sequences % (k["dp"] * k["microbatch"]):
+        raise UsageError(f"{sequences} sequences do not split into microbatches of {k['microbatch']} on each of "
+                         f"{k['dp']} data-parallel replicas ({sequences} / ({k['dp']} x {k['microbatch']}) = "
+                         f"{sequences / (k['dp'] * k['microbatch']):g})")
+    checkpoints = (args.checkpoints_per_layer if args.checkpoints_per_layer is not None else 1) \
+        if k["memory"] == "book" else None
+    recompute = k["recompute"] if checkpoints is None or k["recompute"] != "none" else "full"
+    run = Run(cfg, hw, tp=k["tp"], pp=k["pp"], dp=k["dp"], cp=k["cp"], ep=k["ep"], sequences=sequences,
+              microbatch=k["microbatch"], seq=args.seq, interleave=k["interleave"], recompute=recompute,
+              seq_parallel=args.seq_parallel, schedule=args.schedule, tp_overlap=args.tp_overlap, zero=k["zero"],
+              checkpoints=checkpoints, attention=k["attention"], dp_overlap=args.dp_overlap,
+              optimizer=k["optimizer"], dtype=dtypes.canonical(args.dtype) or "bf16")
+    return report(run, args, k)
+
+
+def report(run, args, k: dict) -> dict:
+    """The ``train`` object of ``model --train --json`` (DESIGN.md section 3)."""
+    from ..models.execution import STEP_BYTES
+    hw = run.hw
     rep = run.report()
     it, fl, mem = rep["iteration"], rep["flops"], rep["memory"]
-    tokens = sequences * args.seq
+    tokens = run.sequences * run.seq
     lines = hw.efficiency.describe({})
     iterations = args.tokens / tokens if args.tokens else None
+    mfu = rep["mfu_6n"] if k["flops"] == "6n" else rep["mfu"]
+    layer = run.layer_timings()
+    plan = run.layer_cost.plan()
     return {
-        "step_time": it["iteration"], "mfu": rep["mfu"], "hfu": rep["hfu"], "mfu_6n": rep["mfu_6n"],
+        "step_time": it["iteration"], "mfu": mfu, "mfu_attention": rep["mfu"], "mfu_6n": rep["mfu_6n"],
+        "hfu": rep["hfu"], "flops_counted": k["flops"],
         "model_flops_per_token": {"params_only": fl["6N"] / tokens, "with_attention": fl["model"] / tokens},
         "hardware_flops_per_token": fl["hardware"] / tokens,
+        "memory_policy": run.policy_name,
         "memory_bytes": {"params": mem["weights"], "gradients": mem["gradients"], "optimizer": mem["optimizer"],
                          "activations": mem["activations"], "total": mem["total"]},
-        "breakdown": {k: v for k, v in it.items() if k != "iteration"},
+        "optimizer": {"name": run.optimizer, "step_bytes_per_param": dict(STEP_BYTES)},
+        "layer": {"forward": layer["forward"], "backward": layer["backward"], "recompute": layer["recompute"],
+                  "plan": plan.to_dict()},
+        "breakdown": {k2: v for k2, v in it.items() if k2 != "iteration"},
         "schedule": rep["schedule"],
-        "config": {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "cp_link": run.cp_link, "ep": run.ep, "chips": run.chips, "microbatch": run.microbatch,
-                   "sequences": sequences, "seq": args.seq, "recompute": run.recompute,
-                   "seq_parallel": run.seq_parallel, "attention": run.attention, "checkpoints_per_layer": run.checkpoints, "tp_overlap": run.tp_overlap, "zero": run.zero,
+        "config": {"tp": run.tp, "pp": run.pp, "dp": run.dp, "cp": run.cp, "cp_link": run.cp_link, "ep": run.ep,
+                   "chips": run.chips, "microbatch": run.microbatch, "sequences": run.sequences, "seq": run.seq,
+                   "interleave": run.interleave, "recompute": run.policy, "seq_parallel": run.seq_parallel,
+                   "attention": run.attention, "checkpoints_per_layer": run.checkpoints,
+                   "tp_overlap": run.tp_overlap, "zero": run.zero, "dp_overlap": run.dp_overlap,
                    "tp_link": run.tp_link, "pp_link": run.pp_link, "dp_link": run.dp_link},
+        "defaulted": sorted(n for n in DEFAULTS if getattr(args, n, None) in (None, False))
+        + (["dp"] if args.dp is None else []),
         "efficiency": "; ".join([lines[0].strip()] + [x.strip() for x in lines[1:]]),
         "efficiency_source": dict(hw.sources).get("efficiency", ""),
         "flops_total": fl["model"] * iterations if iterations else None,
@@ -111,36 +176,76 @@ def show(rep: dict, hw) -> None:
                       ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms", "head", "bubble", "p2p", "dp_comms",
                        "optimizer") if it[k])
     print(f"    iteration {rep['step_time']:.3g} s ({parts})")
+    lay = rep["layer"]
+    print(f"    one layer, one microbatch (the engine's plan, communication as it runs): forward "
+          f"{lay['forward'] * 1e3:.3g} ms, backward {lay['backward'] * 1e3:.3g} ms, recompute "
+          f"{lay['recompute'] * 1e3:.3g} ms")
+    if rep["defaulted"]:
+        print("    defaults taken: " + ", ".join(_default_text(n, p) for n in rep["defaulted"]))
     if rep["seconds"] is not None:
         print(f"    training {rep['flops_total']:.3g} model FLOPs: {rep['seconds'] / 86400:.1f} days")
-    print(f"    MFU {rep['mfu']:.1%} (model FLOPs {fl['with_attention']:.4g} a token: every matmul, attention and "
-          f"logits; 6N alone {fl['params_only']:.4g} = {rep['mfu_6n']:.1%}), HFU {rep['hfu']:.1%} "
-          f"(with recomputation)")
+    if rep["flops_counted"] == "6n":
+        print(f"    MFU {rep['mfu']:.1%} (6N FLOPs, {fl['params_only']:.4g} a token; with attention and logits "
+              f"{fl['with_attention']:.4g} = {rep['mfu_attention']:.1%}), HFU {rep['hfu']:.1%} (with recomputation)")
+    else:
+        print(f"    MFU {rep['mfu']:.1%} (model FLOPs {fl['with_attention']:.4g} a token: every matmul, attention and "
+              f"logits; 6N alone {fl['params_only']:.4g} = {rep['mfu_6n']:.1%}), HFU {rep['hfu']:.1%} "
+              f"(with recomputation)")
     m = rep["memory_bytes"]
-    print(f"    memory per GPU (first stage): weights {fmt_bytes(m['params'])}, gradients "
+    dev = device_word(hw)
+    policy = ("saved: what the layer's plan keeps for its backward pass" if rep["memory_policy"] == "saved"
+              else f"book: {p['checkpoints_per_layer']} [B, D] checkpoint"
+              f"{'' if p['checkpoints_per_layer'] == 1 else 's'} a layer")
+    print(f"    activation memory policy {policy}; optimizer {rep['optimizer']['name']} (bf16 weights, fp32 "
+          f"gradients, an fp32 master copy and two fp32 moments)" if rep["optimizer"]["name"] == "adam" else
+          f"    activation memory policy {policy}; optimizer {rep['optimizer']['name']}")
+    print(f"    memory per {dev} (first stage): weights {fmt_bytes(m['params'])}, gradients "
           f"{fmt_bytes(m['gradients'])}, optimizer {fmt_bytes(m['optimizer'])}, activations "
           f"{fmt_bytes(m['activations'])} ({sch['in_flight_microbatches']:.3g} "
           f"microbatch{'' if sch['in_flight_microbatches'] == 1 else 'es'} in flight); "
           f"total {fmt_bytes(m['total'])} of {fmt_bytes(hw.hbm_bytes)}")
     if not rep["fits"]:
-        print(f"    DOES NOT FIT: {fmt_bytes(m['total'])} per GPU, the GPU has {fmt_bytes(hw.hbm_bytes)} "
+        print(f"    DOES NOT FIT: {fmt_bytes(m['total'])} per {dev}, the {dev} has {fmt_bytes(hw.hbm_bytes)} "
               f"(the time above is what it would take if it fit, not an answer)")
         print(f"    {_shrink(m, p)}")
     print(f"    {rep['efficiency']} (sources: symcost hardware {hw.name})")
+
+
+def device_word(hw) -> str:
+    """What a device of ``hw`` is called: a GPU, or a TPU's chip."""
+    return "GPU" if getattr(hw, "family", "") == "gpu" or hw.nvlink_domain else "chip"
+
+
+def _default_text(name: str, p: dict) -> str:
+    value = {"memory": None, "flops": None}.get(name, p.get(name, DEFAULTS.get(name)))
+    if name == "memory":
+        return "--memory saved"
+    if name == "flops":
+        return "--flops attention"
+    if name == "dp":
+        return f"--dp {p['dp']} (the chips left)"
+    if name == "optimizer":
+        return "adam"
+    return f"--{name.replace('_', '-')} {value}"
 
 
 def _shrink(m: dict, p: dict) -> str:
     """What would shrink the largest part of a run's memory, among the knobs it has not turned yet."""
     part = max(("activations", "optimizer", "gradients", "params"), key=lambda k: m[k])
     knobs = []
-    if part == "activations":
+    if part == "activations" and p.get("checkpoints_per_layer") is not None:    # the book's checkpoints
+        knobs += ["fewer --checkpoints-per-layer" if p["checkpoints_per_layer"] else "more microbatches"]
+        knobs += ["--seq-parallel"] if p["tp"] > 1 and not p["seq_parallel"] else []
+        knobs += ["a smaller --microbatch"] if p["microbatch"] > 1 else []
+    elif part == "activations":
         if p["recompute"] == "none":
             knobs += ["--recompute selective", "--recompute full"]
         elif p["recompute"] != "full":
             knobs.append("--recompute full")
         knobs += ["--seq-parallel"] if p["tp"] > 1 and not p["seq_parallel"] else []
         knobs += ["--attention flash"] if p["attention"] != "flash" else []
-        knobs += ["a smaller --microbatch"] if p["microbatch"] > 1 else []
+        knobs += ["a smaller --microbatch" if p["microbatch"] > 1 else "more microbatches (fewer --sequences a step, or "
+                  "more --pp stages to split the layers)"]
     else:
         stage = {"optimizer": 1, "gradients": 2, "params": 3}[part]     # the ZeRO stage that splits it
         knobs += [f"--zero {stage}"] if p["dp"] > 1 and p["zero"] < stage else []

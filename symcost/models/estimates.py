@@ -21,10 +21,6 @@ from .transformer import (
 )
 
 
-def _canon(dtype: str | None) -> str | None:
-    return dtypes.canonical(dtype)
-
-
 def train_estimate(cfg: ModelConfig, hw, chips: int, batch_tokens: float, tokens: float | None, mfu: float,
                    seq: int = 0, checkpoints_per_layer: int = 1, param_dtype: str = "bf16") -> dict:
     """Training FLOPs, time (None without ``tokens``), memory and the fewest chips whose HBM holds it (book
@@ -34,7 +30,7 @@ def train_estimate(cfg: ModelConfig, hw, chips: int, batch_tokens: float, tokens
     fpt = flops_per_token(cfg, seq=seq)
     total = fpt["train"] * tokens if tokens else None
     p = param_counts(cfg)["total"]
-    params_b = p * dtypes.nbytes(_canon(param_dtype))
+    params_b = p * dtypes.nbytes(dtypes.canonical(param_dtype))
     opt_b = p * 8  # Adam's two fp32 moments
     act_b = checkpoint_bytes(cfg, batch_tokens, checkpoints_per_layer)
     mem = params_b + opt_b + act_b
@@ -47,14 +43,14 @@ def train_estimate(cfg: ModelConfig, hw, chips: int, batch_tokens: float, tokens
 def min_topology(cfg: ModelConfig, hw, dtype: str, seq: int, kv_dtype: str | None = None) -> dict:
     """Fewest chips (a power of two) whose HBM holds the weights, the HBM left, and how many
     ``seq``-token KV caches fit in it (book Part 8's table)."""
-    d = _canon(dtype)
+    d = dtypes.canonical(dtype)
     pb = param_counts(cfg)["total"] * dtypes.nbytes(d)
     need = pb / hw.hbm_bytes
     chips = 1
     while chips < need:
         chips *= 2
     free = chips * hw.hbm_bytes - pb
-    kv = kv_bytes_per_token(cfg, _canon(kv_dtype) or d)
+    kv = kv_bytes_per_token(cfg, dtypes.canonical(kv_dtype) or d)
     return {"param_bytes": pb, "min_chips": need, "slice_chips": chips, "free_bytes": free,
             "kv_caches": free / (seq * kv)}
 

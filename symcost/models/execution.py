@@ -3,13 +3,16 @@ schedule, sequence parallelism and a recomputation policy, priced operation by o
 hardware preset's achieved efficiency (``[efficiency]``: matmul efficiency by size, HBM, per-link
 collectives).
 
-A layer's operations are priced on one device by :class:`~symcost.models.layer_cost.LayerCost` (einsums,
-elementwise work, TP collectives, ring attention, expert AllToAlls, recomputation); runs that share a
-layer share its figures. A microbatch on a stage is its layers forward, backward (twice the
-forward's FLOPs, elementwise work reading the gradient and the saved tensor and writing a gradient) and
-the recomputed operations; the last stage adds the logits and cross-entropy. An iteration is
-``(m + (p - 1) / v)`` microbatch-times (the schedule's bubble), the point-to-point sends, the data-parallel
-gradient reduction not hidden behind the last backward pass, and the optimizer step.
+A layer is the engine's plan of :func:`~symcost.models.transformer.training_program` at the run's TP, SP
+and CP, forward and backward, priced step by step (:class:`~symcost.models.layer_cost.LayerCost`); runs
+that share a layer share its figures. Around it is the run's structure: a microbatch on a stage is its
+layers forward, backward and the recomputed statements; the last stage adds the logits and the fp32
+cross-entropy. An iteration is ``(m + (p - 1) / v)`` microbatch-times (the schedule's bubble), the
+point-to-point sends (split over the TP ranks and gathered after each receive when sequence parallelism
+is off, as Megatron does), the data-parallel gradient reduction (over the network the replicas span;
+hidden behind the last backward pass only with ``dp_overlap``), and the optimizer step. Every
+collective here is priced by the collectives registry on a mesh placed on the hardware
+(:func:`~symcost.models.layer_cost.collective_seconds`).
 """
 from __future__ import annotations
 
@@ -18,18 +21,22 @@ from functools import cached_property
 
 from .. import caching
 from ..errors import UsageError
-from . import experts, placement
-from . import recompute as rc
+from . import experts
 from .config import ModelConfig
-from .layer_cost import ATTENTION, LayerCost
+from .collective import collective_seconds
+from .layer_cost import ATTENTION, RECOMPUTE, LayerCost
 from .schedule import Schedule, default_schedule
+from .step import TrainingStep
+from ..memory import OPTIMIZERS, optimizer_state
 
 #: the optimizer step as Megatron-LM's mixed-precision optimizer runs it (megatron/optimizer/optimizer.py,
 #: clip_grads.py), bytes per parameter, each its own pass over HBM: the fp32 gradient buffer zeroed before
-#: the iteration's first microbatch (writes 4), the gradient norm for clipping (reads the fp32 gradient, 4),
-#: Adam (apex FusedAdam: reads the gradient, master weight and two moments, 16, writes the master weight
-#: and the moments, 12) and the master weights copied to the bf16 model weights (reads 4, writes 2)
-STEP_BYTES = {"zero_grads": 4, "grad_norm": 4, "adam": 28, "to_model": 6}
+#: the iteration's first microbatch (writes 4), the loss scale's unscale and inf / NaN check of the fp32
+#: gradients (torch._amp_foreach_non_finite_check_and_unscale_: reads 4, writes 4), the gradient norm for
+#: clipping (reads the fp32 gradient, 4), Adam (apex FusedAdam: reads the gradient, master weight and two
+#: moments, 16, writes the master weight and the moments, 12) and the master weights copied to the bf16
+#: model weights (reads 4, writes 2)
+STEP_BYTES = {"zero_grads": 4, "unscale": 8, "grad_norm": 4, "adam": 28, "to_model": 6}
 
 
 @caching.memoize(maxsize=1024)
@@ -59,10 +66,15 @@ class Run:
     cp: int = 1                 # context parallelism: each sequence split over cp ranks (ring attention)
     attention: str = "unfused"  # the attention core: "unfused" (scores through HBM, Megatron 2022) or "flash"
     ep: int = 1                 # expert parallelism: an MoE model's routed experts split over ep replicas
+    dp_overlap: bool = False    # the gradient reduction runs beside the last backward pass (Megatron 2022: after it)
+    optimizer: str = "adam"     # the optimizer whose state a device holds (symcost.memory.OPTIMIZERS)
+    dtype: str = "bf16"         # the weights' dtype (what the model runs: fp8 holds one byte a parameter)
 
     def __post_init__(self):
-        if self.recompute not in rc.RECOMPUTE:
-            raise UsageError(f"--recompute must be one of {', '.join(rc.RECOMPUTE)}, not {self.recompute!r}")
+        if self.recompute not in RECOMPUTE:
+            raise UsageError(f"--recompute must be one of {', '.join(RECOMPUTE)}, not {self.recompute!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise UsageError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, not {self.optimizer!r}")
         for what, v in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp), ("--microbatch", self.microbatch),
                         ("--sequences", self.sequences), ("--seq", self.seq), ("--cp", self.cp)):
             if v < 1:
@@ -144,7 +156,7 @@ class Run:
 
     @property
     def pp_link(self) -> str:
-        return self.link(self.tp * self.pp)
+        return self.link(self.tp * self.cp * self.pp)
 
     @property
     def cp_link(self) -> str:
@@ -155,13 +167,29 @@ class Run:
         return self.link(self.chips)
 
     def link(self, span: int) -> str:
-        return placement.link(self.hw, span)
+        """The link kind of a group whose outermost axis makes the run's innermost ``span`` devices (the
+        placement of :func:`symcost.topology.place`: inner axes fill the fast domain first)."""
+        from ..mesh import parse_mesh
+        from ..topology import place
+        return place(parse_mesh(f"A={span}"), self.hw).mesh.axes[0].kind
+
+    def _collective(self, kind: str, nbytes: float, group: int, inner: int) -> float:
+        """A collective over ``group`` devices laid out outside ``inner`` consecutive ones (DP outside TP x CP
+        x PP; PP outside TP x CP)."""
+        mesh = f"A={group}" + (f",I={inner}" if inner > 1 else "")
+        return collective_seconds(self.hw, kind, nbytes, group, mesh, "A")
 
     def layer(self) -> dict:
         """Seconds one layer takes for one microbatch on one device, by part (an MoE model: the mean over
         its dense and MoE layers)."""
         parts = [(w, lay.figures()) for w, lay in self.kinds()]
         return {k: sum(w * p[k] for w, p in parts) for k in parts[0][1]}
+
+    def layer_timings(self) -> dict:
+        """Forward, backward and recompute seconds of one layer for one microbatch, communication included
+        as it runs (an MoE model: the mean over its layers)."""
+        parts = [(w, lay.timings()) for w, lay in self.kinds()]
+        return {k: sum(w * p[k] for w, p in parts) for k in ("forward", "backward", "recompute")}
 
     def head(self) -> float:
         """The logits (forward and backward) and cross-entropy of one microbatch on the last stage."""
@@ -171,17 +199,29 @@ class Run:
         """Parameters a device holds before ZeRO: its stage's share over TP, routed experts over EP."""
         return _params_per_device(self.cfg, self.tp, self.pp, self.ep)
 
+    def send(self) -> float:
+        """Seconds of one point-to-point send of a microbatch's activations between stages: each TP rank
+        sends its 1 / t of them (the scatter-gather of Narayanan et al. 2021, section 4.1) and, without
+        sequence parallelism, the receiving stage gathers them over TP."""
+        if self.pp == 1:
+            return 0.0
+        v = 2 * self.seq * self.microbatch * self.cfg.D / self.cp
+        inner = self.tp * self.cp
+        send = collective_seconds(self.hw, "Send", v / self.tp, self.pp,
+                                  f"P={self.pp}" + (f",I={inner}" if inner > 1 else ""), "P")
+        if self.tp > 1 and not self.seq_parallel:
+            send += self._collective("AllGather", v, self.tp, 1)
+        return send
+
     def iteration(self) -> dict:
-        """Seconds per iteration, by part, and the FLOPs behind MFU and HFU."""
+        """Seconds per iteration, by part."""
         sch = self.pipeline
         lay = self.layer()
         per_stage = self.layers_per_stage
         mb = per_stage * sum(lay[k] for k in ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms")) \
             + self.head()
         m = sch.microbatches
-        bw, lat = placement.bandwidth(self.hw, self.pp_link)
-        send = 2 * self.seq * self.microbatch * self.cfg.D / (self.tp * self.cp) / bw + lat if sch.stages > 1 else 0.0
-        p2p = m * sch.sends_per_microbatch * send
+        p2p = m * sch.sends_per_microbatch * self.send()
         params = self.params_per_device()
         dp_exposed = self._dp_comms(params, per_stage * lay["backward"], per_stage * lay["forward"], m)
         optimizer = self._optimizer_step(params)
@@ -200,25 +240,30 @@ class Run:
         shard = params / (dp if self.zero >= 1 else 1)
         grads = params / (dp if self.zero >= 2 else 1)
         on_shard = sum(b for k, b in STEP_BYTES.items() if k != "zero_grads")   # the gradients: where held
-        return self.layer_cost.hbm(on_shard * shard + STEP_BYTES["zero_grads"] * grads, 0.0)
+        e = self.hw.efficiency
+        return (on_shard * shard + STEP_BYTES["zero_grads"] * grads) / (self.hw.hbm_bandwidth * e.hbm)
 
     def _dp_comms(self, params: float, backward: float, forward: float, m: int) -> float:
-        """Data-parallel collectives not hidden behind compute. Gradients (fp32) are reduced while the last
-        microbatch's backward pass runs: an AllReduce, or with ZeRO a ReduceScatter and, after the step, an
-        AllGather of the bf16 weights (on the critical path). ZeRO-3 (FSDP) also gathers each stage's
-        weights before every microbatch's forward and backward pass, prefetched behind that pass. The group
-        is the replicas: the data-parallel ones and the context-parallel ranks."""
+        """Data-parallel collectives on the critical path. The fp32 gradients are reduced (an AllReduce, or
+        with ZeRO a ReduceScatter and, after the step, an AllGather of the bf16 weights) after the last
+        microbatch's backward pass, or beside it with ``dp_overlap``. ZeRO-3 (FSDP) also gathers each
+        stage's weights before every microbatch's forward and backward pass, prefetched behind that pass.
+        The group is the replicas: the data-parallel ones and the context-parallel ranks, laid out outside
+        the TP ranks and the stages."""
         n = self.replicas
         if n == 1:
             return 0.0
-        link = self.dp_link
+        inner = self.tp * self.pp
+
+        def exposed(t: float) -> float:
+            return max(0.0, t - backward) if self.dp_overlap else t
         if self.zero == 0:
-            return max(0.0, placement.collective(self.hw, "AllReduce", 4 * params, n, link) - backward)
-        exposed = max(0.0, placement.collective(self.hw, "ReduceScatter", 4 * params, n, link) - backward)
-        gather = placement.collective(self.hw, "AllGather", 2 * params, n, link)
+            return exposed(self._collective("AllReduce", 4 * params, n, inner))
+        reduce = exposed(self._collective("ReduceScatter", 4 * params, n, inner))
+        gather = self._collective("AllGather", 2 * params, n, inner)
         if self.zero < 3:
-            return exposed + gather
-        return exposed + m * (max(0.0, gather - forward) + max(0.0, gather - backward))
+            return reduce + gather
+        return reduce + m * (max(0.0, gather - forward) + max(0.0, gather - backward))
 
     def flops(self) -> dict:
         """FLOPs of one iteration: ``6N`` (parameters only, book Part 6), the model's (every matmul forward and
@@ -235,26 +280,43 @@ class Run:
         return {"6N": 6 * param_counts(self.cfg)["active"] * tokens, "model": model,
                 "hardware": model + microbatches * self.cfg.L * redo}
 
-    def report(self) -> dict:
-        """Everything ``symcost model --train`` prints: the iteration by part, FLOPs, MFU and HFU, memory."""
+    @property
+    def policy_name(self) -> str:
+        """The memory policy in use: ``book`` (``checkpoints`` [B, D] tensors a layer) or ``saved``."""
+        return "book" if self.checkpoints is not None else "saved"
+
+    def result(self) -> TrainingStep:
+        """The step priced: the iteration by part, FLOPs, MFU and HFU, memory under its policy, one layer."""
         it, fl = self.iteration(), self.flops()
         peak = self.chips * self.hw.C * it["iteration"]
-        return {"iteration": it, "flops": fl, "mfu": fl["model"] / peak, "hfu": fl["hardware"] / peak,
-                "mfu_6n": fl["6N"] / peak, "schedule": self.pipeline.as_dict(), "memory": self.memory()}
+        return TrainingStep.of(iteration=it, flops=fl, mfu=fl["model"] / peak, hfu=fl["hardware"] / peak,
+                               mfu_6n=fl["6N"] / peak, schedule=self.pipeline.as_dict(), memory=self.memory(),
+                               memory_policy=self.policy_name, layer=self.layer_timings())
+
+    def report(self) -> dict:
+        """Everything ``symcost model --train`` prints, as a dictionary (:meth:`result`'s)."""
+        return self.result().as_dict()
 
     def memory(self) -> dict:
-        """Bytes per GPU on the first stage (the one holding the most activations): bf16 weights,
-        gradients accumulated in fp32 (4 bytes), fp32 master weights and Adam moments (12 bytes a parameter),
-        activations in flight; ZeRO stage 1 splits the optimizer state over the replicas, 2 the gradients too,
-        3 (FSDP) the weights too."""
+        """Bytes per device on the first stage (the one holding the most activations): the weights in their
+        dtype, the
+        gradients and optimizer state of :func:`symcost.memory.optimizer_state` (Adam in mixed precision:
+        fp32 gradients 4, an fp32 master copy 4 and two fp32 moments 8 bytes a parameter), activations in
+        flight under the memory policy; ZeRO stage 1 splits the optimizer state over the replicas, 2 the
+        gradients too, 3 (FSDP) the weights too."""
         params = self.params_per_device()
-        per_layer = sum(w * lay.saved_bytes() for w, lay in self.kinds())
-        layers = self.layers_per_stage
-        acts = per_layer * layers * self.pipeline.in_flight
+        if self.checkpoints is not None:
+            per_layer = self.layer_cost.checkpoint_bytes(self.checkpoints)
+        else:
+            per_layer = sum(w * lay.saved_bytes() for w, lay in self.kinds())
+        acts = per_layer * self.layers_per_stage * self.pipeline.in_flight
         dp = self.replicas
-        out = {"weights": 2 * params / (dp if self.zero >= 3 else 1),
-               "gradients": 4 * params / (dp if self.zero >= 2 else 1),
-               "optimizer": 12 * params / (dp if self.zero >= 1 else 1), "activations": acts}
+        state = optimizer_state(self.optimizer)
+        from .. import dtypes
+        out = {"weights": dtypes.nbytes(self.dtype) * params / (dp if self.zero >= 3 else 1),
+               "gradients": state.gradients * params / (dp if self.zero >= 2 else 1),
+               "optimizer": (state.master + state.moments) * params / (dp if self.zero >= 1 else 1),
+               "activations": acts}
         out["total"] = sum(out.values())
         return out
 

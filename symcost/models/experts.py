@@ -15,7 +15,6 @@ with two AllToAlls forward and two backward (each token's ``k`` copies of ``D`` 
 from __future__ import annotations
 
 from ..errors import UsageError
-from . import placement
 
 
 def active_width(cfg) -> int:
@@ -56,17 +55,18 @@ def dispatch_bytes(cfg, tokens: float) -> float:
     return 2 * tokens * cfg.k * cfg.D
 
 
-def alltoalls(run) -> float:
-    """Seconds of an MoE layer's AllToAlls over ``run``'s expert-parallel ranks (a
-    :class:`symcost.models.execution.Run`): tokens to their experts and back, forward and backward, and
-    forward again with full recomputation; in the fast domain where ``tp x ep`` fits."""
-    if run.ep == 1:
+def alltoalls(lay) -> float:
+    """Seconds of an MoE layer's AllToAlls over the expert-parallel ranks of ``lay`` (a
+    :class:`symcost.models.layer_cost.LayerCost`): tokens to their experts and back, forward and backward,
+    and forward again with full recomputation; each priced by the collectives registry on an axis of
+    ``ep`` devices laid out outside the ``tp`` ones."""
+    if lay.ep == 1:
         return 0.0
-    tokens = run.seq * run.microbatch / (run.cp * (run.tp if run.seq_parallel else 1))
-    link = run.link(run.tp * run.ep)
-    bw, lat = placement.bandwidth(run.hw, link, "AllToAll")
-    one = dispatch_bytes(run.cfg, tokens) * (run.ep - 1) / run.ep / bw + lat
-    return one * (6 if run.policy == "full" else 4)
+    from .collective import collective_seconds
+    tokens = lay.seq * lay.microbatch / (lay.cp * (lay.tp if lay.seq_parallel else 1))
+    mesh = f"E={lay.ep}" + (f",I={lay.tp}" if lay.tp > 1 else "")
+    one = collective_seconds(lay.hw, "AllToAll", dispatch_bytes(lay.cfg, tokens), lay.ep, mesh, "E")
+    return one * (6 if lay.policy == "full" else 4)
 
 
 __all__ = ["active_width", "moe_layers", "routed_params", "check", "dispatch_bytes", "alltoalls"]

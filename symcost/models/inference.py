@@ -47,10 +47,6 @@ from .transformer import (
 )
 
 
-def _canon(dtype: str | None) -> str | None:
-    return dtypes.canonical(dtype)
-
-
 def default_mesh(cfg: ModelConfig, chips: int) -> tuple[str, Sharding]:
     """Model parallelism over Y (the KV heads, as far as they divide) and Z (the rest): heads over Y,
     F and the vocabulary over Y and Z, the KV cache's batch over Z (book Part 8: KV[2, B_Z, S, K_Y, H])."""
@@ -102,9 +98,9 @@ class Serving:
     _held: float | None = field(default=None, repr=False)
 
     def __post_init__(self):
-        self.dtype = _canon(self.dtype)
-        self.kv_dtype = _canon(self.kv_dtype) or self.dtype
-        self.compute_dtype = _canon(self.compute_dtype)
+        self.dtype = dtypes.canonical(self.dtype)
+        self.kv_dtype = dtypes.canonical(self.kv_dtype) or self.dtype
+        self.compute_dtype = dtypes.canonical(self.compute_dtype)
         if self.mesh is not None:
             devices = math.prod(a.size or 1 for a in parse_mesh(self.mesh).axes)
             if devices != self.chips:
@@ -349,8 +345,8 @@ def critical_batch(hw, weight_dtype: str = "bf16", compute_dtype: str | None = N
     """B_crit where a decode matmul turns compute-bound: solve T_math = T_hbm for B on the einsum
     ``Out[B, F] = In[B, D] *_D W[D, F]`` with its weight-streaming term (book Part 7: 240 on v5e in
     bf16, 120 with int8 weights and bf16 FLOPs, 240 int8 x int8)."""
-    wd = _canon(weight_dtype)
-    cd = _canon(compute_dtype) or ("bf16" if wd in ("int8", "int4", "fp8") else wd)
+    wd = dtypes.canonical(weight_dtype)
+    cd = dtypes.canonical(compute_dtype) or ("bf16" if wd in ("int8", "int4", "fp8") else wd)
     act = cd if cd != "bf16" or wd == "bf16" else "bf16"
     plan = derive_program(f"Out:{act}[B, F] = In:{act}[B, D] *_D W:{wd}[D, F]")
     B, D, F = (sp.Symbol(n, positive=True, integer=True) for n in "BDF")

@@ -1,63 +1,61 @@
-"""One transformer layer, one microbatch, one device: what its operations cost in a training run.
+"""One transformer layer, one microbatch, one device of a training run: read off the engine's plan.
 
 A :class:`LayerCost` is the part of a run (:class:`symcost.models.execution.Run`) that a layer's time
 depends on -- the model, the hardware, TP, CP, EP, the microbatch and sequence, the recomputation policy,
-sequence parallelism and the attention kernel -- and not the pipeline, the data-parallel replicas or the
-ZeRO stage. Runs that share it share its figures: a search over thousands of runs prices each distinct
-layer once (its figures are kept, keyed by the value).
+sequence parallelism, the attention kernel -- and not the pipeline, the data-parallel replicas or the ZeRO
+stage. Its layer is :func:`symcost.models.transformer.training_program` at the run's sharding (TP on mesh
+axis ``Y``, CP on ``Z``, placed on the hardware as a run places them: TP innermost), derived with its
+backward pass by :func:`symcost.program.derive_program`. Every step of that plan -- einsums, elementwise
+work, the collectives TP, SP and CP need -- is priced by :func:`symcost.pricing.op_cost` at the bound
+sizes with the preset's achieved efficiency (each matmul at the rate its shape reaches, each collective
+through the registry and its link model), and the steps on the critical path add up (the ``critical``
+overlap policy: a training framework runs a layer's operations one after another).
 
-Each of the layer's operations (:data:`symcost.models.recompute.LAYER`) is priced on one device: an einsum
-as its matmuls, each at ``FLOPs / (C eta)`` with ``eta`` the rate its size reaches times the useful
-fraction of its tiles' waves (or its HBM traffic, whichever is longer), elementwise work at
-``max(bytes / (W_hbm eta_hbm), FLOPs / (C_vec eta_vec))`` (read its operands, write its result; the
-rule's FLOPs), tensor-parallel collectives on the critical path (two AllReduces a layer forward and two
-backward; with sequence parallelism each becomes an AllGather and a ReduceScatter of the same bytes).
-The backward pass is twice the forward's FLOPs (the gradients of both operands, matmuls of other
-shapes), its elementwise work reading the gradient and the saved tensor and writing a gradient; recomputation runs the policy's operations again. With context
-parallelism (``cp``) a rank holds ``s / cp`` of every sequence, so its share of every operation is
-``1 / cp``, and ring attention passes the keys and values round the ``cp`` ranks beside the attention core.
+A recomputation policy names the forward statements run again in the backward pass: ``full`` all of
+them (communication included), ``selective`` the attention core (Korthikanti et al. 2022), JAX's
+``dots_saveable`` everything but the einsums. The tensors the layer keeps for its backward pass are the
+plan's residuals that the backward steps of the statements *not* recomputed read, plus what enters the
+recomputed statements from outside them (:meth:`LayerCost.saved`): Korthikanti's 34sbh + 5as^2b and the
+rest follow from the plan (tests/test_layer_plan.py).
 
     >>> from symcost.hardware import hardware
     >>> from symcost.models.config import load_model_config
-    >>> lay = LayerCost(load_model_config("gpt3-175b"), hardware("a100"), tp=8, microbatch=1, seq=2048)
-    >>> f = lay.figures()
-    >>> round(f["forward"] * 1e3, 2), round(f["backward"] / f["forward"], 2), f["recompute"]
-    (4.72, 1.81, 0.0)
+    >>> lay = LayerCost(load_model_config("megatron-22b"), hardware("a100"), tp=8, microbatch=4, seq=2048)
+    >>> t = lay.timings()
+    >>> round(t["forward"] * 1e3, 1), round(t["backward"] * 1e3, 1), t["recompute"]
+    (7.4, 12.0, 0.0)
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import MappingProxyType
 
-import sympy as sp
-
 from .. import caching
-from ..elementwise import RULES
-from ..numeric import math_function
-from . import experts, placement
-from . import recompute as rc
+from ..env import Env
+from ..errors import UsageError
+from ..layout import Layout, bytes_per_device
+from ..pricing import op_cost
+from ..program import derive_program
+from . import experts
+from .collective import collective_seconds  # noqa: F401  (where a run prices its collectives)
 
 #: how the attention core runs
 ATTENTION = ("unfused", "flash")
 
+#: JAX's checkpoint policies (jax.checkpoint_policies) by name: what each keeps, as a policy of ours
+JAX_POLICIES = {"everything_saveable": "none", "nothing_saveable": "full", "dots_saveable": "dots",
+                "dots_with_no_batch_dims_saveable": "dots_no_batch"}
+RECOMPUTE = ("none", "selective", "full", "dots", "dots_no_batch") + tuple(JAX_POLICIES)
 
-def _numeric(expr):
-    """``expr`` (in the layer's symbols s, b, h, a, t) as a plain function of them: a run's figures are the
-    same few expressions at other numbers, and a search prices thousands of runs."""
-    return math_function(expr, (rc.s, rc.b, rc.h, rc.a, rc.t))
-
-
-@caching.memoize(maxsize=256)
-def _widths(cfg, moe: bool) -> Mapping:
-    if moe:   # a token's MLP in an MoE layer: its k routed experts and the shared ones
-        return MappingProxyType(rc.widths(replace(cfg, F=experts.active_width(cfg))))
-    return MappingProxyType(rc.widths(cfg))
+#: the einsums of the attention core that run per sequence and head (JAX's "batch dimensions")
+BATCHED = ("A", "Ctx")
 
 
-@caching.memoize(maxsize=8192)
-def _elements(shape: str, tp: bool, seq_parallel: bool, width) -> sp.Expr:
-    return rc.elements(shape, tp, seq_parallel, dict(width))
+def policy(recompute: str) -> str:
+    """The policy's own name (a JAX policy name maps to what it keeps)."""
+    if recompute not in RECOMPUTE:
+        raise UsageError(f"--recompute must be one of {', '.join(RECOMPUTE)}, not {recompute!r}")
+    return JAX_POLICIES.get(recompute, recompute)
 
 
 @dataclass(frozen=True)
@@ -85,207 +83,252 @@ class LayerCost:
     @property
     def policy(self) -> str:
         """What is recomputed: with checkpoints (book Part 6) the layer runs again from them (as full)."""
-        return "full" if self.checkpoints else rc.policy(self.recompute)
+        return "full" if self.checkpoints is not None else policy(self.recompute)
 
-    def link(self, span: int) -> str:
-        return placement.link(self.hw, span)
+    # ------------------------------------------------------------------ the plan
+    @property
+    def mesh(self) -> str:
+        """The layer's mesh: CP outside TP, so TP takes the fastest links (a run's DP and PP lie outside both)."""
+        return ",".join(f"{n}={k}" for n, k in (("Z", self.cp), ("Y", self.tp)) if k > 1) or "Y=1"
+
+    @property
+    def sizes(self) -> dict:
+        cfg = self.cfg
+        width = experts.active_width(cfg) if self.moe else cfg.F
+        return {"B": self.microbatch, "T": self.seq, "S": self.seq, "D": cfg.D, "K": cfg.K, "G": cfg.G,
+                "H": cfg.H, "F": width, "V": cfg.V}
+
+    def program(self) -> str:
+        from .transformer import training_program
+        return training_program(self.cfg, tp_axes=("Y",) if self.tp > 1 else (),
+                                cp_axes=("Z",) if self.cp > 1 else (), seq_parallel=self.seq_parallel and self.tp > 1)
+
+    def plan(self):
+        """The layer's plan, forward and backward, as ``derive --backward --json`` gives it: activations are
+        kept as each operation has them and gathered again where the backward pass needs them gathered
+        (Megatron keeps the sequence-parallel inputs split and gathers them again)."""
+        return _plan(self.program(), self.mesh, tuple(sorted(self.sizes.items())), self.hw)
+
+    @property
+    def on_chip(self) -> frozenset:
+        """Tensors that never reach HBM: with flash attention the scores and probabilities and their gradients."""
+        if self.attention != "flash":
+            return frozenset()
+        names = ("A", "P", "Pd")
+        return frozenset(names + tuple("d" + n for n in names))
+
+    # ------------------------------------------------------------------ readings
+    def timings(self) -> dict:
+        """Seconds of one layer for one microbatch on one device: ``forward``, ``backward`` and
+        ``recompute`` with their communication as it runs; ``tp_comms`` / ``cp_comms`` / ``ep_comms`` the
+        collectives among them, ``matmul`` and ``elementwise`` the compute."""
+        return _timings(self)
+
+    def figures(self) -> dict:
+        """The timings split as a run's breakdown shows them: compute (``forward``, ``backward``,
+        ``recompute``) apart from each kind of communication."""
+        t = self.timings()
+        return {"forward": t["forward_compute"], "backward": t["backward_compute"],
+                "recompute": t["recompute_compute"], "tp_comms": t["tp_comms"], "cp_comms": t["cp_comms"],
+                "ep_comms": t["ep_comms"], "matmul": t["matmul"], "elementwise": t["elementwise"]}
+
+    def saved(self) -> tuple:
+        """The layouts the layer keeps for its backward pass under its policy (:func:`_saved`)."""
+        return _saved(self)
+
+    def saved_bytes(self) -> float:
+        """Bytes of activations the layer keeps for its backward pass on one device (the ``saved`` policy)."""
+        return _saved_bytes(self)
+
+    def _saved_bytes(self) -> float:
+        plan = self.plan()
+        sizes = dict(plan.sizes)
+        out = sum(float(bytes_per_device(t, plan.mesh, sizes)) for t in self.saved())
+        if self.attention == "flash" and self.policy != "full":    # the fp32 log-sum-exp, one a query and head
+            out += 4 * self.microbatch * self.seq * self.cfg.N / (self.tp * self.cp)
+        return out
+
+    def checkpoint_bytes(self, k: int) -> float:
+        """Bytes of ``k`` [B, D] checkpoints of the layer in bf16 on one device (book Part 6): the tokens
+        the device holds between the TP regions (split over CP, and over TP with sequence parallelism)."""
+        tokens = self.microbatch * self.seq / (self.cp * (self.tp if self.seq_parallel else 1))
+        return 2.0 * k * tokens * self.cfg.D
+
+    def einsum_flops_all(self) -> tuple[float, float]:
+        """(FLOPs of the layer's einsums forward, FLOPs run again in the backward pass) for the whole layer
+        (every TP and CP rank): what MFU and HFU count."""
+        return _flops(self)
+
+    def head(self) -> float:
+        """The logits (forward and backward) and the fp32 cross-entropy of one microbatch on the last stage."""
+        return _head(self)
+
+    def env(self, plan) -> Env:
+        return Env.numeric(plan.mesh, dict(plan.sizes), self.hw.bindings("bf16"), self.hw.efficiency)
 
     @property
     def tp_link(self) -> str:
-        return self.link(self.tp)
+        return self._link("Y")
 
     @property
     def cp_link(self) -> str:
-        return self.link(self.tp * self.cp)
+        return self._link("Z") if self.cp > 1 else self.tp_link
 
-    # ------------------------------------------------------------------ the pieces
-    @property
-    def width(self) -> dict:
-        return _widths(self.cfg, self.moe)
-
-    def elements(self, shape: str, tp: bool, seq_parallel: bool) -> sp.Expr:
-        return _elements(shape, tp, seq_parallel, tuple(sorted(self.width.items())))
-
-    def n(self, expr) -> float:
-        """A per-layer figure on one device; with context parallelism a rank holds ``s / cp`` of each
-        sequence's tokens and attends them to all ``s`` keys, so every term (``s`` and ``s^2``) is a
-        ``1 / cp`` share."""
-        return float(_numeric(sp.sympify(expr))(self.seq, self.microbatch, self.cfg.D, self.cfg.N, self.tp)) / self.cp
-
-    def matmul(self, flops: float) -> float:
-        return flops / (self.hw.C * self.hw.efficiency.math(flops))
-
-    def gemm(self, m: float, n: float, k: float, batch: float = 1) -> float:
-        """Seconds of one ``[batch, m, k] x [batch, k, n]`` matmul on one device, at the rate its size and
-        its tiles' waves reach (:meth:`~symcost.hardware.efficiency.Efficiency.matmul_shape`)."""
-        return 2 * m * n * k * batch / (self.hw.C * self.hw.efficiency.matmul_shape(m, n, k, batch))
-
-    def gemm_shape(self, op) -> tuple[float, float, float, float]:
-        """``(m, n, k, batch)`` of an einsum of the layer on one device: the projections multiply the
-        rank's tokens by its block of the weight; the attention matmuls run per sequence and head (an MoE
-        layer's MLP is priced as one matmul of the token's experts' width)."""
-        s, b, h, t, w, cfg = self.seq, self.microbatch, self.cfg.D, self.tp, self.width, self.cfg
-        tokens, heads = s * b / self.cp, b * cfg.N / t
-        out = float(w["h4"]) / (2 if cfg.gated else 1)
-        return {"qkv": (tokens, float(w["h3"]) * h / t, h, 1), "proj": (tokens, h, float(w["ctx"]) * h / t, 1),
-                "fc1": (tokens, float(w["h4"]) * h / t, h, 1), "fc2": (tokens, h, out * h / t, 1),
-                "scores": (s / self.cp, s, cfg.H, heads), "context": (s / self.cp, cfg.H, s, heads)}[op.name]
-
-    def einsum_time(self, op, backward: bool) -> float:
-        """An einsum's seconds, each matmul bound by its FLOPs or the HBM traffic of the einsum: forward
-        ``[m, k] x [k, n]``; backward the gradients of both operands, ``[m, n] x [n, k]`` and
-        ``[k, m] x [m, n]``: as many FLOPs each, in other shapes (and so other waves)."""
-        m, n, k, batch = self.gemm_shape(op)
-        nbytes = self.hbm(self.einsum_bytes(op), 0.0)
-        shapes = ((m, k, n), (k, n, m)) if backward else ((m, n, k),)
-        return sum(max(self.gemm(*sh, batch), nbytes) for sh in shapes)
-
-    def hbm(self, nbytes: float, vflops: float) -> float:
-        e = self.hw.efficiency
-        t_vec = vflops / (self.hw.vector_flops * e.vector) if self.hw.vector_flops else 0.0
-        return max(nbytes / (self.hw.hbm_bandwidth * e.hbm), t_vec)
-
-    def collective(self, kind: str, nbytes: float, group: int, link: str) -> float:
-        return placement.collective(self.hw, kind, nbytes, group, link)
-
-    def einsum_flops(self, op) -> float:
-        """FLOPs of an einsum of the layer on one device: ``2 m n k`` of its matmul (:meth:`gemm_shape`)."""
-        m, n, k, batch = self.gemm_shape(op)
-        return 2 * m * n * k * batch
-
-    def einsum_bytes(self, op) -> float:
-        """HBM bytes an einsum reads and writes (its activations; weights for the projections)."""
-        act = sum(self.n(self.elements(r, True, False)) for r in op.reads) + self.n(self.elements(op.writes, True, False))
-        w = self.width
-        mlp_out = w["h4"] / (2 if self.cfg.gated else 1)
-        weights = {"qkv": w["h3"], "proj": w["ctx"], "fc1": w["h4"], "fc2": mlp_out}.get(op.name, 0)
-        weights = float(weights) * self.cfg.D ** 2 / self.tp
-        return 2 * (act + weights)
-
-    def elementwise(self, op, backward: bool) -> float:
-        rule = RULES[op.kind]
-        out = self.n(self.elements(op.writes, True, self.seq_parallel))
-        ins = sum(self.n(self.elements(r, True, self.seq_parallel)) for r in op.reads)
-        if backward:   # read the gradient and what the rule saved, write each operand's gradient
-            nbytes = 2 * (out + ins + (ins if rule.saves in ("inputs", "output") else 0)) \
-                + (out if rule.saves == "mask" else 0)
-            return self.hbm(nbytes, rule.grad_flops * ins)
-        nbytes = 2 * (ins + out) + (out if rule.saves == "mask" else 0)
-        return self.hbm(nbytes, rule.flops * out)
-
-    def ops(self, ops, backward: bool) -> tuple[float, float]:
-        """(matmul seconds, elementwise seconds) of ``ops`` on one device; with flash attention the
-        attention core is one kernel (:meth:`flash`)."""
-        mm = vec = 0.0
-        if self.attention == "flash" and any(op.core for op in ops):
-            mm += self.flash(backward)
-            ops = [op for op in ops if not op.core]
-        for op in ops:
-            if op.kind == "Einsum":
-                mm += self.einsum_time(op, backward)
-            else:
-                vec += self.elementwise(op, backward)
-        return mm, vec
-
-    def flash(self, backward: bool) -> float:
-        """The attention core as one fused kernel (FlashAttention): the scores never reach HBM. Forward: the
-        two attention matmuls, reading Q, K and V and writing the context and its log-sum-exp (fp32, one a
-        query and head); backward: five matmuls (the scores again, then the gradients of V, the
-        probabilities, Q and K: 2.5 times the forward's FLOPs), reading Q, K, V, the context, its gradient
-        and the log-sum-exp, writing the gradients of Q, K and V."""
-        core = [op for op in rc.LAYER if op.kind == "Einsum" and op.core]
-        flops = sum(self.einsum_flops(op) for op in core)
-        qkv = sum(self.n(self.elements(r, True, False)) for r in ("q", "k", "v"))
-        ctx = self.n(self.elements("ctx", True, False))
-        lse = self.n(rc.a * rc.s * rc.b / rc.t)
-        if backward:
-            return max(self.matmul(2.5 * flops), self.hbm(2 * (2 * qkv + 2 * ctx) + 4 * lse, 0.0))
-        return max(self.matmul(flops), self.hbm(2 * (qkv + ctx) + 4 * lse, 0.0))
-
-    def recomputed(self) -> tuple:
-        """The operations the backward pass runs again: with flash attention the core's recomputation is
-        inside its backward kernel, so only full recomputation runs the core again."""
-        ops = rc.recompute_ops(self.policy)
-        if self.attention == "flash" and self.policy != "full":
-            ops = tuple(op for op in ops if not op.core)
-        return ops
-
-    def tp_comms(self) -> float:
-        """TP collectives of one layer's forward pass on the critical path."""
-        if self.tp == 1 or self.tp_overlap:
-            return 0.0
-        v = 2 * self.seq * self.microbatch * self.cfg.D / self.cp
-        if self.seq_parallel:
-            return 2 * (self.collective("AllGather", v, self.tp, self.tp_link)
-                        + self.collective("ReduceScatter", v, self.tp, self.tp_link))
-        return 2 * self.collective("AllReduce", v, self.tp, self.tp_link)
-
-    def tp_regather(self) -> float:
-        """Sequence parallelism keeps the inputs of the QKV and first MLP matmuls split over TP; the backward
-        pass gathers them again for the weight gradients (Korthikanti et al. 2022, section 4.2.2)."""
-        if self.tp == 1 or self.tp_overlap or not self.seq_parallel or self.policy == "full":
-            return 0.0
-        return 2 * self.collective("AllGather", 2 * self.seq * self.microbatch * self.cfg.D / self.cp, self.tp,
-                                   self.tp_link)
-
-    def cp_comms(self) -> float:
-        """Ring attention's exposed time in one layer (forward and backward): each rank passes its keys and
-        values round the ring, ``cp - 1`` sends of ``s / cp`` tokens, overlapped with attention over the
-        chunk it holds; the backward pass passes them again with their gradients (twice the bytes)."""
-        if self.cp == 1:
-            return 0.0
-        chunk = 2 * 2 * (self.seq / self.cp) * self.microbatch * float(self.width["k"]) * self.cfg.D / self.tp
-        bw, lat = placement.bandwidth(self.hw, self.cp_link)
-        ring = (self.cp - 1) * (chunk / bw + lat)
-        core = [op for op in rc.LAYER if op.core]
-        fwd, bwd = sum(self.ops(core, False)), sum(self.ops(core, True))
-        return max(0.0, ring - fwd) + max(0.0, 2 * ring - bwd)
-
-    # ------------------------------------------------------------------ what a run reads (kept)
-    @caching.memoize(maxsize=4096)
-    def figures(self) -> Mapping[str, float]:
-        """Seconds the layer takes, by part: forward, backward, recompute, TP / CP / EP comms, and the
-        matmul and elementwise shares of the compute."""
-        fwd_mm, fwd_vec = self.ops(rc.LAYER, False)
-        bwd_mm, bwd_vec = self.ops(rc.LAYER, True)
-        re_mm, re_vec = self.ops(self.recomputed(), False)
-        comms = self.tp_comms()
-        re_comms = comms if self.policy == "full" else 0.0
-        return MappingProxyType({
-            "forward": fwd_mm + fwd_vec, "backward": bwd_mm + bwd_vec, "recompute": re_mm + re_vec + re_comms,
-            "tp_comms": 2 * comms + self.tp_regather(), "cp_comms": self.cp_comms(),
-            "ep_comms": experts.alltoalls(self) if self.moe else 0.0,
-            "matmul": fwd_mm + bwd_mm + re_mm, "elementwise": fwd_vec + bwd_vec + re_vec})
-
-    @caching.memoize(maxsize=4096)
-    def head(self) -> float:
-        """The logits (forward and backward) and cross-entropy of one microbatch on the last stage."""
-        tokens, v, d = self.seq * self.microbatch / self.cp, self.cfg.V / self.tp, self.cfg.D
-        ce = RULES["CrossEntropy"]
-        logits = self.gemm(tokens, v, d) + self.gemm(tokens, d, v) + self.gemm(d, v, tokens)
-        return logits + self.hbm(4 * tokens * v * 2, (ce.flops + ce.grad_flops) * tokens * v)
-
-    @caching.memoize(maxsize=4096)
-    def saved_bytes(self) -> float:
-        """Bytes of activations the layer keeps for its backward pass on one device (with checkpoints, book
-        Part 6: k tensors of [B, D] in bf16)."""
-        if self.checkpoints is not None:
-            return self.n(2 * self.checkpoints * self.elements("x", self.tp > 1, self.seq_parallel))
-        saved = rc.saved_tensors(self.recompute, self.tp > 1, self.seq_parallel, width=self.width,
-                                 flash=self.attention == "flash")
-        return self.n(sum((v for _, v in saved), sp.Integer(0)))
-
-    @caching.memoize(maxsize=4096)
-    def einsum_flops_all(self) -> tuple[float, float]:
-        """(FLOPs of the layer's einsums forward, FLOPs run again in backward) for the whole layer (every TP
-        and CP rank): what MFU and HFU count."""
-        einsums = [op for op in rc.LAYER if op.kind == "Einsum"]
-        ranks = self.tp * self.cp
-        model = ranks * sum(self.einsum_flops(op) for op in einsums)
-        redo = ranks * sum(self.einsum_flops(op) for op in self.recomputed() if op.kind == "Einsum")
-        if self.attention == "flash":   # the backward kernel computes the scores again
-            redo += ranks * self.einsum_flops(next(op for op in rc.LAYER if op.name == "scores"))
-        return model, redo
+    def _link(self, axis: str) -> str:
+        plan = self.plan()
+        names = [a.name for a in plan.mesh.axes]
+        return plan.mesh.axes[names.index(axis)].kind if axis in names else "nvlink"
 
 
-__all__ = ["LayerCost", "ATTENTION"]
+@caching.memoize(maxsize=512)
+def _plan(program: str, mesh: str, sizes: tuple, hw):
+    return derive_program(program, mesh=mesh, dims=dict(sizes), hw=hw, backward=True, reuse="none",
+                          overlap="critical", efficiency=True, alternatives=False)
+
+
+def _statement(step, outputs: set) -> str | None:
+    """The forward statement a step belongs to: a forward step's result, a backward step's gradient input."""
+    if step.phase == "forward":
+        return step.tensor
+    if not step.is_compute:
+        return None
+    for t in step.op.inputs:
+        if t.name.startswith("d") and t.name[1:] in outputs:
+            return t.name[1:]
+    return None
+
+
+def _recomputed(lay: LayerCost, plan) -> set:
+    """Forward statements (by result) run again in the backward pass under the layer's policy."""
+    pol = lay.policy
+    fwd = [s for s in plan.steps if s.phase == "forward" and s.is_compute]
+    if pol == "full":
+        return {s.tensor for s in fwd}
+    if pol == "selective" and lay.attention != "flash":   # flash's backward kernel recomputes the core itself
+        from .transformer import CORE
+        return {s.tensor for s in fwd if s.tensor in CORE}
+    if pol in ("dots", "dots_no_batch"):
+        return {s.tensor for s in fwd if not s.is_einsum or (pol == "dots_no_batch" and s.tensor in BATCHED)}
+    return set()
+
+
+@caching.memoize(maxsize=4096)
+def _saved(lay: LayerCost) -> tuple:
+    """What the backward pass reads and the policy does not make again: each residual of the plan read by
+    the backward step of a statement that is not recomputed, and every tensor that enters the recomputed
+    statements from outside them (their inputs, kept as the forward pass had them)."""
+    plan = lay.plan()
+    redo = _recomputed(lay, plan)
+    residual = {t.name: t for t in plan.residuals}
+    outputs = {s.tensor for s in plan.steps if s.phase == "forward" and s.is_compute}
+    keep: dict[str, Layout] = {}
+    for s in plan.steps:
+        if s.phase != "backward" or not s.is_compute:
+            continue
+        if _statement(s, outputs) in redo:
+            continue
+        for t in s.op.inputs:
+            base = t.name[:-5] if t.name.endswith("_mask") else t.name
+            if t.name in residual and base not in lay.on_chip:
+                keep.setdefault(t.name, residual[t.name])
+    layouts = {t.name: t for t in plan.layouts}
+    for s in plan.steps:
+        if s.phase == "forward" and s.is_compute and s.tensor in redo:
+            for t in s.op.inputs:
+                if t.name not in redo and t.name not in outputs - redo and not t.name.startswith("W"):
+                    keep.setdefault(t.name, residual.get(t.name, layouts.get(t.name, t)))
+                elif t.name in outputs and t.name not in redo and not t.name.startswith("W"):
+                    keep.setdefault(t.name, residual.get(t.name, t))
+    if lay.attention == "flash" and lay.policy != "full":   # the kernel keeps Q, K and V
+        for n in ("Q", "Ks", "Vs"):
+            if n in residual:
+                keep.setdefault(n, residual[n])
+    return tuple(keep.values())
+
+
+@caching.memoize(maxsize=4096)
+def _saved_bytes(lay: LayerCost) -> float:
+    return lay._saved_bytes()
+
+
+@caching.memoize(maxsize=4096)
+def _timings(lay: LayerCost) -> dict:
+    plan = lay.plan()
+    env = lay.env(plan)
+    redo = _recomputed(lay, plan)
+    out = dict.fromkeys(("forward", "backward", "recompute", "forward_compute", "backward_compute",
+                         "recompute_compute", "tp_comms", "cp_comms", "ep_comms", "matmul", "elementwise"), 0.0)
+    for s in plan.steps:
+        c = op_cost(s.op, env, lay.on_chip)
+        again = s.phase == "forward" and (lay.policy == "full" or (s.is_compute and s.tensor in redo))
+        if s.is_compute:
+            out[s.phase + "_compute"] += c.seconds
+            out[s.phase] += c.seconds
+            out["matmul" if s.is_einsum else "elementwise"] += c.seconds * (2 if again else 1)
+            if again:
+                out["recompute_compute"] += c.seconds
+                out["recompute"] += c.seconds
+            continue
+        if not s.is_collective or lay.tp_overlap and "Y" in s.axes and "Z" not in s.axes:
+            continue
+        part = "cp_comms" if "Z" in s.axes else "tp_comms"
+        runs = 2 if again else 1
+        out[part] += runs * c.seconds
+        out[s.phase] += c.seconds
+        if again:
+            out["recompute"] += c.seconds
+    if lay.attention == "flash" and lay.policy != "full":    # the backward kernel computes the scores again
+        for s in plan.steps:
+            if s.phase == "forward" and s.tensor == "A" and s.is_einsum:
+                c = op_cost(s.op, env, lay.on_chip).seconds
+                out["recompute_compute"] += c
+                out["recompute"] += c
+                out["matmul"] += c
+    if lay.moe:   # two AllToAlls forward, two backward, two more when the forward pass runs again
+        out["ep_comms"] = experts.alltoalls(lay)
+        pair = out["ep_comms"] / (3 if lay.policy == "full" else 2)
+        out["forward"] += pair
+        out["backward"] += pair
+        out["recompute"] += pair if lay.policy == "full" else 0.0
+    return MappingProxyType(out)
+
+
+@caching.memoize(maxsize=4096)
+def _flops(lay: LayerCost) -> tuple[float, float]:
+    plan = lay.plan()
+    env = lay.env(plan)
+    redo = _recomputed(lay, plan)
+    ranks = lay.tp * lay.cp
+    model = again = 0.0
+    for s in plan.steps:
+        if s.phase == "forward" and s.is_einsum:
+            f = op_cost(s.op, env).flops
+            model += f
+            if s.tensor in redo or (lay.attention == "flash" and s.tensor == "A" and lay.policy != "full"):
+                again += f
+    return ranks * model, ranks * again
+
+
+@caching.memoize(maxsize=4096)
+def _head(lay: LayerCost) -> float:
+    """The vocabulary split over TP as Megatron splits it (``P`` blocks of ``Q = V / P`` words): the logits'
+    matmul, then each rank's cross-entropy over its own block in fp32 (the max and the sum across ranks are
+    B T floats each, not priced), forward and backward. Megatron 2022 casts the bf16 logits to fp32 before
+    the cross-entropy (``output.float()``) and the fp32 gradient back: a pass each way reading 2 and
+    writing 4 bytes an element, or reading 4 and writing 2, at the preset's achieved HBM bandwidth."""
+    tp = lay.tp
+    m = "_Y" if tp > 1 else ""
+    c = "_Z" if lay.cp > 1 else ""
+    text = (f"param Wu[D, P{m}, Q]\n"
+            f"Logits[B, T{c}, P{m}, Q] = X[B, T{c}, D] *_D Wu[D, P{m}, Q]\n"
+            f"Lf:fp32[B, T{c}, P{m}, Q] = View(Logits[B, T{c}, P{m}, Q])\n"
+            f"Loss[B, T{c}, P{m}] = CrossEntropy_Q(Lf[B, T{c}, P{m}, Q])")
+    sizes = {"B": lay.microbatch, "T": lay.seq, "D": lay.cfg.D, "P": tp, "Q": -(-lay.cfg.V // tp)}
+    plan = _plan(text, lay.mesh, tuple(sorted(sizes.items())), lay.hw)
+    env = lay.env(plan)
+    logits = lay.microbatch * lay.seq / lay.cp * sizes["Q"]
+    casts = 2 * 6 * logits / (lay.hw.hbm_bandwidth * lay.hw.efficiency.hbm)
+    return sum(op_cost(s.op, env).seconds for s in plan.steps if s.is_compute) + casts
+
+
+__all__ = ["LayerCost", "ATTENTION", "RECOMPUTE", "JAX_POLICIES", "policy", "collective_seconds"]

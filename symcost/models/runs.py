@@ -9,10 +9,10 @@ a search of thousands of runs prices a few dozen layers.
     >>> from symcost.hardware import hardware
     >>> res = search_runs(load_model_config("megatron-22b"), hardware("a100"), chips=8, sequences=4, seq=2048)
     >>> res.searched, res.feasible
-    (408, 213)
+    (408, 218)
     >>> best = dict(res.rows[0].config)
     >>> best["tp"], best["pp"], best["dp"], best["zero"], best["recompute"], best["seq_parallel"]
-    (2, 1, 4, 3, 'selective', True)
+    (4, 2, 1, 0, 'none', True)
 
 The space (:func:`shapes`): TP over divisors of the heads that fit in the fast domain (an NVLink node); PP over
 the divisors of the layers and of the chips left (stages may hold unequal numbers of layers; interleaved

@@ -5,7 +5,7 @@ With ``p`` stages, ``m`` microbatches and ``v`` virtual stages per device (inter
 runs ``m`` microbatches through each stage and idles ``(p - 1) / v`` microbatch-times while the pipeline
 fills and drains (the bubble). They differ in how many microbatches' activations a stage holds at once:
 GPipe all ``m``; 1F1B at most ``p`` (the first stage); interleaved 1F1B ``p (1 + (p - 1) / (p v))``
-(Korthikanti et al. 2022, section 4.2.3).
+(Korthikanti et al. 2022, section 4.2.3); none holds more than the ``m`` microbatches there are.
 
     >>> s = Schedule("interleaved", stages=8, microbatches=64, interleave=3)
     >>> round(s.bubble_fraction, 4), s.in_flight, s.sends_per_microbatch
@@ -55,13 +55,13 @@ class Schedule:
     @property
     def in_flight(self) -> float:
         """Microbatches whose activations the first stage holds at the peak (in units of one microbatch
-        through that stage's layers)."""
+        through that stage's layers), at most ``m``."""
         p, m, v = self.stages, self.microbatches, self.interleave
         if self.name == "gpipe" or p == 1:
             return m if self.name == "gpipe" else 1
         if self.name == "1f1b":
             return min(p, m)
-        return p * (1 + (p - 1) / (p * v))
+        return min(m, p * (1 + (p - 1) / (p * v)))     # never more than the microbatches there are
 
     @property
     def sends_per_microbatch(self) -> int:

@@ -93,6 +93,73 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     return "\n".join(lines)
 
 
+def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = (), seq_parallel: bool = False,
+                     dtype: str = "bf16") -> str:
+    """One layer as a training run executes it: :func:`layer_program`'s projections, attention and MLP with the
+    work between them -- the norms, the attention core (softmax, and dropout where the model trains with it),
+    dropout and the residual adds -- so that its backward pass, the tensors that pass saves and its
+    collectives all come from the derivation. ``tp_axes`` split the heads and F (Megatron's tensor
+    parallelism); ``cp_axes`` split the tokens (context parallelism: each rank gathers the keys and values);
+    ``seq_parallel`` also splits the tokens over ``tp_axes`` between the tensor-parallel regions, gathered
+    once before each region (Megatron's g) and reduce-scattered after it. An MoE layer is priced with
+    F bound to the width of a token's experts.
+
+    A GPT-style model (ungated MLP) has LayerNorm, GeLU and dropout (Megatron's GPT runs train with
+    dropout 0.1); a gated one RMSNorm, SiLU and the gate's product, and no dropout (LLaMA's configs set
+    none)."""
+    m = format_axes(tuple(tp_axes))
+    c = format_axes(tuple(cp_axes))
+    o = format_axes(tuple(cp_axes) + (tuple(tp_axes) if seq_parallel else ()))
+    w = f":{dtype}" if dtype != "bf16" else ""
+    norm = "RMSNorm" if cfg.gated else "LayerNorm"
+    drop = not cfg.gated
+    lines = [f"param Wq{w}[D, K{m}, G, H], Wk{w}[D, K{m}, H], Wv{w}[D, K{m}, H], Wo{w}[K{m}, G, H, D], "
+             f"W1{w}[D, F{m}]" + (f", W2{w}[D, F{m}]" if cfg.gated else "") + f", W3{w}[F{m}, D]",
+             f"Xn[B, T{o}, D] = {norm}_D(X[B, T{o}, D])"]
+    if o != c:
+        lines.append(f"Xn[B, T{c}, D] = Xn[B, T{o}, D]")
+    lines += [f"Q[B, T{c}, K{m}, G, H] = Xn[B, T{c}, D] *_D Wq[D, K{m}, G, H]",
+              f"Kn[B, T{c}, K{m}, H] = Xn[B, T{c}, D] *_D Wk[D, K{m}, H]",
+              f"Vn[B, T{c}, K{m}, H] = Xn[B, T{c}, D] *_D Wv[D, K{m}, H]",
+              f"Ks[B, S, K{m}, H] = View(Kn[B, T, K{m}, H])",
+              f"Vs[B, S, K{m}, H] = View(Vn[B, T, K{m}, H])",
+              f"A[B, T{c}, S, K{m}, G] = Q[B, T{c}, K{m}, G, H] *_H Ks[B, S, K{m}, H]",
+              f"P[B, T{c}, S, K{m}, G] = Softmax_S(A[B, T{c}, S, K{m}, G])"]
+    probs = "P"
+    if drop:
+        lines.append(f"Pd[B, T{c}, S, K{m}, G] = Dropout(P[B, T{c}, S, K{m}, G])")
+        probs = "Pd"
+    lines.append(f"Ctx[B, T{c}, K{m}, G, H] = {probs}[B, T{c}, S, K{m}, G] *_S Vs[B, S, K{m}, H]")
+    lines.append(f"Y[B, T{o}, D] = Ctx[B, T{c}, K{m}, G, H] *_{{K,G,H}} Wo[K{m}, G, H, D]")
+    y = "Y"
+    if drop:
+        lines.append(f"Yd[B, T{o}, D] = Dropout(Y[B, T{o}, D])")
+        y = "Yd"
+    lines += [f"R[B, T{o}, D] = Add(X[B, T{o}, D], {y}[B, T{o}, D])",
+              f"Rn[B, T{o}, D] = {norm}_D(R[B, T{o}, D])"]
+    if o != c:
+        lines.append(f"Rn[B, T{c}, D] = Rn[B, T{o}, D]")
+    lines.append(f"U1[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W1[D, F{m}]")
+    if cfg.gated:
+        lines += [f"U2[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W2[D, F{m}]",
+                  f"Ua[B, T{c}, F{m}] = SiLU(U1[B, T{c}, F{m}])",
+                  f"Ug[B, T{c}, F{m}] = Mul(Ua[B, T{c}, F{m}], U2[B, T{c}, F{m}])"]
+    else:
+        lines.append(f"Ug[B, T{c}, F{m}] = GeLU(U1[B, T{c}, F{m}])")
+    lines.append(f"Z[B, T{o}, D] = Ug[B, T{c}, F{m}] *_F W3[F{m}, D]")
+    z = "Z"
+    if drop:
+        lines.append(f"Zd[B, T{o}, D] = Dropout(Z[B, T{o}, D])")
+        z = "Zd"
+    lines.append(f"Out[B, T{o}, D] = Add(R[B, T{o}, D], {z}[B, T{o}, D])")
+    return "\n".join(lines)
+
+
+#: the statements of :func:`training_program` that make up the attention core (what Megatron's selective
+#: recomputation runs again: the scores, softmax, dropout and the product with V)
+CORE = ("A", "P", "Pd", "Ctx")
+
+
 def head_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16") -> str:
     """The unembedding: logits for every position (the embedding lookup is a gather, no FLOPs)."""
     sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))

@@ -68,7 +68,8 @@ def render_plan(plan) -> str:
         lines.append(f"  {k:8s} = {expr}{shown}")
     if plan.memory:
         lines.append("")
-        lines.append("memory per device while training (parameters, bf16 gradients, Adam, saved activations):")
+        lines.append("memory per device while training (parameters; mixed-precision Adam: fp32 gradients, fp32 master "
+                     "copy and moments; activations the plan saves):")
         for k, v in plan.memory:
             n = plan.evaluate(v)
             lines.append(f"  {k:11s} = {v}" + ("" if n is None else f" = {fmt_bytes(n)}"))

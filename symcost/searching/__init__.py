@@ -10,76 +10,42 @@
     >>> r.ranked[0].layouts['W_in'], r.ranked[0].description, r.ranked[0].bound
     ('W_in[D, F]', 'DP over X', 'compute')
 
-:mod:`.space` says what is searched (roles of mesh axes, symmetric duplicates collapsed), :mod:`.price`
-prices a candidate (the engine's plan, made numbers; vectorised curves), :mod:`.pool` prices them in worker
-processes (``jobs``), :mod:`.regimes` finds the best
-over a range of one symbol with exact boundaries, :mod:`.plot` draws them (matplotlib, optional).
+A search is its four parts, in order: the space (:mod:`.space`: roles of mesh axes, symmetric duplicates
+collapsed), the price of each candidate (:mod:`.price`: the engine's plan, made numbers; :mod:`.pool`
+spreads them over worker processes, ``jobs``), the filter (does it fit in the preset's HBM) and the rank;
+:class:`~.result.SearchResult` holds the answer. :mod:`.regimes` finds the best over a range of one symbol
+with exact boundaries, :mod:`.plot` draws them (matplotlib, optional).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 
+from .. import caching
+from .. import progress as bars
 from ..binding import parse_dims
 from ..errors import UsageError
-from ..notation import Program, parse
-from .pool import priced_all
+from ..notation import Program, Ranking, parse
+from .pool import priced_all, workers
 from .price import Priced
 from .regimes import Boundary, Regime, envelope, grid_of
+from .result import SearchResult
 from .space import Candidate, Space
 
 OBJECTIVES = ("time", "comms", "memory")
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """What a search found: how many candidates it priced, how many fit, all of them ranked (feasible
-    first), and the regimes over ``vs`` when asked."""
-
-    space: Space = field(repr=False)
-    candidates: int
-    assignments: int
-    priced: int
-    feasible: int
-    seconds: float
-    ranked: tuple[Priced, ...] = field(repr=False)
-    objective: str = "time"
-    vs: str | None = None
-    range: tuple[float, float] | None = None
-    regimes: tuple[Regime, ...] = ()
-    hbm_bytes: float | None = None
-    planned_at: dict = field(default_factory=dict, repr=False)   # sizes of the axes --vs left symbolic
-
-    @property
-    def mesh_sizes(self) -> dict:
-        """``{axis: size}``, an axis ``--vs`` varies at the size its plans were chosen at."""
-        return {a.name: a.size if a.size is not None else self.planned_at.get(a.name) for a in self.space.mesh.axes}
-
-    @property
-    def best(self) -> Priced | None:
-        return self.ranked[0] if self.ranked and self.ranked[0].fits else None
-
-    def to_dict(self, top: int = 10) -> dict:
-        shown = list(range(min(top, len(self.ranked))))
-        for r in self.regimes:
-            if r.best not in shown:
-                shown.append(r.best)
-        index = {i: n for n, i in enumerate(shown)}
-        ranked = [{"rank": i + 1, **self.ranked[i].as_dict()} for i in shown]
-        return {
-            "program": str(self.space.program), "mesh": self.mesh_sizes, "links": self.space.mesh.links(),
-            "candidates": self.candidates, "assignments": self.assignments, "priced": self.priced,
-            "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
-            "hbm_bytes": self.hbm_bytes, "ranked": ranked,
-            **({"vs": self.vs, "range": list(self.range),
-                "regimes": [_regime(r, index[r.best], self.range) for r in self.regimes]} if self.vs else {}),
-        }
+#: candidates priced (or seconds spent) before the search says how long the rest will take
+SAMPLE, SAMPLE_SECONDS = 50, 5.0
+#: how many times their bounds a search's caches hold (on the LLaMA 3 8B layer on h100 X=4,Y=2, 16 and 256
+#: price alike; at the bounds one derivation needs, statement plans the candidates share are evicted)
+WIDER = 16
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
            moves=None, vs: str | None = None, range=None, progress=None, jobs=1) -> SearchResult:
-    """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them.
+    """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them: the space,
+    each candidate priced by the engine, filtered by memory, ranked.
 
+    ``mesh``: a ``--mesh`` string, a dict (``{"X": 4, "Y": 4}``) or a :class:`~symcost.mesh.Mesh`;
     ``dims``: sizes (with the program's ``rank`` sizes, every size the costs use must be bound); ``hw``: the
     preset whose figures price and whose HBM filters; ``objective``: ``time`` (step time), ``comms`` or
     ``memory``; ``vs``: a dimension to find the regimes over, from ``range = (lo, hi)`` (default: its bound
@@ -88,46 +54,119 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     wrapping the iterator of priced candidates (e.g. ``tqdm``; the command line shows
     :mod:`symcost.progress`'s bar on a terminal instead); ``jobs``: processes that price candidates (1: this
     one; a number; ``"auto"``: every core, for spaces of :data:`.pool.MIN_CANDIDATES` or more): the
-    ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`)."""
+    ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`).
+    Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False.
+
+    A search runs in a planning context of its own (:func:`symcost.caching.context`), its caches
+    :data:`WIDER` times their bounds: candidates share most of their statements' plans, and what the search
+    kept is freed when it ends. Called where caches are off (``caching.disabled()``) or checked, its own
+    context is so too."""
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     if hw is None:
         raise UsageError("search ranks by numbers: give --hw (a preset, e.g. tpu-v5p)")
+    outer = caching.current()
+    with caching.context(outer.enabled, outer.check, WIDER):
+        return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs)
+
+
+def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs):
+    """The search, in order: its space, each candidate priced, filtered by memory, ranked."""
+    space, sizes, span = _space(text, mesh, dims, hw, vs, range)
+    start = time.perf_counter()
+    options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
+    sweep = None if vs is None else (vs, grid_of(*span))
+    priced, complete = _price(space, jobs, options, progress, sweep)
+    if not priced:
+        if not complete:
+            raise KeyboardInterrupt
+        raise UsageError("no candidate could be priced: bind every size the program uses with --dims")
+    ranked = _rank(priced, objective)
+    hbm = getattr(space.hardware, "hbm_bytes", None)
+    result = SearchResult(space, space.size, space.assignments, len(ranked), sum(p.fits for p in ranked),
+                          time.perf_counter() - start, tuple(ranked), objective, hbm_bytes=hbm,
+                          planned_at={a.name: sizes[a.name] for a in space.mesh.axes if a.size is None},
+                          complete=complete, sizes=sizes)
+    if vs is None:
+        return result
+    return replace(result, vs=vs, range=(float(span[0]), float(span[1])),
+                   regimes=tuple(envelope(list(ranked), vs, *span, hbm)))
+
+
+def _space(text, mesh, dims, hw, vs, span):
+    """The space a search walks, the sizes its candidates are priced at and the range of ``vs``; every
+    question about the request is answered here, before anything is priced."""
     prog = text if isinstance(text, Program) else parse(text)
     sizes = {**prog.ranking, **parse_dims(dims)}
     axis_range = None
     if vs is not None:
         mesh, sizes, axis_range = _free_axis(mesh, sizes, vs)
-    space = Space.of(prog, mesh, hw, sizes)
+    space = Space.of(_ranked_at(prog, sizes), mesh, hw, sizes)
     free = space.unbound(sizes)
     if free:
         raise UsageError(f"search ranks by numbers: bind {', '.join(free)} with --dims (or a rank statement), "
                          f"e.g. --dims " + ",".join(f"{d}=8192" for d in free))
-    if vs is not None:
-        if vs not in sizes:
-            raise UsageError(f"--vs {vs}: bind {vs} with --dims (the value plans are chosen at), "
-                             f"e.g. --dims {vs}=1048576")
-        lo, hi = range if range is not None else axis_range or (sizes[vs] / 1000, sizes[vs] * 1000)
-        if not 0 < lo < hi:
-            raise UsageError(f"--range must be two positive numbers LO:HI with LO < HI, not {lo}:{hi}")
-    start = time.perf_counter()
-    options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
-    priced = [p for p in priced_all(space, list(space.candidates()), jobs=jobs, options=options,
-                                    progress_wrap=progress, sweep=None if vs is None else (vs, grid_of(lo, hi)))
-              if p is not None]
-    if not priced:
-        raise UsageError("no candidate could be priced: bind every size the program uses with --dims")
-    priced.sort(key=lambda p: (not p.fits, _rounded(p.objective(objective)), p.t_comms, p.memory_bytes or 0.0))
-    seconds = time.perf_counter() - start
-    hbm = getattr(space.hardware, "hbm_bytes", None)
-    result = SearchResult(space, space.size, space.assignments, len(priced), sum(p.fits for p in priced),
-                          seconds, tuple(priced), objective, hbm_bytes=hbm,
-                          planned_at={a.name: sizes[a.name] for a in space.mesh.axes if a.size is None})
     if vs is None:
-        return result
-    regimes = tuple(envelope(list(priced), vs, lo, hi, hbm))
-    from dataclasses import replace
-    return replace(result, vs=vs, range=(float(lo), float(hi)), regimes=regimes)
+        return space, sizes, None
+    if vs not in sizes:
+        raise UsageError(f"--vs {vs}: bind {vs} with --dims (the value plans are chosen at), "
+                         f"e.g. --dims {vs}=1048576")
+    lo, hi = span if span is not None else axis_range or (sizes[vs] / 1000, sizes[vs] * 1000)
+    if not 0 < lo < hi:
+        raise UsageError(f"--range must be two positive numbers LO:HI with LO < HI, not {lo}:{hi}")
+    return space, sizes, (lo, hi)
+
+
+def _ranked_at(prog: Program, sizes: dict) -> Program:
+    """The program with its ``rank`` statements at the sizes the search binds (``--dims B=65536`` over a
+    program's ``rank B=1048576``): the program a search shows and writes into each candidate is the one it
+    priced."""
+    if not any(isinstance(st, Ranking) and any(sizes.get(k, v) != v for k, v in st.sizes)
+               for st in prog.statements):
+        return prog
+    statements = tuple(replace(st, sizes=tuple((k, sizes.get(k, v)) for k, v in st.sizes))
+                       if isinstance(st, Ranking) else st for st in prog.statements)
+    return Program(statements, "\n".join(str(st) for st in statements))
+
+
+def _price(space: Space, jobs, options: dict, wrap, sweep) -> tuple[list[Priced], bool]:
+    """Every candidate priced by the engine, in order (those it refuses left out), and whether all were:
+    Ctrl-C stops the pricing and keeps what was priced. The person waiting is told the count at once and,
+    after the first :data:`SAMPLE` candidates (or :data:`SAMPLE_SECONDS`), how long the rest will take."""
+    cands = list(space.candidates())
+    n, procs = len(cands), workers(jobs, len(cands))
+    bars.say(f"search: {n:,} candidates ({space.assignments:,} assignments, symmetric duplicates collapsed) "
+             f"to price on {procs} process{'es' if procs > 1 else ''}")
+    out: list[Priced] = []
+    start, said = time.perf_counter(), n <= SAMPLE
+    try:
+        for k, p in enumerate(priced_all(space, cands, jobs=jobs, options=options, progress_wrap=wrap,
+                                         sweep=sweep), 1):
+            if p is not None:
+                out.append(p)
+            spent = time.perf_counter() - start
+            if not said and (k >= SAMPLE or spent >= SAMPLE_SECONDS):
+                said = True
+                bars.say(f"search: about {_duration(spent / k * (n - k))} more at {k / spent:,.0f} "
+                         f"candidates a second (the first {k:,})")
+    except KeyboardInterrupt:
+        return out, False
+    return out, True
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _rank(priced: list[Priced], objective: str) -> list[Priced]:
+    """Candidates that fit in HBM first, each group by the objective (rounded to 10 digits, so that equal
+    totals summed in another order tie), then communication time, then memory."""
+    return sorted(priced, key=lambda p: (not p.fits, _rounded(p.objective(objective)), p.t_comms,
+                                         p.memory_bytes or 0.0))
 
 
 def _free_axis(mesh, sizes: dict, vs: str):
@@ -136,8 +175,8 @@ def _free_axis(mesh, sizes: dict, vs: str):
     count grows along that axis). A dimension is returned as it is."""
     from dataclasses import replace as _replace
 
-    from ..mesh import Mesh, parse_mesh
-    m = mesh if isinstance(mesh, Mesh) else parse_mesh(mesh)
+    from ..mesh import Mesh, as_mesh
+    m = as_mesh(mesh)
     if vs not in m:
         return mesh, sizes, None
     ax = m.axis(vs)
@@ -146,19 +185,6 @@ def _free_axis(mesh, sizes: dict, vs: str):
         raise UsageError(f"--vs {vs}: give the mesh axis a size (--mesh {vs}=16,...), the size plans are chosen at")
     free = Mesh(tuple(_replace(a, size=None) if a.name == vs else a for a in m.axes))
     return free, {**sizes, vs: size}, (1.0, float(size) * 64)
-
-
-def _regime(r: Regime, best: int, span) -> dict:
-    """A regime as the contract has it: ``from`` and ``to`` as strings (the exact boundary where SymPy
-    solved it, else its number; the range's ends where the regime is open), their numbers, and why each
-    boundary is where it is."""
-    def edge(b, end):
-        if b is None:
-            return str(span[end]), float(span[end]), None
-        return (str(b.exact) if b.exact is not None else repr(b.value)), b.value, b.reason
-    lo, hi = edge(r.start, 0), edge(r.end, 1)
-    return {"from": lo[0], "to": hi[0], "best": best, "bound": r.bound, "from_value": lo[1], "to_value": hi[1],
-            "from_reason": lo[2], "to_reason": hi[2]}
 
 
 def _rounded(x: float) -> float:

@@ -8,8 +8,8 @@ few a search shows, the boundaries of its regimes), so the ranking is the one a 
     >>> from symcost.searching.space import Space
     >>> s = Space.of("param W[D, F]\\nOut[B, F] = In[B, D] *_D W[D, F]", "X=4")
     >>> opts = dict(dims={"B": 4096, "D": 8192, "F": 8192}, hw="tpu-v5p")
-    >>> two = priced_all(s, list(s.candidates()), jobs=2, options=opts)
-    >>> one = priced_all(s, list(s.candidates()), jobs=1, options=opts)
+    >>> two = list(priced_all(s, list(s.candidates()), jobs=2, options=opts))
+    >>> one = list(priced_all(s, list(s.candidates()), jobs=1, options=opts))
     >>> [p.description for p in two][:3], two == one, two[2].plan.t_step == one[2].plan.t_step
     (['unused over X', 'DP over X', 'activations over X'], True, True)
 
@@ -24,9 +24,9 @@ import signal
 import sys
 import threading
 
-from .. import progress
+from .. import caching, progress
 from ..errors import UsageError
-from .price import Priced, over_grid, planned, price, priced, replanner
+from .price import over_grid, planned, price, priced, replanner
 from .space import Space
 
 #: below this many candidates a search prices in its own process (starting workers costs more)
@@ -59,12 +59,13 @@ def workers(jobs, candidates: int) -> int:
     return min(jobs, max(candidates, 1))
 
 
-def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wrap=None,
-               sweep=None) -> list[Priced | None]:
+def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wrap=None, sweep=None):
     """Every candidate of ``cands`` priced (None where the engine refuses it), in order; ``options``: the
     keyword arguments of :func:`~symcost.searching.price.price`; ``progress_wrap``: wraps the iterator of
     results (e.g. ``tqdm``); ``sweep``: ``(symbol, values)`` over which workers also send each candidate's
-    :func:`~symcost.searching.price.over_grid` curves (what the regimes read)."""
+    :func:`~symcost.searching.price.over_grid` curves (what the regimes read). Workers price in a planning
+    context like the caller's (caches on or off, checked or not, as wide). A generator: the caller may stop
+    early."""
     n = workers(jobs, len(cands))
     if n == 1:
         results = (price(space, c, **options) for c in cands)
@@ -72,17 +73,16 @@ def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wra
         results = _pooled(space, cands, n, options, sweep)
     if progress_wrap is not None:
         results = progress_wrap(results, total=len(cands))
-    out = []
     for p in results:
-        out.append(p)
-        progress.advance(1, "pricing shardings")
-    return out
+        progress.advance(1, "pricing shardings", total=len(cands), unit=" shardings")
+        yield p
 
 
 def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
     chunk = max(1, min(16, len(cands) // (n * 8)))
     ctx = multiprocessing.get_context(start_method())
-    with ctx.Pool(n, _start, (space, options, sweep)) as pool:
+    c = caching.current()
+    with ctx.Pool(n, _start, (space, options, sweep, (c.enabled, c.check, c.wider))) as pool:
         for c, got in zip(cands, pool.imap(_numbers, cands, chunksize=chunk)):
             if got is None:
                 yield None
@@ -102,10 +102,14 @@ def start_method() -> str:
     return "fork"
 
 
-def _start(space: Space, options: dict, sweep) -> None:
+def _start(space: Space, options: dict, sweep, caches: tuple = (True, False, 1)) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C stops the caller, which stops the workers
     progress.quiet()
-    _job.update(space=space, options=options, sweep=sweep)
+    own, c = None, caching.current()
+    if (c.enabled, c.check, c.wider) != caches:   # a forked worker is in its caller's context already
+        own = caching.context(*caches)            # for the worker's life
+        own.__enter__()
+    _job.update(space=space, options=options, sweep=sweep, context=own)
 
 
 def _numbers(cand):

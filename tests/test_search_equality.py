@@ -1,0 +1,94 @@
+"""Every candidate a search ranks is the plan the engine derives alone.
+
+A search prices thousands of candidates in one process (or in workers), in a planning context of its own
+whose caches are wider than a derivation's and shared across candidates; a defect in what a cache is keyed by would show as a candidate whose plan or
+step time differs from ``symcost.derive`` of that candidate's program. Here each candidate's numbers and
+steps, as the search kept them, are checked against a derivation of its ``program`` at the searched sizes,
+in another cache state. A sample in the fast tier; every candidate of the LLaMA 3 8B layer on h100
+``X=4,Y=2`` and of the MLP on ``X=16,Y=16,Z=16``, forward and backward, in the slow tier.
+"""
+from pathlib import Path
+
+import pytest
+
+import symcost
+from symcost import caching
+from symcost.searching import search
+from symcost.searching.pool import priced_all
+from symcost.searching.space import Space
+
+ROOT = Path(__file__).parent.parent
+MLP = (ROOT / "examples" / "mlp.sc").read_text()
+REL = 1e-12
+
+
+def _layer() -> str:
+    """``symcost model llama3-8b --program``: one layer with nothing sharded, its sizes in a rank statement."""
+    import contextlib
+    import io
+
+    from symcost.cli import main
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["model", "llama3-8b", "--program"]) == 0
+    return out.getvalue()
+
+
+def _steps(plan) -> list[str]:
+    return [f"{s.phase} {s.signature()}" for s in plan.steps]
+
+
+def _same_as_alone(p, program: str, mesh: str, dims: str, hw: str, backward: bool) -> None:
+    alone = symcost.derive(program, mesh, dims, hw, backward=backward)
+    num = alone.numbers()
+    for field in ("t_step", "t_math", "t_hbm", "t_comms"):
+        assert getattr(num, field) == pytest.approx(getattr(p, field), rel=REL, abs=1e-300), (field, program)
+    assert [s.signature() for s in alone.collectives] == list(p.collectives), program
+    assert _steps(alone) == _steps(p.plan), program
+
+
+def _checked(text: str, mesh: str, dims: str | None, hw: str, backward: bool, every: int = 1,
+             wider: int = 1) -> int:
+    """Search (one process, its caches wider, candidates in the space's order), then derive every
+    ``every``-th candidate alone, in ranked order, from emptied caches ``wider`` times their bounds (the
+    whole space derived again shares as a search does, in another order and another cache state)."""
+    r = search(text, mesh, dims, hw, backward=backward, jobs=1)
+    assert r.priced == r.candidates
+    caching.clear()
+    chosen = r.ranked[::every]
+    with caching.context(wider=wider):
+        for p in chosen:
+            _same_as_alone(p, r.program_of(p), mesh, r.dims, hw, backward)
+    return len(chosen)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_sample_of_the_mlp_on_16x16x16(backward):
+    assert _checked(MLP, "X=16,Y=16,Z=16", "B=1048576", "tpu-v5p", backward, every=15) == 11
+
+
+def test_a_sample_of_the_layer_on_x4_y2():
+    """A stretch of consecutive candidates of the layer (they share most statement plans, so the wider
+    caches are read across candidates), priced as the search prices them, each against the engine alone."""
+    text = _layer()
+    space = Space.of(text, "X=4,Y=2", "h100")
+    sizes = dict(space.program.ranking)
+    cands = list(space.candidates())[1000:1030]
+    with caching.context(wider=16):
+        priced = list(priced_all(space, cands, options=dict(dims=sizes, hw="h100", backward=True)))
+    dims = ",".join(f"{k}={v}" for k, v in sizes.items())
+    caching.clear()
+    for p in priced[::3]:
+        _same_as_alone(p, str(space.program_for(p.candidate)), "X=4,Y=2", dims, "h100", True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backward", [False, True])
+def test_every_candidate_of_the_mlp_on_16x16x16(backward):
+    assert _checked(MLP, "X=16,Y=16,Z=16", "B=1048576", "tpu-v5p", backward) == 165
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backward", [False, True])
+def test_every_candidate_of_the_layer_on_x4_y2(backward):
+    assert _checked(_layer(), "X=4,Y=2", None, "h100", backward, wider=16) == 2916
