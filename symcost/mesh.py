@@ -36,6 +36,7 @@ class Axis:
     wraparound: bool | None = None  # None: not settled (symbolic analysis assumes a full ring)
     kind_written: bool = field(default=False, compare=False)   # the link kind was given, not assumed
     links_written: bool = field(default=False, compare=False)  # a link count or :wrap / :nowrap was given
+    edges: tuple[int, ...] = ()     # the torus edges of the slice it spans, once placed (product: size)
 
     @property
     def size_expr(self) -> sp.Expr:
@@ -49,6 +50,24 @@ class Axis:
     def ring(self) -> bool:
         """True when collectives see a bidirectional ring (wraparound, or not yet settled)."""
         return self.wraparound is not False
+
+    @property
+    def spelled(self) -> str:
+        """The axis with its link model in full, as ``--mesh`` reads it: ``X=16:2:ici:wrap``, ``Y=8:nvlink``
+        (wraparound named once settled, on ICI)."""
+        out = self.name + (f"={self.size}" if self.size is not None else "")
+        if self.links != 1:
+            out += f":{self.links}"
+        out += f":{self.kind}"
+        if self.kind == "ici" and self.wraparound is not None:
+            out += ":wrap" if self.wraparound else ":nowrap"
+        return out
+
+    def link_model(self) -> dict:
+        """``{"kind", "wrap", "links"}`` (``derive --json``'s ``links``): wrap is True where collectives see
+        a ring (settled wraparound, or not yet settled); links the torus dimensions or links it spans (the
+        symbol's name where symbolic)."""
+        return {"kind": self.kind, "wrap": self.kind == "ici" and self.ring, "links": self.links}
 
     def __str__(self) -> str:
         out = self.name + (f"={self.size}" if self.size is not None else "")
@@ -109,6 +128,15 @@ class Mesh:
     @property
     def bound(self) -> bool:
         return all(a.size is not None for a in self.axes)
+
+    @property
+    def spelled(self) -> str:
+        """Every axis with its link kind (and wraparound, once settled): what a plan's mesh line shows."""
+        return ",".join(a.spelled for a in self.axes)
+
+    def links(self) -> dict:
+        """Each axis's link model by name (see :meth:`Axis.link_model`)."""
+        return {a.name: a.link_model() for a in self.axes}
 
     def __str__(self) -> str:
         return ",".join(str(a) for a in self.axes)
@@ -180,6 +208,6 @@ def as_mesh(mesh) -> Mesh:
 
 def link_models(mesh: Mesh) -> dict[str, dict]:
     """Each axis's link model as ``--json`` reports it: ``{"X": {"kind": "ici", "wrap": True, "links": 1}}``
-    (``wrap``: the axis closes into a ring; a switched NVLink domain or DCN is reported as it was settled,
-    a symbolic link count as its symbol's name)."""
-    return {a.name: {"kind": a.kind, "wrap": a.ring, "links": a.links} for a in mesh.axes}
+    (``wrap``: the axis's collectives see a ring, only ever on ICI;
+    a symbolic link count as its symbol's name; see :meth:`Mesh.links`, which derive's JSON also uses)."""
+    return mesh.links()

@@ -275,6 +275,7 @@ class Plan:
         return {
             "expression": self.expression,
             "mesh": mesh,
+            "links": self.mesh.links(),
             "hardware": getattr(self.hardware, "name", None),
             "steps": [s.as_dict() for s in self.steps],
             "totals": {k: str(v) for k, v in self.totals.as_dict().items()},

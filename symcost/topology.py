@@ -13,11 +13,16 @@ mesh orders devices: the last axes fill the fast domain, the rest cross the slow
     Y=8 runs inside the 8-GPU NVLink domain; X=32 crosses nodes over InfiniBand (W_dcn per GPU)
     >>> str(place(parse_mesh("X=4096"), hardware("tpu-v5p")).mesh)     # a full 16x16x16 torus as one axis
     'X=4096:3'
+    >>> str(place(parse_mesh("X=64"), hardware("tpu-v5p")).mesh)       # 64 v5p chips: a 4x4x4 cube, wrapped
+    'X=64:3'
+    >>> str(place(parse_mesh("X=16,Y=4"), hardware("tpu-v5p")).mesh)   # X over two of its dimensions
+    'X=16:2,Y=4'
 
 A request the machine cannot hold is an error that says why.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 from .errors import UsageError
@@ -111,7 +116,14 @@ def _torus(mesh: Mesh, hw) -> Placement:
         raise UsageError(f"the mesh puts {chips} chips in one {hw.name} slice; a slice holds at most {pod} (a {shape} "
                          f"pod): mark the axes that cross slices with :dcn (e.g. {mesh.axes[ici[0]].name}="
                          f"{mesh.axes[ici[0]].size}:dcn)")
-    axes, notes = list(mesh.axes), []
+    if hw.topology == "torus3d" and not any(mesh.axes[i].links_written or isinstance(mesh.axes[i].links, str)
+                                            for i in ici):
+        placed, why = _slice(mesh, hw, ici, chips)
+        if placed is not None:
+            return placed
+    else:
+        why = None
+    axes, notes = list(mesh.axes), ([why] if why else [])
     fits = all(mesh.axes[i].size <= max(hw.pod) for i in ici) and len(ici) <= hw.torus_dims
     links: list[int | None] = []
     for i in ici:
@@ -133,3 +145,52 @@ def _torus(mesh: Mesh, hw) -> Placement:
             if axes[i].wraparound is None:
                 axes[i] = replace(axes[i], wraparound=bool(w))
     return Placement(Mesh(tuple(axes)), tuple(notes))
+
+
+def _slice(mesh: Mesh, hw, ici: list[int], chips: int) -> tuple[Placement | None, str | None]:
+    """The ICI axes on the slice a 3D-torus TPU gives for their chips (book Part 2: slices are near-cubes,
+    64 v5p chips a 4x4x4 cube; :meth:`Hardware.edges`), each axis a whole number of the slice's dimensions
+    (as ``jax.experimental.mesh_utils.create_device_mesh`` lays a mesh out without splitting a physical
+    axis), the last axes first. Every axis wraps where the slice does (a multiple of the 4x4x4 cube).
+    (None, why) where the axes cannot be so laid out."""
+    shape = hw.edges(chips, hw.torus_dims)
+    dims = [e for e in shape if e > 1]
+    size = {i: mesh.axes[i].size or 1 for i in ici}        # every ICI axis has a size here
+    order = [i for i in reversed(ici) if size[i] > 1]
+    spans = _assign([size[i] for i in order], dims)
+    text = "x".join(map(str, shape))
+    if spans is None:
+        names = ",".join(f"{mesh.axes[i].name}={mesh.axes[i].size}" for i in ici)
+        return None, (f"{names} is not a {hw.name} slice: {chips} chips are a {text} slice, and an axis "
+                      f"that is not a product of whole slice dimensions ({', '.join(map(str, dims))}) splits one; "
+                      f"each axis is priced on a torus of its own")
+    wrap = len(dims) == 3 and all(e % 4 == 0 for e in dims)
+    axes, notes = list(mesh.axes), []
+    for i, edges in zip(order, spans):
+        a = axes[i]
+        axes[i] = replace(a, links=len(edges), edges=tuple(edges),
+                          wraparound=a.wraparound if a.wraparound is not None else wrap)
+        if len(edges) > 1:
+            notes.append(f"{a.name}={a.size} spans {len(edges)} dimensions of the {text} {hw.name} slice "
+                         f"({'x'.join(map(str, edges))}): {len(edges)} links")
+    return Placement(Mesh(tuple(axes)), tuple(reversed(notes))), None
+
+
+def _assign(sizes: list[int], dims: list[int]) -> list[tuple[int, ...]] | None:
+    """Disjoint groups of ``dims`` (by position), one per size, whose products are the sizes, using every
+    dimension; each group as few dimensions as it can, taken in the slice's order. None: no such split."""
+    def rec(k: int, free: tuple) -> list | None:
+        if k == len(sizes):
+            return [] if not free else None
+        for r in range(1, len(free) + 1):
+            for pick in itertools.combinations(free, r):
+                prod = 1
+                for j in pick:
+                    prod *= dims[j]
+                if prod != sizes[k]:
+                    continue
+                rest = rec(k + 1, tuple(j for j in free if j not in pick))
+                if rest is not None:
+                    return [tuple(dims[j] for j in pick)] + rest
+        return None
+    return rec(0, tuple(range(len(dims))))

@@ -143,19 +143,20 @@ def test_a_run_may_leave_chips_idle_and_says_why(capsys):
     divides the 1,024 sequences without 35 pipeline stages (3.05 s); on 8,192 of them TP 8 and DP 1,024 run
     in 1.15 s. The search uses the 8,192 and says why the other 768 stay idle.
 
-    The MFU of that run is 43.7 %, not above 50 %: the step model prices the layer's tensor-parallel
-    collectives as its plan runs them (0.418 s of the 1.15 s exposed, each AllReduce after the einsum that
-    feeds it), where the whole-layer estimate had hidden them under the matmuls."""
+    The step model prices the layer's tensor-parallel collectives as its plan runs them (each AllReduce
+    after the einsum that feeds it). Its TP group of 8 v5p chips is the 2x2x2 slice 8 chips make, whose
+    AllReduce loads a link with 7/12 of V per pass (links.gather_load), not a line of 8 (7/4): on 8,192 chips
+    TP 8 x PP 2 x DP 512 then runs in 0.851 s, MFU 58.9 % (43.7 % when TP 8 was priced as a line)."""
     args = ["model", "llama3-70b", "--train", "--search", "--hw", "tpu-v5p", "--chips", "8960", "--batch", "4194304",
             "--seq", "4096", "--top", "2"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert ("uses 8,192 of 8,960 chips: 1,120 replicas of tp 8 cannot divide 1,024 sequences, so the other 768 "
-            "stay idle; the best run on all 8,960 (tp 8, pp 35, dp 32") in out
+    assert ("uses 8,192 of 8,960 chips: 560 replicas of tp 8 x pp 2 cannot divide 1,024 sequences, so the other "
+            "768 stay idle; the best run on all 8,960 (tp 8, pp 35, dp 32") in out
     assert main(args + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     best = data["search"]["top"][0]
-    assert best["chips_used"] == 8192 and best["mfu"] == pytest.approx(0.437, abs=0.005)
+    assert best["chips_used"] == 8192 and best["mfu"] == pytest.approx(0.589, abs=0.005)
     assert data["train"]["chips_used"] == 8192 and data["train"]["budget"].startswith("8,192 of 8,960 chips")
     full = Run(load_model_config("llama3-70b"), hardware("tpu-v5p"), tp=16, pp=35, dp=16, sequences=1024, seq=4096,
                seq_parallel=True, zero=3)

@@ -28,7 +28,7 @@ def test_the_api_takes_a_dict_mesh_with_vs_and_jobs():
     raised TypeError) give the ranking the string mesh and one process give."""
     by_dict = symcost.search(MLP, mesh={"X": 4, "Y": 4}, dims="B=65536", hw="tpu-v5p", vs="B")
     by_text = symcost.search(MLP, mesh="X=4,Y=4", dims="B=65536", hw="tpu-v5p", vs="B", jobs="auto")
-    assert by_dict.candidates == by_text.candidates == 45
+    assert by_dict.candidates == by_text.candidates == 81     # 2x2x4 slice: X on the 2x2, Y on the 4
     assert [p.layouts for p in by_dict.ranked] == [p.layouts for p in by_text.ranked]
     assert [p.t_step for p in by_dict.ranked] == [p.t_step for p in by_text.ranked]
     assert [r.best for r in by_dict.regimes] == [r.best for r in by_text.regimes]
@@ -75,7 +75,8 @@ def test_the_mesh_line_and_json_name_link_kinds(capsys, mesh, hw, kind):
     for axis, model in laid.items():
         size = data["mesh"][axis]
         wrap = "" if model["kind"] != "ici" else ", wrap" if model["wrap"] else ", no wrap"
-        assert f"{axis}={size} ({model['kind']}{wrap})" in line
+        count = f", {model['links']} links" if model["links"] != 1 else ""     # X=4 on v5p: a 2x2 of its slice
+        assert f"{axis}={size} ({model['kind']}{count}{wrap})" in line
 
 
 def test_the_count_and_an_estimate_come_before_the_answer(capsys):

@@ -118,8 +118,10 @@ def test_never_slower_than_xla_under_the_book_time_model():
           f"communicate")
     assert slower == []
     # measured when the data was stored: 100 of 100, 0.498 over 97 cases (XLA gathers where an AllToAll
-    # or a collective-permute does; attention-like chains gain most)
-    assert geomean == pytest.approx(0.498, abs=0.01)
+    # or a collective-permute does; attention-like chains gain most). 0.528 since collectives are priced by
+    # their busiest link: on these meshes' rings of two a collective-permute sends half of each block
+    # either way round (both links), so XLA's permutes cost half what they did and its lead shrinks
+    assert geomean == pytest.approx(0.528, abs=0.01)
 
 
 @pytest.mark.parametrize("case", RANDOM[::10], ids=[c["name"] for c in RANDOM[::10]])

@@ -2,12 +2,12 @@
 (book Part 3); ``AllToAll_{XY}(A[I_{XY}, J]) -> A[I, J_{XY}]`` moves a group of them at once, in their
 order. Its transpose is the AllToAll the other way.
 
-Time (book Part 3, "ND AllToAll"): V max(A, B, ...) / (4 N W_ici) on an A x B x ... torus of N devices,
-V the whole array over the group -- V / (4 W_ici) on one ring, a quarter of an AllGather. Each axis a
-carries V |a| / (4 N W_ici links_a) (its rings run concurrently, the largest is the bound); an axis
-without wraparound carries each block (|a|-1)/2 links one way, V (|a|-1) / (N W_ici links_a); a switched
-domain (NVLink, DCN) sends (N-1)/N of each device's block through its link, V (N-1) / (N^2 W). Over axes
-of several link kinds the passes run one kind after another and their times add up (book Part 5).
+Time: the bytes on the busiest link of its route (:func:`.links.all_to_all_load`): on an A x B x ... torus
+of N devices with wraparound the book's V max(A, B, ...) / (4 N W_ici) (Part 3, "ND AllToAll"), V the
+whole array over the group -- V / (4 W_ici) on one ring, a quarter of an AllGather; on a line of n the
+middle link carries n^2/4 blocks of V / n^2 each way, V / (2 W_ici); a switched domain (NVLink, DCN) sends
+(N-1)/N of each device's block through its link, V (N-1) / (N^2 W). Over axes of several link kinds the
+passes run one kind after another and their times add up (book Part 5).
 """
 from __future__ import annotations
 
@@ -26,24 +26,11 @@ def moved_group(move: Move) -> tuple[str, ...]:
 
 
 def pass_time(g: links.Group, V, env):
-    """(latency, throughput) of one AllToAll pass over the group ``g`` (one link kind), V the array over it."""
+    """(latency, throughput) of one AllToAll pass over the group ``g`` (one link kind), V the array over it:
+    the busiest link of its route (:func:`.links.all_to_all_load`)."""
     if links.trivial(g):
         return env.zero, env.zero
-    if g.kind != "ici":             # switched or DCN: each device sends (n-1)/n of its block
-        bw, _ = links.bandwidth(g, env)
-        return env.T_min * links.hops(g, env), V * (g.n - 1) / (g.n * g.n) / bw
-    if all(g.rings) and len(set(g.link_counts)) == 1:       # the book's V max(A, B, ...) / (4 N W_ici)
-        big = env.max(*g.sizes)
-        return env.T_min * env.total(g.sizes) / 2, V * big / (4 * g.n * env.W_ici * g.link_counts[0])
-    factors, hop = [], env.zero
-    for n, ring, k in zip(g.sizes, g.rings, g.link_counts):
-        if ring:
-            factors.append(n / (4 * k))
-            hop = hop + n / 2
-        else:                       # a line: each block crosses (n-1)/2 links on average, one way
-            factors.append((n - 1) / k)
-            hop = hop + n - 1
-    return env.T_min * hop, V * env.max(*factors) / (g.n * env.W_ici)
+    return env.T_min * links.hops(g, env), links.all_to_all_load(g, V, env)
 
 
 @register

@@ -1,18 +1,22 @@
 """Link models: how fast a group of mesh axes moves bytes, and how many hops its collectives take.
 
-Every collective's time is ``max(T_min * hops, bytes / bandwidth)`` (book Part 3, "a latency floor of
-about 1 us per hop"). What differs by link kind is the bandwidth and the fraction of V that crosses the
-busiest link:
+Every collective's time is ``max(T_min * hops, load)`` (book Part 3, "a latency floor of about 1 us per
+hop"), ``load`` the seconds the busiest directed link of the collective's route needs: the route sends every
+block along shortest paths of the axis's topology, and the closed forms here count the blocks on each link
+(tests/test_link_loads.py routes every block on small topologies and checks them):
 
-- ``ici`` with wraparound (a ring): V / (W_ici * links), W_ici the bidirectional bandwidth per link and
-  ``links`` the torus dimensions the axes span (book Part 3, "AllGather ... V / W_ici"; Part 2: "a
-  collective over k torus axes gets k times the bandwidth"); hops edge / 2 per torus dimension, where an
-  axis of n chips over k dimensions has edges of n^(1/k).
-- ``ici`` without wraparound (a line): the data crosses the line one way, (n-1)/n of V over the one-way
-  bandwidth W_ici / 2 (book Part 3, the 560 us example on a v5e 4-chip axis); hops |axis| - 1.
+- ``ici`` with wraparound (rings): an AllGather runs on k edge-disjoint Hamiltonian rings through the k
+  torus dimensions it spans, V / (W_ici k) for an even group (book Part 3, "AllGather ... V / W_ici";
+  Part 2: "a collective over k torus axes gets k times the bandwidth"), W_ici the bidirectional bandwidth
+  per link; hops edge / 2 per torus dimension, where an axis of n chips over k dimensions has edges of
+  n^(1/k). An AllToAll routes dimension by dimension (:func:`all_to_all_load`).
+- ``ici`` without wraparound (a line): the block of one end crosses every link, (n-1)/n of V over the
+  one-way bandwidth W_ici / 2 (book Part 3, the 560 us example on a v5e 4-chip axis); hops |axis| - 1.
+  Several dimensions with a line among them: :func:`gather_load`.
 - ``nvlink`` (a switched domain): every GPU reaches every other in one hop; V (n-1)/n through each GPU's
   one-way link (NVIDIA NVLink Switch; HARDWARE.md).
-- ``dcn`` (between slices): the per-chip DCN bandwidth (book Part 5, "scaling between pods").
+- ``dcn`` (between slices): the per-chip DCN bandwidth, V (n-1)/n into each chip (book Part 5, "scaling
+  between pods", whose V / W_dcn is the large-n limit kept where the slice count is a symbol).
 - ``pcie`` (host memory): each chip's PCIe link to its host, W_pcie (book Part 2, "PCIe ... about 1.5e10
   B/s per chip").
 
@@ -27,6 +31,8 @@ throughput term the most blocks that cross one link one way, over that link's on
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import sympy as sp
 
 from .. import caching
 
@@ -46,6 +52,7 @@ class Group:
     spans: tuple = ()        # each axis's link count where it is a number (the torus dimensions it spans)
     rings: tuple = ()        # each axis wraps around
     link_counts: tuple = ()  # each axis's link count
+    edges: tuple = ()        # each axis's slice edges where placed (() where not)
 
     @property
     def switched(self) -> bool:
@@ -58,7 +65,8 @@ def group(axes, env) -> Group:
     sizes = tuple(env.axis(a) for a in axes)
     counts = tuple(env.links(a) for a in axes)
     return Group(info[0].kind, all(a.ring for a in info), env.prod(sizes), sizes, env.total(counts),
-                 tuple(a.links if isinstance(a.links, int) else 1 for a in info), tuple(a.ring for a in info), counts)
+                 tuple(a.links if isinstance(a.links, int) else 1 for a in info), tuple(a.ring for a in info), counts,
+                 tuple(a.edges for a in info))
 
 
 def phases(axes, env) -> list[Group]:
@@ -91,14 +99,45 @@ def hierarchical(axes, V, env):
 
 
 def bandwidth(g: Group, env):
-    """(bytes/s through the busiest link, fraction of V that crosses it) for AllGather-like traffic."""
-    if g.kind == "dcn":
-        return env.W_dcn, env.one
-    if g.kind == "nvlink":
-        return env.W_nvlink, (g.n - 1) / g.n
-    if g.ring:
-        return env.W_ici * g.links, env.one
-    return env.W_ici / 2 * g.links, (g.n - 1) / g.n
+    """Bytes/s through one link of a switched group (one way per device: NVLink, or a chip's DCN share)."""
+    return env.W_dcn if g.kind == "dcn" else env.W_nvlink
+
+
+def half(e, env):
+    """floor(e / 2): the most blocks a ring of ``e`` sends one way when every block goes whole the shorter
+    way round (ties the positive way); e / 2 when ``e`` is a symbol (power-of-two axes are even)."""
+    k = _number(e)
+    return e / 2 if k is None else env.one * (k // 2)
+
+
+def quarter_square(e, env):
+    """floor(e^2 / 4): the (source, destination) pairs that cross the middle link of a line of ``e``."""
+    k = _number(e)
+    return e ** 2 / 4 if k is None else env.one * (k * k // 4)
+
+
+def physical(g: Group, env) -> list | None:
+    """(edge, wraps) of every torus dimension the ICI group spans, axes in mesh order (an axis of n chips
+    over k torus dimensions has k edges of n^(1/k)); None when a link count is a symbol."""
+    out = []
+    for n, ring, k, placed in zip(g.sizes, g.rings, g.link_counts, g.edges or ((),) * len(g.sizes)):
+        if placed:
+            out += [(env.one * e, ring) for e in placed]
+            continue
+        kk = _number(k)
+        if kk is None:
+            return None
+        if kk == 1:
+            out.append((n, ring))
+            continue
+        nn = _number(n)
+        if nn is not None:
+            e = round(nn ** (1 / kk))
+            edge = env.one * e if e ** kk == nn else n ** (1 / kk)
+        else:
+            edge = n ** (env.one / kk)
+        out += [(edge, ring)] * kk
+    return out
 
 
 def hops(g: Group, env):
@@ -106,6 +145,11 @@ def hops(g: Group, env):
     chips over k torus dimensions has k edges of n^(1/k)), 1 in a switch."""
     if g.kind == "nvlink":
         return env.one
+    dims = physical(g, env) if g.kind == "ici" else None
+    if dims is not None and any(g.edges):
+        if g.ring:
+            return env.total(e for e, _ in dims) / 2
+        return env.total(e - 1 for e, _ in dims)
     spans = g.spans or (1,) * len(g.sizes)
     edges = [n if k == 1 else n ** (1 / k) if env.is_numeric else n ** (env.one / k) for n, k in zip(g.sizes, spans)]
     if g.kind == "dcn" or g.ring:
@@ -115,10 +159,9 @@ def hops(g: Group, env):
 
 def one_way(g: Group, env):
     """Bytes/s one device can send to one neighbour (a collective-permute or a send)."""
-    if g.kind == "ici" and g.ring:
+    if g.kind == "ici":
         return env.W_ici / 2 * g.links
-    bw, _ = bandwidth(g, env)
-    return bw
+    return bandwidth(g, env)
 
 
 def trivial(g: Group) -> bool:
@@ -130,11 +173,79 @@ def trivial(g: Group) -> bool:
 
 
 def gather_time(g: Group, V, env):
-    """(latency, throughput) of an AllGather producing V bytes (or a ReduceScatter consuming them) in ``g``."""
+    """(latency, throughput) of an AllGather producing V bytes (or a ReduceScatter consuming them) in ``g``:
+    the bytes on the busiest link of its route over that link's bandwidth (see :func:`gather_load`)."""
     if trivial(g):
         return env.zero, env.zero
-    bw, frac = bandwidth(g, env)
-    return env.T_min * hops(g, env), V * frac / bw
+    return env.T_min * hops(g, env), gather_load(g, V, env)
+
+
+def gather_load(g: Group, V, env):
+    """Seconds the busiest link of an AllGather's route needs. Every device's block of V / n is broadcast
+    whole along shortest paths, so a link carries each block at most once:
+
+    - switched (NVLink, DCN): each device receives the other n - 1 blocks through its own link, V (n-1)/n
+      (DCN with a symbolic slice count: the book's V / W_dcn, its large-n limit);
+    - every torus dimension wraps: k edge-disjoint Hamiltonian rings through the group's k dimensions (a
+      product of cycles decomposes so: Kotzig 1973 for two, Foregger 1978 for three), each carrying V / k;
+      on a ring of N a link carries floor(N/2) blocks one way: 2 floor(N/2) V / (N k W_ici), the book's
+      V / (k W_ici) for even N;
+    - otherwise (a line among the dimensions) the better of two routes: where the group is even and spans
+      several dimensions, one ring through a Hamiltonian cycle of its grid (a grid with an even side has
+      one), V / W_ici; and V split in k parts, part j gathering the dimensions in the
+      order j, j+1, ..., k, 1, ..., j-1 (each pass on the blocks the earlier passes gathered); a directed
+      link of dimension d carries f_d P_{j,d} blocks of V / (k N) in part j, f_d = e_d - 1 on a line,
+      floor(e_d / 2) on a ring, P_{j,d} the product of the edges part j crossed before d. One line of n:
+      2 V (n-1) / (n W_ici) (book Part 3, the v5e example).
+    """
+    if g.switched:
+        known = _number(g.n) is not None
+        frac = (g.n - 1) / g.n if g.kind == "nvlink" or known else env.one
+        return V * frac / bandwidth(g, env)
+    dims = physical(g, env)
+    if dims is None:           # symbolic link counts: the book's form over M links
+        if g.ring:
+            return V / (env.W_ici * g.links)
+        return 2 * V * (g.n - 1) / (g.n * env.W_ici * g.links)
+    k = len(dims)
+    if all(ring for _, ring in dims):
+        return 2 * V * half(g.n, env) / (g.n * k * env.W_ici)
+    shares = _rotated(dims, g.n, env)
+    if k > 1 and _number(g.n) is not None and _number(g.n) % 2 == 0 and all(_known(x) for x in shares):
+        return V * min(1, max(shares)) / env.W_ici   # or one ring through a Hamiltonian cycle of the grid
+    return V * env.max(*shares) / env.W_ici
+
+
+def _rotated(dims, n, env) -> list:
+    """Each torus dimension's load under the rotated passes of :func:`gather_load`, in units of V / W_ici."""
+    k = len(dims)
+    terms = []
+    for d, (e, ring) in enumerate(dims):
+        f = half(e, env) if ring else e - 1
+        crossed = env.zero
+        for j in range(k):
+            order = list(range(j, k)) + list(range(j))
+            crossed = crossed + env.prod(dims[i][0] for i in order[:order.index(d)])
+        terms.append(2 * f * crossed / (k * n))
+    return terms
+
+
+def all_to_all_load(g: Group, V, env):
+    """Seconds the busiest link of an AllToAll's route needs, V the whole array over the group (each device
+    sends V / n^2 to each other). Switched: each device sends n - 1 blocks through its link. On a torus,
+    dimension-order routing, each block the shorter way round (a block halfway round a ring split between
+    both ways): a directed link of dimension d (edge e) carries the (source, destination) pairs of its line
+    that cross it times the n / e lines' worth of other coordinates: floor(e^2/4) pairs on a line, half
+    that each way on a ring. Dimension d needs (2 or 1) floor(e^2/4) V / (e n W_ici) (line or ring); the
+    links of different dimensions run at once, so the largest is the bound: on rings of even edges the
+    book's V max(e) / (4 n W_ici) (Part 3, "ND AllToAll"); a line of n takes V / (2 W_ici), twice a ring."""
+    if g.switched:
+        return V * (g.n - 1) / (g.n * g.n) / bandwidth(g, env)
+    dims = physical(g, env)
+    if dims is None:           # symbolic link counts: each axis's M links as parallel lines or rings
+        return env.max(*(V * n / ((4 if ring else 2) * g.n * env.W_ici * m)
+                         for n, ring, m in zip(g.sizes, g.rings, g.link_counts)))
+    return env.max(*((1 if ring else 2) * V * quarter_square(e, env) / (e * g.n * env.W_ici) for e, ring in dims))
 
 
 def pcie_time(V, env):
@@ -152,6 +263,15 @@ def _number(v):
     except TypeError:
         return None
     return int(f) if f == int(f) else None
+
+
+def _known(v) -> bool:
+    """``v`` is a number (not an expression in symbols)."""
+    try:
+        float(v)
+    except TypeError:
+        return False
+    return True
 
 
 def sizes_known(axes, env):
@@ -189,6 +309,8 @@ def routed_time(hop, loads, axes, block, env):
         return env.zero, env.zero
     terms = []
     for key, load in loads:
+        if not env.is_numeric:          # halves of blocks (a tie split both ways round) as exact fractions
+            load = sp.Rational(load)
         bw = _one_way_axis(axes[key], env) if isinstance(key, int) else _kind_bandwidth(key, env)
         terms.append(block * load / bw)
     return env.T_min * hop, env.max(*terms)
@@ -216,7 +338,8 @@ def diameter_time(axes, block, env):
 def route(pairs: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
     """Route every block of a permutation: (hops of the longest route, ((axis index or switched kind, most
     blocks on one link one way), ...)). Torus axes are crossed in order, each the shorter way round (a line
-    has one way); the axes of a switched kind are crossed together in one hop."""
+    has one way; a block halfway round a ring goes half each way, so a ring of two moves a block over both
+    its links); the axes of a switched kind are crossed together in one hop."""
     pos = [list(s) for s, _ in pairs]
     dst = [tuple(t) for _, t in pairs]
     length = [0] * len(pairs)
@@ -231,16 +354,18 @@ def route(pairs: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
                 continue
             if ring:
                 fwd = (t - s) % n
-                step, steps = (1, fwd) if fwd <= n - fwd else (-1, n - fwd)
+                ways = ((1, fwd, 1),) if fwd < n - fwd else ((-1, n - fwd, 1),) if fwd > n - fwd else \
+                    ((1, fwd, 0.5), (-1, fwd, 0.5))       # halfway round: half each way
             else:
-                step, steps = (1 if t > s else -1), abs(t - s)
+                ways = (((1 if t > s else -1), abs(t - s), 1),)
             row = tuple(cur[:k] + cur[k + 1:])
-            c = s
-            for _ in range(steps):
-                key = (row, c, step)
-                links[key] = links.get(key, 0) + 1
-                c = (c + step) % n
-            length[p] += steps
+            for step, steps, share in ways:
+                c = s
+                for _ in range(steps):
+                    key = (row, c, step)
+                    links[key] = links.get(key, 0) + share
+                    c = (c + step) % n
+            length[p] += ways[0][1]
             cur[k] = t
         if links:
             loads.append((k, max(links.values())))

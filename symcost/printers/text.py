@@ -30,7 +30,7 @@ def fmt_count(x: float) -> str:
 
 def render_plan(plan) -> str:
     lines = [f"expression: {plan.expression}",
-             f"mesh: {plan.mesh}" + (f"   hardware: {plan.hardware.name}" if plan.hardware else "")]
+             f"mesh: {plan.mesh.spelled}" + (f"   hardware: {plan.hardware.name}" if plan.hardware else "")]
     lines += [f"note: {n}" for n in plan.notes] + [f"padding: {p}" for p in plan.padding]
     if plan.fits is False:
         lines.append(f"DOES NOT FIT: a device holds {fmt_bytes(plan.memory_bytes)} while training, "

@@ -5,7 +5,7 @@ vectorised functions of the symbols a sweep varies.
     >>> s = Space.of("param W[D, F]\\nOut[B, F] = In[B, D] *_D W[D, F]", "X=4")
     >>> p = price(s, next(iter(s.candidates())), dims={"B": 4096, "D": 8192, "F": 8192}, hw="tpu-v5p")
     >>> p.layouts, p.bound
-    ({'W': 'W[D, F]', 'In': 'In[B, D]', 'Out': 'Out[B, F]'}, 'comms')
+    ({'W': 'W[D, F]', 'In': 'In[B, D]', 'Out': 'Out[B, F]'}, 'compute')
 
 The symbolic work a candidate needs (its plan, its closed-form totals) is done once; what varies with the
 numbers -- the step time over a range of batch sizes -- is a NumPy function of the closed form, built once

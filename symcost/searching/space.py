@@ -15,7 +15,7 @@ every open parameter (or none) and the dimension it splits in every open activat
 name is split the same way in every open tensor of its group (``W_in[D_X, F_Y]`` goes with
 ``W_out[F_Y, D_X]``, ``In[B_X, D_Y]`` with ``Out[B_X, D_Y]``: a layer's output is the next layer's input),
 and a dimension split over several axes takes them in mesh order. Axes with the same size, link kind, link
-count and wraparound are interchangeable: assignments that differ only by exchanging them are one candidate
+count, wraparound and slice edges are interchangeable: assignments that differ only by exchanging them are one candidate
 (symmetric duplicates collapsed).
 """
 from __future__ import annotations
@@ -115,7 +115,7 @@ class Space:
                              "parameters and the input without axes (W_in[D, F]) to let the search choose them")
         key = {}
         for a in m.axes:
-            key.setdefault((a.size or a.name, a.kind, a.links, a.wraparound), []).append(a.name)
+            key.setdefault((a.size or a.name, a.kind, a.links, a.wraparound, a.edges), []).append(a.name)
         classes = tuple(tuple(v) for v in key.values())
         batch = frozenset(dims["activation"]) - frozenset(dims["param"])
         return cls(prog, m, groups, opened, classes, batch, bound.hardware)
