@@ -20,13 +20,14 @@ demo: $(STAMP)
 	$(VENV)/bin/symcost solve derivations/fsdp.sc --for B --mesh X --hw tpu-v5p
 	$(VENV)/bin/symcost derive "A[I, J_X] * B[J, K] -> C[I, K]" --mesh X=4 --dims I=256,J=8192,K=8192 --hw tpu-v5e
 
-# the static checks, then every test (doctests of the package included) on two processes; the JAX extra
-# first where it can be installed, so that the tests that run on (forced CPU host) devices run too; the
-# property tests that take their size from the hypothesis profile run at full size (SYMCOST_HYPOTHESIS=ci:
-# 500 examples, 25 else)
+# the static checks, then every test (doctests of the package included); the JAX extra first where it can
+# be installed, so that the tests that run on (forced CPU host) devices run too. The tests that compare
+# wall-clock times (marked timing) run alone first; the rest on two processes, the property tests that take
+# their size from the hypothesis profile at full size (SYMCOST_HYPOTHESIS=ci: 500 examples, 25 else)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
-	SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2
+	$(PY) -m pytest -m timing
+	SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 -m "not timing"
 
 # the fast tier for your own loop: everything but the tests marked slow (51 s of CPU: about 30 s on 2 free cores)
 test-fast: $(STAMP)
