@@ -13,6 +13,7 @@ import symcost
 from symcost import arrays, reference
 from symcost.simulate import SimulationError, check_plan
 from symcost.testing import training_cases
+from test_elementwise import LAYER       # the MLP block with a norm, dropout and a residual
 
 DERIVATIONS = sorted(glob.glob("derivations/*.sc"))
 
@@ -57,15 +58,6 @@ def test_fsdp_keeps_the_sharded_weight_and_its_gathered_copy():
     assert np.allclose(out["dIn"], (g @ w_out.T) @ w_in.T)
 
 
-LAYER = """
-param W1[D, F_Y], W3[F_Y, D]
-Xn[B, T, D] = LayerNorm_D(X[B, T, D])
-U[B, T, F_Y] = Xn[B, T, D] *_D W1[D, F_Y]
-G[B, T, F_Y] = GeLU(U[B, T, F_Y])
-Z[B, T, D] = G[B, T, F_Y] *_F W3[F_Y, D]
-Zd = Dropout(Z[B, T, D])
-Out = Add(X[B, T, D], Zd[B, T, D])
-"""
 
 ATTENTION = """
 param Wq[D, H], Wk[D, H]
