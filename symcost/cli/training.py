@@ -1,6 +1,6 @@
-"""``symcost train NAME ...`` = ``symcost model NAME --train ...``: a training run of a model, as launched
-(the run knobs: :mod:`symcost.cli.train`), chosen on a chip budget (``--search``:
-:mod:`symcost.cli.run_search`), or the book's whole-batch estimate."""
+"""``symcost train NAME ...`` = ``symcost model NAME --train ...``: a training run of a model, priced as
+launched by the one step model (the run knobs, with stated defaults for those left unset:
+:mod:`symcost.cli.train`) or chosen on a chip budget (``--search``: :mod:`symcost.cli.run_search`)."""
 from __future__ import annotations
 
 from ..errors import UsageError
