@@ -26,12 +26,14 @@ demo: $(STAMP)
 # their size from the hypothesis profile at full size (SYMCOST_HYPOTHESIS=ci: 500 examples, 25 else)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
-	$(PY) -m pytest -m timing
-	SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 -m "not timing"
+	@rm -rf .test-calibration && mkdir .test-calibration
+	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration $(PY) -m pytest -m timing
+	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadgroup -m "not timing"
+	@rm -rf .test-calibration
 
 # the fast tier for your own loop: everything but the tests marked slow (51 s of CPU: about 30 s on 2 free cores)
 test-fast: $(STAMP)
-	$(PY) -m pytest -n 2 -m "not slow"
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
 
 # the layering contract (six tiers, docs/architecture.md), ruff, and mypy on the engine's rooms
 lint: $(STAMP)
@@ -51,4 +53,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache .test-calibration
