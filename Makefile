@@ -28,12 +28,12 @@ test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
 	@rm -rf .test-calibration && mkdir .test-calibration
 	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration $(PY) -m pytest -m timing
-	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadgroup -m "not timing"
+	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope -m "not timing"
 	@rm -rf .test-calibration
 
 # the fast tier for your own loop: everything but the tests marked slow (51 s of CPU: about 30 s on 2 free cores)
 test-fast: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow"
+	$(PY) -m pytest -n 2 --dist loadscope -m "not slow"
 
 # the layering contract (six tiers, docs/architecture.md), ruff, and mypy on the engine's rooms
 lint: $(STAMP)

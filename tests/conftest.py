@@ -45,18 +45,3 @@ PROFILE = os.environ.get("SYMCOST_HYPOTHESIS", "fast")
 if PROFILE not in ("fast", "ci"):
     raise pytest.UsageError(f"SYMCOST_HYPOTHESIS must be 'fast' or 'ci', not {PROFILE!r}")
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
-    """Tests that share a module- or session-scoped fixture (a calibration, XLA's compiled programs, a whole
-    search) go to one worker under ``pytest -n 2 --dist loadgroup`` (as ``make test`` runs them), so the
-    fixture is made once, not once a worker."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        for name in item.fixturenames:
-            defs = info.name2fixturedefs.get(name)
-            if defs and defs[-1].scope in ("module", "package", "session") and defs[-1].baseid.startswith("tests"):
-                item.add_marker(pytest.mark.xdist_group(f"{defs[-1].baseid}::{name}"))
-                break
