@@ -41,7 +41,7 @@ WIDER = 16
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
-           moves=None, vs: str | None = None, range=None, progress=None, jobs=1) -> SearchResult:
+           moves=None, vs: str | None = None, range=None, progress=None, jobs=1, exact: bool = False) -> SearchResult:
     """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them: the space,
     each candidate priced by the engine, filtered by memory, ranked.
 
@@ -55,7 +55,8 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     :mod:`symcost.progress`'s bar on a terminal instead); ``jobs``: processes that price candidates (1: this
     one; a number; ``"auto"``: every core, for spaces of :data:`.pool.MIN_CANDIDATES` or more): the
     ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`).
-    Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False.
+    Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False. ``exact``:
+    solve for the best plan with a proven lower bound instead of pricing every candidate (:mod:`.exact`).
 
     A search runs in a planning context of its own (:func:`symcost.caching.context`), its caches
     :data:`WIDER` times their bounds: candidates share most of their statements' plans, and what the search
@@ -67,6 +68,11 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
         raise UsageError("search ranks by numbers: give --hw (a preset, e.g. tpu-v5p)")
     outer = caching.current()
     with caching.context(outer.enabled, outer.check, WIDER):
+        if exact:
+            from .exact import exact_search
+            space, sizes, _ = _space(text, mesh, dims, hw, None, None)
+            return exact_search(space, sizes, dict(dims=sizes, hw=hw, backward=backward, overlap=overlap,
+                                                   moves=moves), objective=objective, vs=vs)
         return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs)
 
 
