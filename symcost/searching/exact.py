@@ -137,7 +137,8 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
 
     deadline = time.perf_counter() + seconds
     first = _roles(space, [subs[at] for at in where], by_statement, evaluate, gap, deadline)
-    second = _joint(by_statement, len(pcs.resources(space.mesh)), evaluate, gap, deadline, first.best)
+    second = first if first.interrupted else _joint(by_statement, len(pcs.resources(space.mesh)), evaluate, gap,
+                                                      deadline, first.best)
     found = sorted({id(p): p for p in derived.values() if p is not None}.values(), key=_rank)
     best = second.best
     bound = min(best.t_step, second.bound) if best is not None else second.bound
@@ -151,6 +152,7 @@ class _Descent:
     bound: float
     solves: int
     complete: bool
+    interrupted: bool = False     # Ctrl-C: what was found is kept, nothing more is started
 
 
 def _better(p: Priced | None, best: Priced | None) -> Priced | None:
@@ -177,7 +179,7 @@ def _roles(space: Space, subs: list, by_statement: list, evaluate, gap: float, d
             best = _better(evaluate(chosen), best)
             bars.advance(1, "exact search: the search's space", unit=" plans", label=_label(best, low))
     except KeyboardInterrupt:
-        return _Descent(best, 0.0, 0, False)
+        return _Descent(best, 0.0, 0, False, True)
     return _Descent(best, best.t_step if best else float("inf"), len(bounded), True)
 
 
@@ -205,7 +207,7 @@ def _joint(by_statement: list, nres: int, evaluate, gap: float, deadline: float,
             if time.perf_counter() > deadline:
                 return _Descent(best, bound, solves, False)
     except KeyboardInterrupt:
-        return _Descent(best, bound, solves, False)
+        return _Descent(best, bound, solves, False, True)
 
 
 def _label(best, bound) -> str:
@@ -267,6 +269,8 @@ def exact_search(space: Space, sizes: dict, options: dict, *, objective: str = "
     start = time.perf_counter()
     found = solve(space, options, gap=gap, seconds=seconds)
     if not found.ranked:
+        if not found.complete:      # stopped before a plan was derived: nothing to show
+            raise KeyboardInterrupt
         raise UsageError("no candidate could be planned: bind every size the program uses with --dims")
     hbm = getattr(space.hardware, "hbm_bytes", None)
     return SearchResult(found.space, space.size, space.assignments, len(found.ranked),

@@ -33,6 +33,10 @@ def _scipy():
     return np, sparse, Bounds, LinearConstraint, milp
 
 
+#: the relative gap HiGHS closes before it calls a solution optimal
+GAP = 1e-9
+
+
 def available() -> None:
     """Raise the clear error where scipy is missing (before any work is done)."""
     _scipy()
@@ -75,7 +79,7 @@ class Model:
         integrality[:ints] = 1
         upper = np.ones(n)
         upper[n - 1] = np.inf
-        options = {"mip_rel_gap": 1e-9, "disp": False}
+        options = {"mip_rel_gap": GAP, "disp": False}
         if time_limit is not None:
             options["time_limit"] = max(time_limit, 0.1)
         res = milp(c, constraints=LinearConstraint(a, np.array(lo), np.array(hi)), integrality=integrality,
@@ -84,8 +88,10 @@ class Model:
             if res.status == 2:       # infeasible: every solution cut off
                 return Solution(float("inf"), float("inf"), None)
             raise UsageError(f"the exact search's solver stopped without a solution ({res.message})")
-        bound = getattr(res, "mip_dual_bound", None)
-        bound = float(res.fun) if bound is None or not np.isfinite(bound) else min(float(bound), float(res.fun))
+        bound = getattr(res, "mip_dual_bound", None)      # HiGHS's proven bound (scipy >= 1.11)
+        if bound is None or not np.isfinite(bound):         # else proven only where solved to optimality
+            bound = float(res.fun) * (1 - GAP) if res.status == 0 else 0.0
+        bound = min(float(bound), float(res.fun))
         chosen = tuple(max(ps, key=lambda p: res.x[column[id(p)]]) for ps in self.statements)
         value = max(map(sum, zip(*(p.vector for p in chosen))))
         return Solution(value, min(bound * scale, value), chosen)

@@ -121,9 +121,33 @@ def test_json_carries_the_bound_and_the_gap(capsys):
                  "tpu-v5p", "--exact", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 0
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(data, json.loads((ROOT / "symcost" / "schemas" / "search.json").read_text()))
     assert 0 < data["bound"] <= data["ranked"][0]["t_step"]
     assert data["gap"] == pytest.approx((data["ranked"][0]["t_step"] - data["bound"]) / data["ranked"][0]["t_step"])
     assert data["search_best"]["slower_by"] >= 0
+
+
+@needs_scipy
+def test_ctrl_c_keeps_the_best_found_so_far(monkeypatch):
+    """Stopped while it derives its second plan, the exact search returns the first with the bound proven
+    until then, marked incomplete (the command line exits 130, as the ordinary search does)."""
+    from symcost.searching import exact
+    calls = []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return exact_planned(*args, **kwargs)
+
+    exact_planned = exact.planned
+    monkeypatch.setattr(exact, "planned", stopping)
+    space = Space.of(TWO, "X=4", "tpu-v5p")
+    found = exact.solve(space, OPTIONS, gap=-1.0)          # a gap never closed: it goes on until stopped
+    assert not found.complete and len(found.ranked) == 1 and len(calls) == 2
+    assert 0 <= found.bound <= found.ranked[0].t_step
+    assert found.gap == pytest.approx((found.ranked[0].t_step - found.bound) / found.ranked[0].t_step)
 
 
 def test_without_scipy_it_says_what_to_install(capsys, monkeypatch):
