@@ -12,7 +12,7 @@ mixed-integer program over the engine's pieces (:mod:`.pieces`, :mod:`.milp`).
 Two spaces, one after the other, each solved the same way:
 
 1. **the search's**: every statement sharded by the same roles of the mesh axes (:mod:`.space`). Its best is
-   what the ordinary search finds, the engine choosing each statement's plan at those layouts;
+   what the ordinary search finds (to within ``gap``), the engine choosing each statement's plan there;
 2. **the joint one**: every open tensor its own layout, each statement's layouts those of some roles
    (the pieces), statements agreeing on the tensors they share. It holds the first.
 
@@ -40,6 +40,8 @@ from .space import GROUPS, Candidate, Space
 GAP = 1e-3
 #: seconds an exact search spends improving its bound after pricing its pieces
 SECONDS = 120.0
+#: pieces planned before the exact search says how long the rest will take
+SAMPLE = 50
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,15 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
     bars.say(f"search --exact: {total:,} pieces ({len(where)} statements, each at every sharding of its "
              f"tensors) to plan, then the program solved")
 
+    began, done = time.perf_counter(), [0]
+
     def tick():
+        done[0] += 1
         bars.advance(1, "exact search: statements planned alone", total=total, unit=" pieces")
+        if done[0] == SAMPLE and total > 2 * SAMPLE:     # as the ordinary search: how long the rest will take
+            rate = SAMPLE / max(time.perf_counter() - began, 1e-9)
+            bars.say(f"search --exact: about {(total - SAMPLE) / rate:,.0f} s more at {rate:,.0f} pieces a second "
+                     f"(the first {SAMPLE})")
 
     by_statement = [pcs.statement_pieces(space, at, options, tick) for at in where]
     flat = [p for ps in by_statement for p in ps]

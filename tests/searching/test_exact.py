@@ -99,7 +99,8 @@ def test_the_bound_is_below_every_plan_and_the_best_is_the_searchs(mesh):
     assert exact.complete and exact.gap <= 1e-3
     assert all(p.t_step >= exact.bound * (1 - 1e-12) for p in every.ranked)
     assert exact.best.t_step <= every.best.t_step * (1 + 1e-12)
-    assert exact.search_best.t_step == pytest.approx(every.best.t_step, rel=1e-12)
+    # the search's space is solved to within the exact search's gap (0.1 %)
+    assert every.best.t_step <= exact.search_best.t_step <= every.best.t_step * (1 + 1e-3)
     derived = symcost.derive(exact.program_of(exact.best), mesh=mesh, dims=DIMS, hw="tpu-v5p", backward=True)
     assert derived.numbers().t_step == pytest.approx(exact.best.t_step, rel=1e-12)
 
@@ -177,7 +178,7 @@ def test_where_the_searchs_best_is_not_the_optimum_the_better_plan_is_shown_and_
     text = (ROOT / "examples" / "mlp3.sc").read_text()
     every = search(text, "X=2,Y=2", None, "tpu-v5p", backward=True)
     r = search(text, "X=2,Y=2", None, "tpu-v5p", backward=True, exact=True)
-    assert r.search_best.t_step == pytest.approx(every.best.t_step, rel=1e-12)
+    assert every.best.t_step <= r.search_best.t_step <= every.best.t_step * (1 + 1e-3)
     assert r.best.t_step < every.best.t_step * (1 - 1e-3)          # better than every candidate of the search
     assert r.gap <= 1e-3 and all(p.t_step >= r.bound * (1 - 1e-12) for p in every.ranked)
     data = r.as_dict()
