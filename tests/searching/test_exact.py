@@ -5,9 +5,9 @@ import importlib.util
 import itertools
 import json
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 import symcost
 from symcost.cli import main
@@ -21,7 +21,6 @@ from symcost.simulate import check_plan
 needs_scipy = pytest.mark.skipif(importlib.util.find_spec("scipy") is None,
                                  reason="search --exact needs scipy (the exact extra)")
 
-ROOT = Path(__file__).parent.parent.parent
 
 #: the MLP written as two statements: H is a tensor of its own, shared by both (its layout is a choice)
 TWO = """
