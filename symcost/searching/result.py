@@ -59,9 +59,6 @@ class SearchResult:
         ``program``, ``derive --dims`` gives the numbers the search ranked by."""
         return ",".join(f"{k}={v}" for k, v in self.sizes.items() if k not in self.space.mesh)
 
-    def _exact(self) -> dict:
-        return _exact_dict(self)
-
     def as_dict(self, top: int = 10) -> dict:
         """The ``--json`` form: the first ``top`` ranked candidates (and every regime's best), each with
         its ``program``."""
@@ -77,7 +74,7 @@ class SearchResult:
             "candidates": self.candidates, "assignments": self.assignments, "priced": self.priced,
             "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
             "complete": self.complete, "hbm_bytes": self.hbm_bytes, "ranked": ranked,
-            **(self._exact() if self.bound is not None else {}),
+            **(_exact_dict(self) if self.bound is not None else {}),
             **({"vs": self.vs, "range": list(self.range),
                 "regimes": [_regime(r, index[r.best], self.range) for r in self.regimes]} if self.vs else {}),
         }
@@ -86,7 +83,7 @@ class SearchResult:
 def _exact_dict(result: SearchResult) -> dict:
     """``bound`` and ``gap``, and the best of the search's space (every statement sharded by the same
     roles: what the ordinary search finds) with how much slower it is than the best found."""
-    out = {"bound": result.bound, "gap": result.gap}
+    out = {"bound": result.bound, "gap": result.gap if result.best is not None else None}
     sb, best = result.search_best, result.best
     if sb is not None and best is not None:
         out["search_best"] = {"t_step": sb.t_step, "slower_by": sb.t_step / best.t_step - 1,
