@@ -144,8 +144,9 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
             derived[splits] = None if got is None else _priced(space, cand, got, options)
         return derived[splits]
 
-    deadline = time.perf_counter() + seconds
-    first = _roles(space, [subs[at] for at in where], by_statement, evaluate, gap, deadline)
+    now = time.perf_counter()           # the search's space gets at most half the time, the joint one the rest
+    deadline = now + seconds
+    first = _roles(space, [subs[at] for at in where], by_statement, evaluate, gap, now + seconds / 2)
     second = first if first.interrupted else _joint(by_statement, len(pcs.resources(space.mesh)), evaluate, gap,
                                                       deadline, first.best)
     found = sorted({id(p): p for p in derived.values() if p is not None}.values(), key=_rank)
@@ -206,8 +207,8 @@ def _joint(by_statement: list, nres: int, evaluate, gap: float, deadline: float,
             solves += 1
             if solves == 1:
                 bound = sol.bound       # the later solves bound only the kept pieces' combinations
-            if sol.chosen is None:
-                return _Descent(best, bound if best is None else min(bound, best.t_step), solves, True)
+            if sol.chosen is None:      # every solution cut off (or the time ran out first)
+                return _Descent(best, bound if best is None else min(bound, best.t_step), solves, not sol.stopped)
             best = _better(evaluate(sol.chosen), best)
             model.exclude(sol.chosen)
             bars.advance(1, "exact search: the joint space", unit=" plans", label=_label(best, bound))

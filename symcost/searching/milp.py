@@ -51,6 +51,7 @@ class Solution:
     value: float
     bound: float
     chosen: tuple | None
+    stopped: bool = False     # out of time (``chosen`` None: no solution found, the bound stands)
 
 
 @dataclass
@@ -84,11 +85,15 @@ class Model:
             options["time_limit"] = max(time_limit, 0.1)
         res = milp(c, constraints=LinearConstraint(a, np.array(lo), np.array(hi)), integrality=integrality,
                    bounds=Bounds(np.zeros(n), upper), options=options)
+        dual = getattr(res, "mip_dual_bound", None)       # HiGHS's proven bound (scipy >= 1.11)
         if res.x is None:
             if res.status == 2:       # infeasible: every solution cut off
                 return Solution(float("inf"), float("inf"), None)
+            if res.status == 1:       # out of time before a solution: the bound it proved, if any
+                known = dual is not None and np.isfinite(dual)
+                return Solution(float("inf"), float(dual) * scale if known else 0.0, None, stopped=True)
             raise UsageError(f"the exact search's solver stopped without a solution ({res.message})")
-        bound = getattr(res, "mip_dual_bound", None)      # HiGHS's proven bound (scipy >= 1.11)
+        bound = dual
         if bound is None or not np.isfinite(bound):         # else proven only where solved to optimality
             bound = float(res.fun) * (1 - GAP) if res.status == 0 else 0.0
         bound = min(float(bound), float(res.fun))
