@@ -80,6 +80,8 @@ def show(res: dict, hw, cfg) -> None:
     print(f"  run search on at most {res['chips']:,} x {hw.name}, {res['sequences']:,} sequences of {res['seq']}: "
           f"priced {res['searched']:,} runs in {fmt_seconds(res['search_seconds'])}; {res['feasible']:,} fit in "
           f"{fmt_bytes(hw.hbm_bytes)}")
+    if res.get("complete") is False:
+        print(f"    stopped (Ctrl-C) after {res['searched']:,} runs: the best so far")
     if not res["runs"]:
         print(f"    NONE FITS: {_why_none(res, hw, cfg)}")
     else:

@@ -26,10 +26,9 @@ priced at every batch: the sweep of :meth:`Serving.frontier`. ``bound`` says whi
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
-from .. import progress
+from .. import searches
 from ..errors import UsageError
 from .inference import Serving, split_mesh
 from .results import SearchResult, ServingStep
@@ -105,16 +104,47 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
         raise UsageError(f"a serving search is over {' or '.join(PHASES)}, not {phase!r}")
     if latency is not None and latency <= 0:
         raise UsageError(f"--latency must be positive, not {latency:g}")
-    t0 = time.perf_counter()
-    options = meshes(cfg, chips)
-    kept, searched = [], 0
-    for mesh, server, batches in space(cfg, hw, chips, seq, dtype=dtype, kv_dtype=kv_dtype, max_batch=max_batch):
-        progress.advance(1, "pricing meshes", total=len(options), unit=" meshes", label=mesh)
-        searched += max(1, len(batches))
-        kept += [r for r in price(server, mesh, batches, seq, phase) if qualifies(r, latency)] if batches else []
-    ranked = rank(kept)
-    return SearchResult(searched, len(ranked), time.perf_counter() - t0, tuple(ranked[:top]),
-                        (("phase", phase), ("meshes", [m for m, _ in options]), ("latency", latency)))
+    stages = _Stages(tuple(space(cfg, hw, chips, seq, dtype=dtype, kv_dtype=kv_dtype, max_batch=max_batch)),
+                     seq, phase, latency)
+    found = searches.run(stages)
+    ranked = found.ranked
+    searched = sum(max(1, len(batches)) for _, _, batches in stages.servers[:found.done])
+    return SearchResult(searched, len(ranked), found.seconds, tuple(ranked[:top]),
+                        (("phase", phase), ("meshes", [m for m, _, _ in stages.servers]), ("latency", latency)),
+                        complete=found.complete)
+
+
+@dataclass(frozen=True)
+class _Stages:
+    """The serving search as :class:`symcost.searches.Stages`: each mesh's server and batches, every batch
+    priced, kept where it fits and meets the latency target, most tokens a second per chip first."""
+
+    servers: tuple
+    seq: int
+    phase: str
+    latency: float | None
+    name = "serving search"
+    unit = "meshes"
+
+    def items(self) -> tuple:
+        return self.servers
+
+    def count(self, n: int) -> str:
+        batches = sum(max(1, len(b)) for _, _, b in self.servers)
+        return f"{batches:,} (mesh, batch) pairs over {n:,} meshes to price"
+
+    def price(self, items):
+        for mesh, server, batches in items:
+            yield tuple(price(server, mesh, batches, self.seq, self.phase)) if batches else ()
+
+    def passes(self, run: ServingRun) -> bool:
+        return qualifies(run, self.latency)
+
+    def rank(self, kept: list) -> list:
+        return rank(kept)
+
+    def label(self, item) -> str:
+        return item[0]
 
 
 __all__ = ["PHASES", "ServingRun", "meshes", "search_serving"]
