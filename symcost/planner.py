@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from . import dtypes
 from .binding import BoundProgram
-from .collectives import RULES, Move, rule
+from .collectives import RULES, Move, rule, written_moves
 from . import elementwise
 from .einsum import LocalEinsum
 from .env import RANKING_DEFAULTS
@@ -369,7 +369,7 @@ class _Walk:
                 raise self.error(f"a send goes along one mesh axis, not {format_axes(stmt.axes)[1:]}", stmt.name_span,
                                  hint="write Send_Z(...), or Send_{Z,2} for two devices along Z")
             return [Move(stmt.kind, tuple(stmt.axes), src, src, stmt.distance or (1 if stmt.axes else 0))]
-        moves = self.written_moves(kind, set(stmt.axes), src, want)
+        moves = written_moves(kind, set(stmt.axes), src, want, self.mesh)
         if not moves:
             if src.dims != want.dims:
                 reason = f"{label} keeps the dimensions of {src.name}, but the result has different dimensions"
@@ -393,15 +393,3 @@ class _Walk:
     @staticmethod
     def where(line: int) -> str:
         return f"ToHost on line {line}" if line else "an input kept there"
-
-    def written_moves(self, kind, axes: set, src: Layout, want: Layout) -> list[Move]:
-        """The move a written collective is, or a Permute then that move when it works on a major axis (the
-        Permute's reason says so: the program did not write it)."""
-        for m in kind.edges(src, self.mesh):
-            if set(m.axes) == axes and m.after == want:
-                return [m]
-        for p in rule("Permute").edges(src, self.mesh):
-            for m in kind.edges(p.after, self.mesh):
-                if set(m.axes) == axes and m.after == want:
-                    return [p, m]
-        return []
