@@ -133,3 +133,23 @@ def test_a_stopped_run_or_serving_search_prints_the_best_so_far_and_exits_130(mo
     assert code == 130 and out[key]["complete"] is False and out["search"]["candidates"] == out[key]["searched"]
     assert main(argv) == 130
     assert "stopped (Ctrl-C) after " in capsys.readouterr().out
+
+
+def test_ctrl_c_in_a_sweep_over_chip_budgets_stops_the_sweep(monkeypatch, capsys):
+    """``--vs chips`` runs one run search a budget: stopped in the first budget's search, it searches no
+    further budgets, shows the budgets found so far and exits 130."""
+    real, calls = searches.priced, []
+
+    def priced(stages, items):
+        calls.append(stages)
+        for i, got in enumerate(real(stages, items)):
+            if len(calls) == 2 and i == 1:    # the whole budget's search ends; the sweep's first is stopped
+                raise KeyboardInterrupt
+            yield got
+    monkeypatch.setattr(searches, "priced", priced)
+    argv = ["model", "megatron-22b", "--train", "--search", "--hw", "a100", "--chips", "8", "--batch", "8192",
+            "--seq", "2048", "--vs", "chips", "--top", "1", "--json"]
+    code = main(argv)
+    out = json.loads(capsys.readouterr().out)["train"]
+    assert code == 130 and len(calls) == 2 and out["complete"] is False
+    assert [r["chips"] for r in out["vs_chips"]] == [1]
