@@ -73,17 +73,22 @@ class Stages(Protocol):
 
 @dataclass(frozen=True)
 class Found:
-    """What :func:`run` found: ``size`` items in the space, ``done`` of them priced (all unless stopped),
-    every value priced (``priced``, in the space's order), those that passed the filter ranked
-    (``ranked``; then, when asked, those that did not, ranked after them) and how many passed."""
+    """What :func:`run` found: the space's ``items``, ``done`` of them priced (all unless stopped), every
+    value priced (``priced``, in the space's order), those that passed the filter ranked (``ranked``; then,
+    when asked, those that did not, ranked after them), how many passed, and the seconds it all took (the
+    space made, priced, filtered and ranked)."""
 
-    size: int
+    items: tuple
     done: int
     priced: tuple
     ranked: tuple
     passed: int
     complete: bool
     seconds: float
+
+    @property
+    def size(self) -> int:
+        return len(self.items)
 
     @property
     def stopped(self) -> str | None:
@@ -102,7 +107,7 @@ def run(stages: Stages, *, keep_failed: bool = False) -> Found:
     ranked = stages.rank(kept)
     if keep_failed:
         ranked = ranked + stages.rank([p for p in values if not stages.passes(p)])
-    return Found(len(items), done, tuple(values), tuple(ranked), len(kept), complete, time.perf_counter() - start)
+    return Found(tuple(items), done, tuple(values), tuple(ranked), len(kept), complete, time.perf_counter() - start)
 
 
 def priced(stages: Stages, items: Sequence) -> Iterator[tuple]:

@@ -139,12 +139,20 @@ class _Stages:
 
     cfg: object
     hw: object
-    runs: tuple
+    chips: int
+    sequences: int
+    seq: int
+    space: tuple    # the space's bounds (max_tp, max_cp, ...) as (name, value) pairs
     name = "run search"
     unit = "runs"
 
     def items(self) -> tuple:
-        return self.runs
+        cfg, chips, sequences = self.cfg, self.chips, self.sequences
+        runs = tuple(candidates(cfg, self.hw, chips, sequences, self.seq, **dict(self.space)))
+        if not runs:
+            raise UsageError(f"no way to launch {cfg.name} on {chips} chips with {sequences} sequences: TP must "
+                             f"divide the {cfg.N} heads, PP the {cfg.L} layers, DP the sequences")
+        return runs
 
     def count(self, n: int) -> str:
         return f"{n:,} runs of {self.cfg.name} to price"
@@ -198,11 +206,7 @@ def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, **s
     the chips it uses and what it loses by (space -> price -> filter by memory -> rank)."""
     if chips < 1 or sequences < 1 or seq < 1:
         raise UsageError("a run search needs positive --chips, --sequences (or --batch) and --seq")
-    space_list = tuple(candidates(cfg, hw, chips, sequences, seq, **space))
-    if not space_list:
-        raise UsageError(f"no way to launch {cfg.name} on {chips} chips with {sequences} sequences: TP must "
-                         f"divide the {cfg.N} heads, PP the {cfg.L} layers, DP the sequences")
-    found = searches.run(_Stages(cfg, hw, space_list))
+    found = searches.run(_Stages(cfg, hw, chips, sequences, seq, tuple(space.items())))
     ranked = found.ranked
     best = ranked[0].report["iteration"] if ranked else None
     chosen = [_choice(p, ranked[0].iteration, best) for p in ranked[:top]]

@@ -104,13 +104,11 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
         raise UsageError(f"a serving search is over {' or '.join(PHASES)}, not {phase!r}")
     if latency is not None and latency <= 0:
         raise UsageError(f"--latency must be positive, not {latency:g}")
-    stages = _Stages(tuple(space(cfg, hw, chips, seq, dtype=dtype, kv_dtype=kv_dtype, max_batch=max_batch)),
-                     seq, phase, latency)
-    found = searches.run(stages)
+    found = searches.run(_Stages(cfg, hw, chips, seq, phase, latency, dtype, kv_dtype, max_batch))
     ranked = found.ranked
-    searched = sum(max(1, len(batches)) for _, _, batches in stages.servers[:found.done])
+    searched = sum(max(1, len(batches)) for _, _, batches in found.items[:found.done])
     return SearchResult(searched, len(ranked), found.seconds, tuple(ranked[:top]),
-                        (("phase", phase), ("meshes", [m for m, _, _ in stages.servers]), ("latency", latency)),
+                        (("phase", phase), ("meshes", [m for m, _, _ in found.items]), ("latency", latency)),
                         complete=found.complete)
 
 
@@ -119,19 +117,25 @@ class _Stages:
     """The serving search as :class:`symcost.searches.Stages`: each mesh's server and batches, every batch
     priced, kept where it fits and meets the latency target, most tokens a second per chip first."""
 
-    servers: tuple
+    cfg: object
+    hw: object
+    chips: int
     seq: int
     phase: str
     latency: float | None
+    dtype: str
+    kv_dtype: str | None
+    max_batch: int | None
     name = "serving search"
     unit = "meshes"
 
     def items(self) -> tuple:
-        return self.servers
+        """Each mesh's (mesh, server, batches)."""
+        return tuple(space(self.cfg, self.hw, self.chips, self.seq, dtype=self.dtype, kv_dtype=self.kv_dtype,
+                           max_batch=self.max_batch))
 
     def count(self, n: int) -> str:
-        batches = sum(max(1, len(b)) for _, _, b in self.servers)
-        return f"{batches:,} (mesh, batch) pairs over {n:,} meshes to price"
+        return f"{n:,} meshes to price, each at every batch that fits"
 
     def price(self, items):
         for mesh, server, batches in items:

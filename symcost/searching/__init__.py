@@ -12,9 +12,11 @@
 
 A search is its four parts, in order: the space (:mod:`.space`: roles of mesh axes, symmetric duplicates
 collapsed), the price of each candidate (:mod:`.price`: the engine's plan, made numbers; :mod:`.pool`
-spreads them over worker processes, ``jobs``), the filter (does it fit in the preset's HBM) and the rank;
-:class:`~.result.SearchResult` holds the answer. :mod:`.regimes` finds the best over a range of one symbol
-with exact boundaries, :mod:`.plot` draws them (matplotlib, optional).
+spreads them over worker processes, ``jobs``), the filter (does it fit in the preset's HBM) and the rank,
+driven by :func:`symcost.searches.run` as the run and serving searches are (the count and an estimate
+before and while pricing, Ctrl-C keeps what was priced); :class:`~.result.SearchResult` holds the answer.
+:mod:`.regimes` finds the best over a range of one symbol with exact boundaries, :mod:`.plot` draws them
+(matplotlib, optional).
 """
 from __future__ import annotations
 
