@@ -15,6 +15,8 @@ from symcost.models.runs import search_runs
 from symcost.models.serving_search import search_serving
 from symcost.searching import search
 
+from conftest import ROOT
+
 MLP = """
     param W_in[D, F], W_out[F, D]
     Out[B, D] = In[B, D] *_D W_in[D, F] *_F W_out[F, D]
@@ -121,16 +123,26 @@ def _key(p):
     return (p.mesh, p.batch)
 
 
-@pytest.mark.parametrize("argv, key", [
+@pytest.mark.parametrize("argv, key, schema", [
+    (["search", str(ROOT / "examples" / "mlp.sc"), "--mesh", "X=4", "--hw", "tpu-v5p", "--dims", "B=65536"], None,
+     "search.json"),
     (["model", "megatron-22b", "--train", "--search", "--hw", "a100", "--chips", "8", "--batch", "8192",
-      "--seq", "2048"], "train"),
-    (["model", "llama3-8b", "--decode", "--search", "--hw", "h100", "--chips", "8", "--seq", "4096"], "decode"),
+      "--seq", "2048"], "train", "model.json"),
+    (["model", "llama3-8b", "--decode", "--search", "--hw", "h100", "--chips", "8", "--seq", "4096"], "decode",
+     "model.json"),
 ])
-def test_a_stopped_run_or_serving_search_prints_the_best_so_far_and_exits_130(monkeypatch, capsys, argv, key):
+def test_a_stopped_search_prints_the_best_so_far_and_exits_130(monkeypatch, capsys, argv, key, schema):
+    """The same for all three: the JSON (valid under its schema) says ``complete`` false, the text says
+    the search was stopped, the exit status is 130."""
+    jsonschema = pytest.importorskip("jsonschema")
     _stopped_after(monkeypatch, 2)
     code = main(argv + ["--json"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 130 and out[key]["complete"] is False and out["search"]["candidates"] == out[key]["searched"]
+    jsonschema.validate(out, json.loads((ROOT / "symcost" / "schemas" / schema).read_text()))
+    found = out[key] if key else out
+    assert code == 130 and found["complete"] is False
+    if key:
+        assert out["search"]["candidates"] == found["searched"]
     assert main(argv) == 130
     assert "stopped (Ctrl-C) after " in capsys.readouterr().out
 
