@@ -70,8 +70,9 @@ def render(result, top: int = 10) -> str:
              *([] if result.complete else
                [f"stopped (Ctrl-C) after {result.priced:,} of {result.candidates:,} shardings: the best so far"]),
              *(_exact_lines(result, hbm) if result.bound is not None else
-               [f"priced {result.priced:,} shardings in {fmt_seconds(result.seconds)} ({result.assignments:,} "
-                f"assignments, symmetric duplicates collapsed); {result.feasible:,} fit in{hbm} a device"])]
+               [f"priced {result.priced:,} shardings in {fmt_seconds(result.seconds)} "
+                f"({result.assignments:,} assignments, symmetric duplicates collapsed); "
+                f"{result.feasible:,} fit in{hbm} a device"])]
     for i, p in enumerate(result.ranked[:top], 1):
         lines.extend(_wrapped(f" {i:2d}. ", list(p.layouts.values()), ", ", f"   ({p.description})"))
         lines.append(f"     step {fmt_seconds(p.t_step)}  {p.bound}-bound  memory {fmt_bytes(p.memory_bytes or 0)}"
@@ -83,7 +84,8 @@ def render(result, top: int = 10) -> str:
         for r in result.regimes:
             p = result.ranked[r.best]
             where = _interval(result.vs, r.start, r.end)
-            lines.extend(_wrapped(f"  {where}: ", list(p.layouts.values()), ", ", f"  ({p.description}; {r.bound}-bound)"))
+            lines.extend(_wrapped(f"  {where}: ", list(p.layouts.values()), ", ",
+                                  f"  ({p.description}; {r.bound}-bound)"))
         edges = [r.end for r in result.regimes if r.end is not None]
         if edges:
             lines.append("  boundaries:")

@@ -159,7 +159,8 @@ class Serving:
                     b_mlp *= (self.cfg.E + self.cfg.shared_experts) / self.cfg.E
                 total += count * (b_attn + b_mlp)
             head = self._plan("head", one, 1, 1)
-            total += (1 if self.cfg.tied_embeddings else 2) * float(head.evaluate(memory_per_device(head, ["Wu"])["params"]))
+            copies = 1 if self.cfg.tied_embeddings else 2
+            total += copies * float(head.evaluate(memory_per_device(head, ["Wu"])["params"]))
             self._held = total * self.chips
         return self._held
 
@@ -269,7 +270,8 @@ class Serving:
         high = at(hi)
         return tuple(a + (p - lo) * (b - a) for a, b in zip(low, high)), touched + cfg.shared_experts
 
-    def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int, absorbed: bool) -> ServingStep:
+    def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int,
+              absorbed: bool) -> ServingStep:
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
         run_batch = self._padded(batch)
