@@ -41,13 +41,20 @@ CHECKPOINT_ORDER = ("Out", "U1", "U2", "Y", "Ctx", "Q", "Kn", "Vn")
 @dataclass(frozen=True)
 class Sharding:
     """Mesh axes for each role: ``model`` splits heads and F, ``kv_batch`` the KV cache's batch,
-    ``batch`` the activations' batch (data parallelism), ``fsdp`` the weights' D."""
+    ``batch`` the activations' batch (data parallelism), ``fsdp`` the weights' D, ``experts`` an MoE
+    layer's routed experts (expert parallelism; the ``model`` axes not among them split each expert's F)."""
 
     model: tuple[str, ...] = ()
     heads: tuple[str, ...] = ()
     kv_batch: tuple[str, ...] = ()
     batch: tuple[str, ...] = ()
     fsdp: tuple[str, ...] = ()
+    experts: tuple[str, ...] = ()
+
+    @property
+    def expert_width(self) -> tuple[str, ...]:
+        """The axes that split each expert's F: the model axes that do not split the experts."""
+        return tuple(a for a in self.model if a not in self.experts)
 
 
 def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: str | None = None,
@@ -75,22 +82,34 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
             f"Ctx[B{kb}, T, K{h}, G, H] = A[B, T, S, K, G] *_S Vc{kv}[B{kb}, S, K{h}, H]",
             f"Y[B{b}, T, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]",
         ]
+    e, ef = format_axes(sh.experts), format_axes(sh.expert_width)
     if moe:
-        lines.append(f"param W1{w}[E{m}, D{f}, F], W2{w}[E{m}, D{f}, F], W3{w}[E{m}, F, D{f}]")
+        lines.append(f"param W1{w}[E{e}, D{f}, F{ef}], W2{w}[E{e}, D{f}, F{ef}], W3{w}[E{e}, F{ef}, D{f}]")
     else:
         lines.append(f"param W1{w}[D{f}, F{m}]" + (f", W2{w}[D{f}, F{m}]" if cfg.gated else "")
                      + f", W3{w}[F{m}, D{f}]")
     lines += attn
     if moe:  # R = B T k / E tokens reach each expert (uniform routing)
-        lines += [f"U1[E{m}, R, F] = Xe[E{m}, R, D] *_D W1[E, D, F]",
-                  f"U2[E{m}, R, F] = Xe[E{m}, R, D] *_D W2[E, D, F]",
-                  f"Out[E{m}, R, D] = U1[E, R, F] *_F W3[E, F, D]"]
+        lines += expert_statements(e, ef)
     else:
         lines.append(f"U1[B{b}, T, F{m}] = Y[B, T, D] *_D W1[D, F]")
         if cfg.gated:
             lines.append(f"U2[B{b}, T, F{m}] = Y[B, T, D] *_D W2[D, F]")
         lines.append(f"Out[B{b}, T, D] = U1[B, T, F] *_F W3[F, D]")
     return "\n".join(lines)
+
+
+def expert_statements(e: str, ef: str) -> list[str]:
+    """An MoE layer's routed experts: ``R`` tokens reach each of ``E`` experts, the experts split over the
+    axes ``e`` and each expert's F over ``ef`` (its output reduced over them, as a tensor-parallel MLP's);
+    with the experts split, every device takes the experts' outputs back (an AllGather over ``e``, the
+    bytes of the AllToAll that returns each token's k results) before it sums a token's k of them."""
+    lines = [f"U1[E{e}, R, F{ef}] = Xe[E{e}, R, D] *_D W1[E, D, F]",
+             f"U2[E{e}, R, F{ef}] = Xe[E{e}, R, D] *_D W2[E, D, F]",
+             f"Out[E{e}, R, D] = U1[E, R, F] *_F W3[E, F, D]"]
+    if e:
+        lines.append(f"Out[E, R, D] = Out[E{e}, R, D]")
+    return lines
 
 
 def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = (), seq_parallel: bool = False,
