@@ -25,6 +25,7 @@ from ..layout import global_bytes
 from ..notation import format_axes, parse
 from ..program import derive_program
 from . import mla
+from .expert_layer import training_block
 from .config import ModelConfig
 
 WEIGHTS_ATTN = ("Wq", "Wk", "Wv", "Wo")
@@ -113,15 +114,17 @@ def expert_statements(e: str, ef: str) -> list[str]:
 
 
 def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = (), seq_parallel: bool = False,
-                     dtype: str = "bf16") -> str:
+                     dtype: str = "bf16", moe: bool = False, ep_axes: tuple = ()) -> str:
     """One layer as a training run executes it: :func:`layer_program`'s projections, attention and MLP with the
     work between them -- the norms, the attention core (softmax, and dropout where the model trains with it),
     dropout and the residual adds -- so that its backward pass, the tensors that pass saves and its
     collectives all come from the derivation. ``tp_axes`` split the heads and F (Megatron's tensor
     parallelism); ``cp_axes`` split the tokens (context parallelism: each rank gathers the keys and values);
     ``seq_parallel`` also splits the tokens over ``tp_axes`` between the tensor-parallel regions, gathered
-    once before each region (Megatron's g) and reduce-scattered after it. An MoE layer is priced with
-    F bound to the width of a token's experts.
+    once before each region (Megatron's g) and reduce-scattered after it. An MoE layer (``moe``) has
+    :func:`symcost.models.expert_layer.training_block` for its MLP: its experts split over ``ep_axes``, which also
+    split the batch (expert parallelism carved out of the data-parallel ranks), tokens sent to their
+    experts and back by AllToAlls over them.
 
     A GPT-style model (ungated MLP) has LayerNorm, GeLU and dropout (Megatron's GPT runs train with
     dropout 0.1); a gated one RMSNorm, SiLU and the gate's product, and no dropout (LLaMA's configs set
@@ -132,8 +135,19 @@ def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = 
     w = f":{dtype}" if dtype != "bf16" else ""
     norm = "RMSNorm" if cfg.gated else "LayerNorm"
     drop = not cfg.gated
-    lines = [f"param Wq{w}[D, K{m}, G, H], Wk{w}[D, K{m}, H], Wv{w}[D, K{m}, H], Wo{w}[K{m}, G, H, D], "
-             f"W1{w}[D, F{m}]" + (f", W2{w}[D, F{m}]" if cfg.gated else "") + f", W3{w}[F{m}, D]",
+    if moe:
+        mlp_params, mlp = training_block(cfg, ep_axes=tuple(ep_axes), tp_axes=tuple(tp_axes), c=c, o=o, w=w)
+    else:
+        mlp_params = f"W1{w}[D, F{m}]" + (f", W2{w}[D, F{m}]" if cfg.gated else "") + f", W3{w}[F{m}, D]"
+        mlp = [f"U1[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W1[D, F{m}]"]
+        if cfg.gated:
+            mlp += [f"U2[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W2[D, F{m}]",
+                    f"Ua[B, T{c}, F{m}] = SiLU(U1[B, T{c}, F{m}])",
+                    f"Ug[B, T{c}, F{m}] = Mul(Ua[B, T{c}, F{m}], U2[B, T{c}, F{m}])"]
+        else:
+            mlp.append(f"Ug[B, T{c}, F{m}] = GeLU(U1[B, T{c}, F{m}])")
+        mlp.append(f"Z[B, T{o}, D] = Ug[B, T{c}, F{m}] *_F W3[F{m}, D]")
+    lines = [f"param Wq{w}[D, K{m}, G, H], Wk{w}[D, K{m}, H], Wv{w}[D, K{m}, H], Wo{w}[K{m}, G, H, D], " + mlp_params,
              f"Xn[B, T{o}, D] = {norm}_D(X[B, T{o}, D])"]
     if o != c:
         lines.append(f"Xn[B, T{c}, D] = Xn[B, T{o}, D]")
@@ -156,22 +170,16 @@ def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = 
         y = "Yd"
     lines += [f"R[B, T{o}, D] = Add(X[B, T{o}, D], {y}[B, T{o}, D])",
               f"Rn[B, T{o}, D] = {norm}_D(R[B, T{o}, D])"]
-    if o != c:
+    if o != c and not moe:
         lines.append(f"Rn[B, T{c}, D] = Rn[B, T{o}, D]")
-    lines.append(f"U1[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W1[D, F{m}]")
-    if cfg.gated:
-        lines += [f"U2[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W2[D, F{m}]",
-                  f"Ua[B, T{c}, F{m}] = SiLU(U1[B, T{c}, F{m}])",
-                  f"Ug[B, T{c}, F{m}] = Mul(Ua[B, T{c}, F{m}], U2[B, T{c}, F{m}])"]
-    else:
-        lines.append(f"Ug[B, T{c}, F{m}] = GeLU(U1[B, T{c}, F{m}])")
-    lines.append(f"Z[B, T{o}, D] = Ug[B, T{c}, F{m}] *_F W3[F{m}, D]")
+    lines += mlp
     z = "Z"
     if drop:
         lines.append(f"Zd[B, T{o}, D] = Dropout(Z[B, T{o}, D])")
         z = "Zd"
     lines.append(f"Out[B, T{o}, D] = Add(R[B, T{o}, D], {z}[B, T{o}, D])")
-    return "\n".join(lines)
+    b = format_axes(tuple(ep_axes))
+    return "\n".join(l.replace("[B,", f"[B{b},") if b else l for l in lines)
 
 
 #: the statements of :func:`training_program` that make up the attention core (what Megatron's selective
