@@ -283,8 +283,8 @@ def _timings(lay: LayerCost) -> dict:
             continue
         if not s.is_collective or lay.tp_overlap and "Y" in s.axes and "Z" not in s.axes:
             continue
-        if "X" in s.axes and s.tensor.startswith("dW"):     # summed over the data-parallel replicas the
-            continue                                          # expert-parallel ranks are carved from, by the run
+        if s.tensor.startswith("dW") and set(s.axes) <= {"X", "Z"}:
+            continue    # a weight's gradient over the EP or CP ranks: the run sums it once over its replicas
         part = "ep_comms" if "X" in s.axes else "cp_comms" if "Z" in s.axes else "tp_comms"
         runs = 2 if again else 1
         out[part] += runs * c.seconds

@@ -154,8 +154,11 @@ def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = 
     lines += [f"Q[B, T{c}, K{m}, G, H] = Xn[B, T{c}, D] *_D Wq[D, K{m}, G, H]",
               f"Kn[B, T{c}, K{m}, H] = Xn[B, T{c}, D] *_D Wk[D, K{m}, H]",
               f"Vn[B, T{c}, K{m}, H] = Xn[B, T{c}, D] *_D Wv[D, K{m}, H]",
-              f"Ks[B, S, K{m}, H] = View(Kn[B, T, K{m}, H])",
-              f"Vs[B, S, K{m}, H] = View(Vn[B, T, K{m}, H])",
+              f"Ks[B, S{c}, K{m}, H] = View(Kn[B, T{c}, K{m}, H])",
+              f"Vs[B, S{c}, K{m}, H] = View(Vn[B, T{c}, K{m}, H])"]
+    if c:    # each rank gathers the keys and values, and keeps its own for the backward pass (gathered again)
+        lines += [f"Ks[B, S, K{m}, H] = Ks[B, S{c}, K{m}, H]", f"Vs[B, S, K{m}, H] = Vs[B, S{c}, K{m}, H]"]
+    lines += [
               f"A[B, T{c}, S, K{m}, G] = Q[B, T{c}, K{m}, G, H] *_H Ks[B, S, K{m}, H]",
               f"P[B, T{c}, S, K{m}, G] = Softmax_S(A[B, T{c}, S, K{m}, G])"]
     probs = "P"
