@@ -20,6 +20,7 @@ before and while pricing, Ctrl-C keeps what was priced); :class:`~.result.Search
 """
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass, replace
 
 from .. import caching, searches
@@ -156,9 +157,10 @@ class _Stages:
                 f"on {procs} process{'es' if procs > 1 else ''}")
 
     def price(self, items):
-        for p in priced_all(self.space, items, jobs=self.jobs, options=self.options, progress_wrap=self.wrap,
-                            sweep=self.sweep):
-            yield () if p is None else (p,)
+        with closing(priced_all(self.space, items, jobs=self.jobs, options=self.options, progress_wrap=self.wrap,
+                                sweep=self.sweep)) as got:
+            for p in got:
+                yield () if p is None else (p,)
 
     def passes(self, p: Priced) -> bool:
         return p.fits
