@@ -281,14 +281,24 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     tc_bw = env.max(*(v[1] for v in per_axis.values())) if per_axis else z
     if overlap == "critical":
         return Totals(fl, tm, th, tc, tc_bw, env.max(path, *(v for v in beside.values())), local)
-    deps = depends_on(costs) if per_axis else []
     if overlap == "program":
         stream = (local + env.total(c.latency for c in costs if not c.local),) if floors else ()
-        step = env.max(tm, th, tc, *stream, *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
-    else:
-        step = env.max(local, tc, *((_longest_path(costs, deps, env),) if per_axis else ()),
-                       *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
+        step = env.max(tm, th, tc, *stream)
+        if len(per_axis) > 1 and not _below(comm, step, env):
+            step = env.max(step, *_collective_chains(costs, depends_on(costs), env))
+        return Totals(fl, tm, th, tc, tc_bw, step, local)
+    deps = depends_on(costs) if per_axis else []
+    step = env.max(local, tc, *((_longest_path(costs, deps, env),) if per_axis else ()),
+                   *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
     return Totals(fl, tm, th, tc, tc_bw, step, local)
+
+
+def _below(comm, step, env: Env) -> bool:
+    """Whether no chain of collectives can be longer than ``step``: a chain's time is a sum of some of the
+    collectives' times, in program order, never more than ``comm``, their sum in the same order (rounding
+    to nearest is monotone and the times are not negative), so a step at least ``comm`` is the maximum
+    with the chains too, and they need not be traced. Numbers only (a closed form keeps its chains)."""
+    return env.is_numeric and not env._elementwise and comm <= step
 
 
 def policy(overlap) -> str:

@@ -72,7 +72,8 @@ def weighed(best: Planned, replan, reuse: str, input_grads: bool) -> tuple[Plann
     """The fastest whole step over the ties' choices (``replan(choices)``: the program planned with
     ``{statement: k}``), and a note for each tie whose choices differ."""
     choices: dict[int, int] = {}
-    score = rank(best)
+    priced: dict = {}     # id(step) -> (step, its ranked cost): the alternatives share most of their steps
+    score = rank(best, priced)
     notes = []
     while (todo := [t for t in best.trace.ties if t.at not in choices]):
         tie = todo[0]
@@ -80,7 +81,7 @@ def weighed(best: Planned, replan, reuse: str, input_grads: bool) -> tuple[Plann
         scores = [score]
         for k in range(1, tie.n):
             other = _alternative(best, tie.at, k, reuse, input_grads) or replan({**choices, tie.at: k})
-            scores.append(rank(other))
+            scores.append(rank(other, priced))
             if scores[-1] < score:
                 best, score, choices[tie.at] = other, scores[-1], k
         if len({s[0] for s in scores}) > 1:
@@ -112,9 +113,21 @@ def _marks(trace: Trace) -> frozenset:
     return frozenset(t.uses[1] for t in trace.ties)
 
 
-def rank(planned: Planned) -> tuple[float, float]:
+def rank(planned: Planned, priced: dict | None = None) -> tuple[float, float]:
     """A whole plan's objective at the ranking sizes, then its communication time (of two equally fast
-    steps, the one that leaves the links more room); rounded as the chain planner rounds its own."""
+    steps, the one that leaves the links more room); rounded as the chain planner rounds its own.
+    ``priced``: ``{id(step): (step, cost)}`` kept across the plans one weighing ranks (each step is held
+    there, so its id is not reused), each step's cost looked up once."""
     ranker = planned.trace.ranker
-    t = ranker.totals_of(s.ranked(ranker) for s in planned.forward + planned.backward)
+    steps = planned.forward + planned.backward
+    if priced is None:
+        costs = [s.ranked(ranker) for s in steps]
+    else:
+        costs = []
+        for s in steps:
+            got = priced.get(id(s))
+            if got is None:
+                got = priced[id(s)] = (s, s.ranked(ranker))
+            costs.append(got[1])
+    t = ranker.totals_of(costs)
     return float(f"{ranker.objective_of(t):.9g}"), float(f"{t.t_comms:.9g}")

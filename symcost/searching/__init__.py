@@ -37,7 +37,7 @@ OBJECTIVES = ("time", "comms", "memory")
 SAMPLE, SAMPLE_SECONDS = 50, 5.0
 #: how many times their bounds a search's caches hold (on the LLaMA 3 8B layer on h100 X=4,Y=2, 16 and 256
 #: price alike; at the bounds one derivation needs, statement plans the candidates share are evicted)
-WIDER = 16
+WIDER = 64
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
