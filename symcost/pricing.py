@@ -160,9 +160,15 @@ def depends_on(costs) -> list[tuple[int, ...]]:
     """For each operation, the earlier operations whose result it reads (the last writer of each layout it
     reads): the plan's dependency graph. A layout no step wrote is the program's input."""
     writer: dict = {}
-    out = []
+    get = writer.get
+    out: list[tuple[int, ...]] = []
     for i, c in enumerate(costs):
-        out.append(tuple(sorted({writer[t] for t in c.reads if t in writer})))
+        reads = c.reads
+        if len(reads) == 1:         # most operations read one layout: one lookup, no set
+            w = get(reads[0])
+            out.append(() if w is None else (w,))
+        else:
+            out.append(tuple(sorted({w for w in map(get, reads) if w is not None})))
         for t in c.writes:
             writer[t] = i
     return out
