@@ -193,28 +193,36 @@ def _collective_chains(costs, deps, env: Env) -> list:
     chain (the book's collective matmul splits it, so its operands arrive and its result leaves in chunks
     while it computes)."""
     chain = [c.kernel in ("collective", "") for c in costs]     # collectives and views
-    paths: dict[int, list[tuple[int, ...]]] = {}
+    # j -> the paths ending at j, each (path, its collectives' time summed in order, how many, the axes
+    # they all share): a path's time is its prefix's plus its last collective's, the sum env.total takes
+    paths: dict[int, list[tuple]] = {}
     fed = set()
+    z = env.zero
     for j, before in enumerate(deps):
         if not chain[j]:
             continue
+        c = costs[j]
         preds = [i for i in before if chain[i]]
         fed.update(preds)
-        paths[j] = [p + (j,) for i in preds for p in paths[i]] or [(j,)]
-        if len(paths[j]) > 64:    # keep the longest few: a chain's time only grows along it
-            paths[j] = sorted(paths[j], key=len)[-64:]
+        if c.local:
+            ps = [(p + (j,), t, n, common) for i in preds for p, t, n, common in paths[i]] or [((j,), z, 0, None)]
+        else:
+            ax, tc = frozenset(c.axes), c.t_comms
+            ps = [(p + (j,), t + tc, n + 1, ax if common is None else common & ax)
+                  for i in preds for p, t, n, common in paths[i]] or [((j,), z + tc, 1, ax)]
+        if len(ps) > 64:    # keep the longest few: a chain's time only grows along it
+            ps = sorted(ps, key=lambda e: len(e[0]))[-64:]
+        paths[j] = ps
     out, seen = [], set()
     for j, ps in paths.items():
         if j in fed:
             continue
-        for p in ps:
-            colls = [costs[i] for i in p if not costs[i].local]
-            if len(colls) < 2 or set.intersection(*(set(c.axes) for c in colls)):
+        for p, t, n, common in ps:
+            if n < 2 or common:
                 continue
-            key = tuple(p)
-            if key not in seen:
-                seen.add(key)
-                out.append(env.total(c.t_comms for c in colls))
+            if p not in seen:
+                seen.add(p)
+                out.append(t)
     return out
 
 
