@@ -102,7 +102,7 @@ def _alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool) 
     (s0, s1), end, taken = took.steps, took.uses[1], _tie(trace, at).steps[1]
     forward = best.forward[:s0] + tuple(flagged(trace.steps[s0:taken], best.params)) + best.forward[s1:]
     u0 = took.uses[0]
-    follows = (Follows(u0, best.states, best.backward, best.saved)
+    follows = (Follows(u0, best.trace.uses, best.states, best.backward, best.saved)
                if _names(trace.uses[u0:end]) == _names(best.trace.uses[u0:end]) else None)
     steps, saved, states = resumed(trace, best.params, reuse, input_grads, start=(end, best.states[end]),
                                    marks=_marks(trace), follows=follows)
