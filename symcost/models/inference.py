@@ -159,7 +159,8 @@ class Serving:
                     b_mlp *= (self.cfg.E + self.cfg.shared_experts) / self.cfg.E
                 total += count * (b_attn + b_mlp)
             head = self._plan("head", one, 1, 1)
-            total += (1 if self.cfg.tied_embeddings else 2) * float(head.evaluate(memory_per_device(head, ["Wu"])["params"]))
+            copies = 1 if self.cfg.tied_embeddings else 2
+            total += copies * float(head.evaluate(memory_per_device(head, ["Wu"])["params"]))
             self._held = total * self.chips
         return self._held
 
@@ -248,14 +249,16 @@ class Serving:
 
     def _expert_layer(self, plan, over: dict, tokens: int) -> tuple[tuple, float]:
         """An MoE layer's step, reading the experts its ``tokens`` reach, and those experts on the slice.
-        A chip reads ``p`` experts: of its E/n routed ones, those reached (:func:`touched_experts`, at
-        least one where the experts are split: the step waits for a chip that holds a reached expert and
-        reads it whole), and its share s/n of the shared experts, laid out as the routed ones are (so it
-        never reads more than it holds). The plan is priced with E = n x floor(p) and n x ceil(p) experts
-        (each seeing its tokens, R = B T (k + s) / E, so the FLOPs stay the tokens') and the two steps
-        weighed to p: the expected step over the batches' routings."""
+        The routed experts are split over the ``experts`` axes (``n`` groups of E/n; none by default) and
+        each expert's F over the other model axes, so a device holds a slice of every expert of its group.
+        A group reads ``p`` experts: of its E/n, those reached (:func:`touched_experts`, at least one
+        where the experts are split: the step waits for a group that holds a reached expert), and its
+        share s/n of the shared experts; each device of the group reads its slice of each. The plan is
+        priced with E = n x floor(p) and n x ceil(p) experts (each seeing its tokens, R = B T (k + s) / E,
+        so the FLOPs stay the tokens') and the two steps weighed to p: the expected step over the batches'
+        routings."""
         cfg = self.cfg
-        n = self._group(self.sharding.model)
+        n = self._group(self.sharding.experts)
         touched = touched_experts(cfg.E, cfg.k, tokens)
         p = min(cfg.E / n, max(1.0, touched / n)) + cfg.shared_experts / n
         lo, hi = math.floor(p), math.ceil(p)
@@ -269,7 +272,8 @@ class Serving:
         high = at(hi)
         return tuple(a + (p - lo) * (b - a) for a, b in zip(low, high)), touched + cfg.shared_experts
 
-    def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int, absorbed: bool) -> ServingStep:
+    def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int,
+              absorbed: bool) -> ServingStep:
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
         run_batch = self._padded(batch)
