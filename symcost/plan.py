@@ -22,12 +22,13 @@ import numpy as np
 import sympy as sp
 
 from . import caching, symbols
-from .einsum import gemm_shape
-from .env import Env
+from .einsum import LocalEinsum, gemm_shape
+from .elementwise import Elementwise
+from .env import FIGURES, Env
 from .layout import Padding, padding
 from .mesh import Mesh
 from .numeric import over
-from .pricing import Totals, policy, symbolic_cost, totals
+from .pricing import Totals, op_cost, policy, symbolic_cost, totals
 from .printers import latex as latex_printer
 from .printers import text as text_printer
 from .solve import solve_plan, wins_when
@@ -256,10 +257,25 @@ class Plan:
         key = tuple(sorted((k.name, float(v)) for k, v in self.bindings().items() if k.name != name))
         values = xs.tobytes() if name is not None else b""
         if name is None:
-            costs = [_number_of(s.op, s.mesh, s.sizes, s.efficient, s.critical, key) for s in self.steps]
+            figures = self._figures()
+            costs = [(figures is not None and _priced_in_numbers(s.op, s.mesh, s.sizes, s.critical, figures))
+                     or _number_of(s.op, s.mesh, s.sizes, s.efficient, s.critical, key) for s in self.steps]
         else:
             costs = [_cost_over(s.cost, key, name, values) for s in self.steps]
         return None if any(c is None for c in costs) else costs
+
+    def _figures(self) -> tuple | None:
+        """The preset's figures as ``(name, number)`` pairs where a step may be priced in numbers directly
+        (:func:`_priced_in_numbers`): every figure the pricing reads is the preset's, every mesh axis and
+        its links have a size, the costs carry no efficiency symbols. None otherwise."""
+        if self.hardware is None or self.efficient:
+            return None
+        figures = self.hardware.bindings(self.compute_dtype)
+        if any(k not in figures for k in FIGURES):
+            return None
+        if any(a.size is None or not isinstance(a.links, int) for a in self.mesh.axes):
+            return None
+        return tuple(sorted((k, float(v)) for k, v in figures.items()))
 
     def numeric(self) -> dict:
         out = {}
@@ -332,6 +348,34 @@ def _number_of(op, mesh: Mesh, sizes: tuple, efficient: bool, critical: bool, su
     """A step's cost in numbers at ``subs`` (:func:`_cost_over` of :attr:`Step.cost`), found with one lookup:
     the plans of a search share most of their steps."""
     return _cost_over(Step(op, mesh, sizes=sizes, efficient=efficient, critical=critical).cost, subs)
+
+
+@caching.memoize(maxsize=65536)
+def _priced_in_numbers(op, mesh: Mesh, sizes: tuple, critical: bool, figures: tuple):
+    """A step's cost priced in numbers by the one pricing function (:func:`~symcost.pricing.op_cost`, which
+    the closed form is too) at the bound sizes and the preset's figures, without building the closed form:
+    a search needs only the numbers. None (price the closed form instead) where a dimension it reads is not
+    bound, or where a collective runs over axes of one device (a no-op in numbers, whose closed form keeps
+    its latency)."""
+    bound = dict(sizes)
+    if any(not d.isdigit() and d not in bound for d in _dims_read(op)):
+        return None
+    if not isinstance(op, (LocalEinsum, Elementwise)) and op.axes and all(mesh.axis(a).size == 1 for a in op.axes):
+        return None
+    c = op_cost(op, _numeric_env(mesh, sizes, figures))
+    return c if critical or c.local else c._replace(critical=False)
+
+
+def _dims_read(op) -> set:
+    """The dimensions an operation's cost may read: its own and its tensors'."""
+    tensors = op.inputs + (op.output,) if isinstance(op, (LocalEinsum, Elementwise)) else (op.before, op.after)
+    return set(getattr(op, "dims", ())) | {d for t in tensors for d in t.dims}
+
+
+@caching.memoize(maxsize=64, holds_state=True)
+def _numeric_env(mesh: Mesh, sizes: tuple, figures: tuple) -> Env:
+    """The numeric pricing context of a plan's steps (kept: it keeps its blocks' sizes as it prices)."""
+    return Env.numeric(mesh, dict(sizes), dict(figures))
 
 
 @caching.memoize(maxsize=65536)
