@@ -33,7 +33,7 @@ from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
 from .ranking import Ranker
-from .routes import Entry, Found, direct_route, search
+from .routes import Entry, Found, direct_route, graph, search
 
 ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums included"
 
@@ -157,7 +157,7 @@ class Reachable(Mapping):
     :class:`~symcost.rewrite.routes.Found` has them. Kept answers are shared by every plan that starts
     from the same layouts, so none of them may be changed by one."""
 
-    __slots__ = ("_routes", "complete", "unreduced_sets", "get")
+    __slots__ = ("_routes", "complete", "unreduced_sets", "get", "ids", "generation")
     __frozen_value__ = True
 
     def __init__(self, found: Found):
@@ -165,6 +165,9 @@ class Reachable(Mapping):
         self.complete = found.complete
         self.unreduced_sets = tuple(found.unreduced_sets)
         self.get = self._routes.get         # the planner's hot path: a dict's own lookup
+        numbered = len(found.ids) == len(found)     # the search's own table, by layout number
+        self.ids = {i: self._routes[lay] for i, lay in zip(found.ids, found)} if numbered else {}
+        self.generation = found.generation if numbered else -1
     def __getitem__(self, layout):
         return self._routes[layout]
 
@@ -317,6 +320,10 @@ def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, m
     if right is not None:
         keep_opts += [(frozenset(), u) for u in dist_right.unreduced_sets]
     rkey = None if right is None else (right.name, right.dims, right.dtype)
+    g = graph(ranker)
+    if dist_left.generation == g.generation and (right is None or dist_right.generation == g.generation):
+        return _einsum_results_numbered((left.name, left.dims, left.dtype), dist_left, rkey, dist_right, keep_opts,
+                                        tuple(dims_out), name, dtype, mesh, ranker, g)
     best: dict[Layout, tuple] = {}     # result -> (cost, left's entry, right's entry, einsum): the first cheapest
     get_l, get_r = dist_left.get, dist_right.get if right is not None else None
     for keep in keep_opts:
@@ -362,3 +369,38 @@ def _local_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker) -> tu
         e = LocalEinsum(ins, res, tuple(all_dims), tuple(sigma.get(d, ()) for d in all_dims))
         out.append((lay_l, lay_r, res, e, ranker.einsum(e)))
     return tuple(out)
+
+
+def _einsum_results_numbered(lkey, dist_left, rkey, dist_right, keep_opts, dims_out, name, dtype, mesh, ranker, g):
+    """:func:`_einsum_results` where both operands' searches numbered their layouts as the ranker's graph
+    does now: the same sigmas in the same order, each operand and result looked up by its number (a layout
+    hashed in Python at every lookup was most of the time)."""
+    best: dict[int, tuple] = {}     # result's number -> (cost, left's entry, right's entry, einsum): the first cheapest
+    get_l, get_r = dist_left.ids.get, dist_right.ids.get if rkey is not None else None
+    for keep in keep_opts:
+        for il, ir, ires, e, t in _numbered_einsums(lkey, rkey, keep, dims_out, name, dtype, mesh, ranker,
+                                                    g.generation):
+            ent_l = get_l(il)
+            if ent_l is None:
+                continue
+            if ir < 0:
+                ent_r, cost = None, ent_l.cost + t
+            else:
+                ent_r = get_r(ir)
+                if ent_r is None:
+                    continue
+                cost = ent_l.cost + ent_r.cost + t
+            got = best.get(ires)
+            if got is None or cost < got[0]:
+                best[ires] = (cost, ent_l, ent_r, e)
+    return [(e.output, Entry(cost, ent_l.steps + (ent_r.steps if ent_r is not None else ()) + (e,)))
+            for cost, ent_l, ent_r, e in best.values()]
+
+
+@caching.memoize(maxsize=512)
+def _numbered_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker, generation) -> tuple:
+    """:func:`_local_einsums` with each layout's number in the ranker's graph, numbering ``generation``:
+    ``(left's number, right's or -1, result's, einsum, its search weight)``."""
+    of = graph(ranker).of
+    return tuple((of(lay_l), -1 if lay_r is None else of(lay_r), of(res), e, t)
+                 for lay_l, lay_r, res, e, t in _local_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker))

@@ -35,12 +35,19 @@ class Found(dict):
     with layouts left unexplored."""
 
     complete = True
+    ids: dict = {}            # {layout number: Entry} in the numbering ``generation`` of the graph searched
+    generation = -1
 
     @cached_property
     def unreduced_sets(self) -> list:
         """The nonempty sets of unreduced axes among the settled layouts, in a fixed order (kept: the
         operands' searches are shared by every plan of a candidate)."""
         return sorted({lay.unreduced for lay in self} - {frozenset()}, key=sorted)
+
+
+#: a graph's numbering, unique in the process: a table of layout numbers is read only in the numbering that
+#: made it (a graph starting again, or another context's graph, numbers layouts afresh)
+_GENERATIONS = itertools.count()
 
 
 class Graph:
@@ -54,6 +61,7 @@ class Graph:
         self.restart()
 
     def restart(self) -> None:
+        self.generation = next(_GENERATIONS)     # what a number means: tables keyed by numbers check it
         self.number: dict[Layout, int] = {}
         self.layouts: list[Layout] = []
         self.out: list[tuple | None] = []
@@ -130,6 +138,7 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
                 push(heap, (new, next(counter), j, i, m))
     best = Found((layouts[i], e) for i, e in settled.items())
     best.complete = complete
+    best.ids, best.generation = settled, g.generation     # the same, by layout number
     return best
 
 
