@@ -214,7 +214,8 @@ class _Walk:
             return self.reshard(layouts[0], target, out)
         names = [self.fresh_name(f"T{i + 1}") for i in range(len(layouts) - 2)]
         cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, self.mesh, self.ranker,
-                           out_dtype=target.dtype if target is not None else None, names=names, keep=ALTERNATIVES)
+                           out_dtype=target.dtype if target is not None else None, names=names, keep=ALTERNATIVES,
+                           ties_only=not self.kept)
         tied = sum(c.rank[0] == cands[0].rank[0] for c in cands)    # equally fast: the backward pass may choose
         k = min(self.choices.get(self.at, 0), tied - 1)
         best, s0, u0 = cands[k], len(self.steps), len(self.uses)

@@ -309,6 +309,21 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     return Totals(fl, tm, th, tc, tc_bw, step, local)
 
 
+def step_floor(costs, env: Env):
+    """The least step time :func:`totals` gives these costs under ``program`` without a per-kernel floor:
+    ``max(T_math, T_hbm, the busiest axis's communication)``, each summed in the order and the way totals
+    sums it, so the step time (their max with the chains of collectives) is never below it, to the bit."""
+    z = env.zero
+    tm = th = z
+    per_axis: dict[str, object] = {}
+    for c in costs:
+        tm, th = tm + c.t_math, th + c.t_hbm
+        if not c.local:
+            for a in c.axes:
+                per_axis[a] = per_axis.get(a, z) + c.t_comms
+    return env.max(tm, th, env.max(*per_axis.values()) if per_axis else z)
+
+
 def _below(comm, step, env: Env) -> bool:
     """Whether no chain of collectives can be longer than ``step``: a chain's time is a sum of some of the
     collectives' times, in program order, never more than ``comm``, their sum in the same order (rounding

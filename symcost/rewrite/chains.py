@@ -91,21 +91,25 @@ def product_dims(left_dims, right_dims, contract, later: set, out_dims=None):
 
 
 def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ranker: Ranker,
-               out_dtype: str | None = None, keep: int = 6, names=None) -> list[Candidate]:
+               out_dtype: str | None = None, keep: int = 6, names=None, ties_only: bool = False) -> list[Candidate]:
     """Plan ``operands[0] * operands[1] * ...`` (left to right) into ``target`` (a layout; None: the
     cheapest fully reduced layout of ``out_dims``; ANY: the cheapest, partial sums included).
     An operand may be a tuple of layouts the tensor already has (each free to start from). Returns
     the best plan first, then the best plan of each other final choice (distinct routes, at most ``keep``;
-    ``keep=0``: the best plan alone, without the searches the alternatives need).
-    Answers are values: the same question is answered once."""
+    ``keep=0``: the best plan alone, without the searches the alternatives need). ``ties_only``: the best
+    plan and those as fast (a search's candidate, whose runners-up nobody reads): another route is priced
+    whole only where a lower bound of its time (:meth:`Ranker.least`) does not already show it slower; the
+    best and its ties are the same. Answers are values: the same question is answered once."""
     ops = tuple(tuple(o) if isinstance(o, list) else o for o in operands)
     return list(_plan_chain(ops, tuple(contracts), final_name, tuple(out_dims), target, mesh, ranker,
-                            out_dtype, keep, tuple(names) if names else None))
+                            out_dtype, keep, tuple(names) if names else None, ties_only))
 
 
 @caching.memoize(maxsize=256)
-def _plan_chain(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, keep, names) -> tuple:
-    cands = _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names, keep)
+def _plan_chain(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, keep, names,
+                ties_only=False) -> tuple:
+    cands = _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names, keep,
+                        ties_only)
     if not cands:
         raise ShardingError(f"no plan reaches {target}" if target not in (None, ANY) else "no plan found")
     seen, out = set(), []
@@ -191,13 +195,14 @@ def _reachable(layouts: tuple, mesh, ranker, limit) -> Reachable:
 
 
 def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype=None, names=None,
-                keep: int = 6):
+                keep: int = 6, ties_only: bool = False):
     cands, short = _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype,
-                                       names, keep)
+                                       names, keep, ties_only)
     return [replace(c, bounded=True) for c in cands] if short else cands
 
 
-def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names, keep):
+def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names, keep,
+                        ties_only):
     search = _Bounded(mesh, ranker)
     n = len(operands)
     at_hand = [o if isinstance(o, tuple) else (o,) for o in operands]  # layouts each operand already has
@@ -236,7 +241,7 @@ def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh,
     if n == 1:  # a one-operand einsum: a sum over dimensions or a transpose
         finals = _einsum_results(operands[0], dist_left, None, None, out_dims, final_name,
                                  out_dtype or operands[0].dtype, mesh, ranker)
-    return _finish(finals, target, search, keep), search.short
+    return _finish(finals, target, search, keep, ties_only), search.short
 
 
 def _stuck(left: Layout, right: Layout, ranker) -> str:
@@ -250,7 +255,7 @@ def _stuck(left: Layout, right: Layout, ranker) -> str:
 ALTERNATIVE_RESULTS = 12
 
 
-def _finish(finals, target, search, keep: int = 8):
+def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
     """From the einsum's result layouts to the target. One search from all of them at once (each starting at
     its own cost) finds the cheapest whole plan in the search's additive cost; the cheapest few results
     each get a search of their own, for the alternatives and for the overlapped objective, which ranks
@@ -263,12 +268,20 @@ def _finish(finals, target, search, keep: int = 8):
             by_result[lay] = ent
     order = sorted(by_result.items(), key=lambda kv: kv[1].cost)
     cands, seen = [], set()
+    best = [float("inf")]     # the best objective so far, as ranked (nine digits)
 
     def add(steps):
         k = _route_key(steps)
-        if k not in seen:
-            seen.add(k)
-            cands.append(Candidate(steps, ranker.total(steps), ranker.moved(steps)))
+        if k in seen:
+            return
+        seen.add(k)
+        if ties_only:         # a route whose time is already above the best's (as ranked) is neither
+            least = ranker.least(steps)
+            if least is not None and float(f"{least:.9g}") > best[0]:
+                return
+        c = Candidate(steps, ranker.total(steps), ranker.moved(steps))
+        best[0] = min(best[0], c.rank[0])
+        cands.append(c)
 
     if target == ANY:
         for _, ent in order[:ALTERNATIVE_RESULTS + keep]:

@@ -20,7 +20,7 @@ from ..einsum import LocalEinsum
 from ..env import Env
 from ..layout import Layout
 from ..mesh import Mesh
-from ..pricing import op_cost, totals
+from ..pricing import op_cost, step_floor, totals
 
 OBJECTIVES = ("time", "comms")
 TIE_BREAK = 1e-6
@@ -91,6 +91,14 @@ class Ranker:
         backward pass's weight gathers and gradient reductions) is ranked by :meth:`Step.ranked
         <symcost.trace.Step.ranked>`."""
         return self.objective_of(self.totals_of(_op_cost(self, op) for op in ops))
+
+    def least(self, ops) -> float | None:
+        """A lower bound of :meth:`total` that skips the dependency graph: ``max(T_math, T_hbm, the busiest
+        axis's communication)`` (:func:`~symcost.pricing.step_floor`), where the objective is the step
+        time under the ``program`` policy with no per-kernel floor; None otherwise."""
+        if self.objective != "time" or self.overlap != "program" or self.env.t_kernel != 0:
+            return None
+        return step_floor([_op_cost(self, op) for op in ops], self.env)
 
     def cost(self, op):
         """An operation's :class:`~symcost.pricing.OpCost` in numbers at the ranking sizes."""
