@@ -254,13 +254,17 @@ class Plan:
 
     def _step_costs(self, name: str | None = None, xs=None) -> list | None:
         """Each step's cost in numbers (over ``xs`` of the symbol ``name`` where given), or None."""
+        figures = self._figures() if name is None else None
+        costs = [_priced_in_numbers(s.op, s.mesh, s.sizes, s.critical, figures) for s in self.steps] \
+            if figures is not None else [None] * len(self.steps)
+        if all(c is not None for c in costs):
+            return costs
         key = tuple(sorted((k.name, float(v)) for k, v in self.bindings().items() if k.name != name))
-        values = xs.tobytes() if name is not None else b""
-        if name is None:
-            figures = self._figures()
-            costs = [(figures is not None and _priced_in_numbers(s.op, s.mesh, s.sizes, s.critical, figures))
-                     or _number_of(s.op, s.mesh, s.sizes, s.efficient, s.critical, key) for s in self.steps]
+        if name is None:       # the steps not priced in numbers directly: their closed forms, evaluated
+            costs = [c or _number_of(s.op, s.mesh, s.sizes, s.efficient, s.critical, key)
+                     for c, s in zip(costs, self.steps)]
         else:
+            values = xs.tobytes()
             costs = [_cost_over(s.cost, key, name, values) for s in self.steps]
         return None if any(c is None for c in costs) else costs
 
