@@ -262,11 +262,7 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
     the candidates in the end. The search to the target is not bounded (a plan must come out); the
     alternatives' searches are."""
     ranker = search.ranker
-    by_result: dict[Layout, Entry] = {}
-    for lay, ent in finals:
-        if lay not in by_result or ent.cost < by_result[lay].cost:
-            by_result[lay] = ent
-    order = sorted(by_result.items(), key=lambda kv: kv[1].cost)
+    order = sorted(finals, key=_cost_of)    # each result once (as :func:`_einsum_results` gives them)
     cands, seen = [], set()
     best = [float("inf")]     # the best objective so far, as ranked (nine digits)
 
@@ -287,7 +283,7 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
         for _, ent in order[:ALTERNATIVE_RESULTS + keep]:
             add(ent.steps)
         return cands
-    reached = _to_target(dict(order), target, search)
+    reached = _to_target(order, target, search)
     if reached is None and search.short:   # the search stopped short of the target: go there directly
         lay, ent = order[0]
         goal = replace(target, name=lay.name) if target is not None else replace(lay, unreduced=frozenset())
@@ -308,21 +304,27 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
 def _tail(layout: Layout, target, mesh, ranker) -> Route | None:
     """The cheapest way from one result layout to ``target``, kept: the plans of a search end in the same
     few result and target layouts."""
-    got = _to_target({layout: Entry(0.0, ())}, target, _Bounded(mesh, ranker))
+    got = _to_target([(layout, Entry(0.0, ()))], target, _Bounded(mesh, ranker))
     return None if got is None else Route(got.cost, got.steps)
 
 
-def _to_target(sources: dict, target, search, limit=LAYOUT_LIMIT) -> Entry | None:
-    """The cheapest way from any of ``sources`` to ``target`` (None: the cheapest fully reduced layout)."""
+def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | None:
+    """The cheapest way from any of ``sources`` (``(layout, entry)`` pairs, each layout once) to ``target``
+    (None: the cheapest fully reduced layout)."""
     if target is not None:
-        sources = {lay: e for lay, e in sources.items() if target.unreduced <= lay.unreduced}
-        if not sources:
+        starts = {lay: e for lay, e in sources if target.unreduced <= lay.unreduced}
+        if not starts:
             return None
-        tgt = replace(target, name=next(iter(sources)).name)
-        return search(sources, target=tgt, limit=limit).get(tgt)
-    found = search(sources, accept=lambda l: not l.unreduced, limit=limit)
+        name = next(iter(starts)).name
+        tgt = target if target.name == name else replace(target, name=name)
+        return search(starts, target=tgt, limit=limit).get(tgt)
+    found = search(dict(sources), accept=lambda l: not l.unreduced, limit=limit)
     done = [l for l in found if not l.unreduced]
     return found[done[0]] if done else None
+
+
+def _cost_of(pair) -> float:
+    return pair[1].cost
 
 
 def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker):
