@@ -22,13 +22,12 @@ import numpy as np
 import sympy as sp
 
 from . import caching, symbols
-from .einsum import LocalEinsum, gemm_shape
-from .elementwise import Elementwise
+from .einsum import gemm_shape
 from .env import FIGURES, Env
 from .layout import Padding, padding
 from .mesh import Mesh
 from .numeric import over
-from .pricing import Totals, op_cost, policy, symbolic_cost, totals
+from .pricing import Totals, numeric_cost, policy, symbolic_cost, totals
 from .printers import latex as latex_printer
 from .printers import text as text_printer
 from .solve import solve_plan, wins_when
@@ -255,7 +254,7 @@ class Plan:
     def _step_costs(self, name: str | None = None, xs=None) -> list | None:
         """Each step's cost in numbers (over ``xs`` of the symbol ``name`` where given), or None."""
         figures = self._figures() if name is None else None
-        costs = [_priced_in_numbers(s.op, s.mesh, s.sizes, s.critical, figures) for s in self.steps] \
+        costs = [numeric_cost(s.op, s.mesh, s.sizes, s.critical, figures) for s in self.steps] \
             if figures is not None else [None] * len(self.steps)
         if all(c is not None for c in costs):
             return costs
@@ -270,8 +269,8 @@ class Plan:
 
     def _figures(self) -> tuple | None:
         """The preset's figures as ``(name, number)`` pairs where a step may be priced in numbers directly
-        (:func:`_priced_in_numbers`): every figure the pricing reads is the preset's, every mesh axis and
-        its links have a size, the costs carry no efficiency symbols. None otherwise."""
+        (:func:`~symcost.pricing.numeric_cost`): every figure the pricing reads is the preset's, every mesh
+        axis and its links have a size, the costs carry no efficiency symbols. None otherwise."""
         if self.hardware is None or self.efficient:
             return None
         figures = self.hardware.bindings(self.compute_dtype)
@@ -352,34 +351,6 @@ def _number_of(op, mesh: Mesh, sizes: tuple, efficient: bool, critical: bool, su
     """A step's cost in numbers at ``subs`` (:func:`_cost_over` of :attr:`Step.cost`), found with one lookup:
     the plans of a search share most of their steps."""
     return _cost_over(Step(op, mesh, sizes=sizes, efficient=efficient, critical=critical).cost, subs)
-
-
-@caching.memoize(maxsize=65536)
-def _priced_in_numbers(op, mesh: Mesh, sizes: tuple, critical: bool, figures: tuple):
-    """A step's cost priced in numbers by the one pricing function (:func:`~symcost.pricing.op_cost`, which
-    the closed form is too) at the bound sizes and the preset's figures, without building the closed form:
-    a search needs only the numbers. None (price the closed form instead) where a dimension it reads is not
-    bound, or where a collective runs over axes of one device (a no-op in numbers, whose closed form keeps
-    its latency)."""
-    bound = dict(sizes)
-    if any(not d.isdigit() and d not in bound for d in _dims_read(op)):
-        return None
-    if not isinstance(op, (LocalEinsum, Elementwise)) and op.axes and all(mesh.axis(a).size == 1 for a in op.axes):
-        return None
-    c = op_cost(op, _numeric_env(mesh, sizes, figures))
-    return c if critical or c.local else c._replace(critical=False)
-
-
-def _dims_read(op) -> set:
-    """The dimensions an operation's cost may read: its own and its tensors'."""
-    tensors = op.inputs + (op.output,) if isinstance(op, (LocalEinsum, Elementwise)) else (op.before, op.after)
-    return set(getattr(op, "dims", ())) | {d for t in tensors for d in t.dims}
-
-
-@caching.memoize(maxsize=64, holds_state=True)
-def _numeric_env(mesh: Mesh, sizes: tuple, figures: tuple) -> Env:
-    """The numeric pricing context of a plan's steps (kept: it keeps its blocks' sizes as it prices)."""
-    return Env.numeric(mesh, dict(sizes), dict(figures))
 
 
 @caching.memoize(maxsize=65536)

@@ -118,6 +118,36 @@ def symbolic_cost(op, mesh: Mesh, padded=frozenset(), efficiency: bool = False) 
     return op_cost(op, Env.symbolic(mesh, padded, efficiency=efficiency))
 
 
+@caching.memoize(maxsize=65536)
+def numeric_cost(op, mesh: Mesh, sizes: tuple, critical: bool, figures: tuple):
+    """A step's cost priced in numbers by the one pricing function (:func:`op_cost`, which the closed form
+    is too) at the bound sizes and the preset's figures, without building the closed form (kept: a search
+    needs only the numbers, and its plans share most steps). None (price the closed form instead) where a
+    dimension it reads is not bound, or where a collective runs over axes of one device (a no-op in
+    numbers, whose closed form keeps its latency)."""
+    bound = dict(sizes)
+    if any(not d.isdigit() and d not in bound for d in _dims_read(op)):
+        return None
+    local = isinstance(op, (LocalEinsum, elementwise.Elementwise))
+    if not local and op.axes and all(mesh.axis(a).size == 1 for a in op.axes):
+        return None
+    c = op_cost(op, _numeric_env(mesh, sizes, figures))
+    return c if critical or c.local else c._replace(critical=False)
+
+
+def _dims_read(op) -> set:
+    """The dimensions an operation's cost may read: its own and its tensors'."""
+    local = isinstance(op, (LocalEinsum, elementwise.Elementwise))
+    tensors = op.inputs + (op.output,) if local else (op.before, op.after)
+    return set(getattr(op, "dims", ())) | {d for t in tensors for d in t.dims}
+
+
+@caching.memoize(maxsize=64, holds_state=True)
+def _numeric_env(mesh: Mesh, sizes: tuple, figures: tuple) -> Env:
+    """The numeric pricing context of a plan's steps (kept: it keeps its blocks' sizes as it prices)."""
+    return Env.numeric(mesh, dict(sizes), dict(figures))
+
+
 def padded_blocks(op, mesh: Mesh, sizes) -> frozenset:
     """The (dimension, axes) of ``op`` whose bound size does not divide by the axes' devices."""
     sizes = dict(sizes)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import NamedTuple
 
 from .. import caching, progress
 from ..errors import ShardingError
@@ -140,6 +142,51 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
     best.complete = complete
     best.ids, best.generation = settled, g.generation     # the same, by layout number
     return best
+
+
+class Route(NamedTuple):
+    """A kept route: its cost and its moves (read as an :class:`~symcost.rewrite.routes.Entry` is)."""
+
+    cost: float
+    steps: tuple
+
+
+class Reachable(Mapping):
+    """A search's settled layouts, read-only: {layout: Route}, ``complete`` and ``unreduced_sets`` as
+    :class:`~symcost.rewrite.routes.Found` has them. Kept answers are shared by every plan that starts
+    from the same layouts, so none of them may be changed by one."""
+
+    __slots__ = ("_routes", "complete", "unreduced_sets", "get", "ids", "generation")
+    __frozen_value__ = True
+
+    def __init__(self, found: Found):
+        self._routes = {lay: Route(e.cost, e.steps) for lay, e in found.items()}
+        self.complete = found.complete
+        self.unreduced_sets = tuple(found.unreduced_sets)
+        self.get = self._routes.get         # the planner's hot path: a dict's own lookup
+        numbered = len(found.ids) == len(found)     # the search's own table, by layout number
+        self.ids = {i: self._routes[lay] for i, lay in zip(found.ids, found)} if numbered else {}
+        self.generation = found.generation if numbered else -1
+    def __getitem__(self, layout):
+        return self._routes[layout]
+
+    def __iter__(self):
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+    def __contains__(self, layout) -> bool:
+        return layout in self._routes
+
+
+@caching.memoize(maxsize=128)
+def reachable(layouts: tuple, mesh, ranker, limit) -> Reachable:
+    """Every layout reachable from ``layouts`` (each where a tensor already is) and its cheapest route:
+    the same operand layouts recur in every plan of a search, so the answer is kept (read-only). Keyed in
+    the caller's order: of two equally cheap routes the search takes the one from the earlier source, so a
+    set here would make the plan depend on the process's string hashing."""
+    return Reachable(search({lay: Entry(0.0, ()) for lay in layouts}, mesh, ranker, limit=limit))
 
 
 def _distance(lay: Layout, target: Layout) -> int:
