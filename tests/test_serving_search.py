@@ -97,12 +97,16 @@ def test_nothing_qualifies_exits_one(capsys):
 def test_a_prefill_step_is_the_derived_layer_program_with_the_last_tokens_logits():
     """LLaMA 3-8B, one 4096-token prompt on 8 H100s at the datasheet's peaks (no efficiency data): every
     weight once a token (embeddings excepted), attention over the whole prompt (QK^T and AV, not halved for
-    causality), and the logits of the last token only -- split evenly over the 8 chips."""
+    causality), and the logits of the last token only -- split evenly over the 8 chips; and the elementwise work
+    on the vector units (the preset has no vector figure: at the matmul rate): RMSNorm 4 FLOPs an element and
+    the residual add 1, twice each on the replicated [T, D] activations, rotary 3 on each device's queries and
+    keys, SiLU 4 and the gate's product 1 on its F / 8."""
     cfg, hw = load_model_config("llama3-8b"), dataclasses.replace(hardware("h100"), efficiency=Efficiency())
     r = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1").prefill_step(1, 4096)
     p, T = param_counts(cfg), 4096
     flops = 2 * (p["total"] - p["embedding"]) * T + cfg.L * 2 * (2 * T * T * cfg.N * cfg.H) + 2 * cfg.D * cfg.V
-    assert r.t_math == pytest.approx(flops / (8 * hw.C), rel=1e-9)
+    vector = cfg.L * ((4 + 1) * 2 * T * cfg.D + 3 * T * (cfg.N + cfg.K) * cfg.H / 8 + (4 + 1) * T * cfg.F / 8)
+    assert r.t_math == pytest.approx(flops / (8 * hw.C) + vector / hw.C, rel=1e-9)
     assert r.tokens_per_s == pytest.approx(4096 / r.step_time)
     decode = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1").decode(1, 4096)
     assert r.memory_bytes == decode.memory_bytes          # the prompt's KV cache, the same weights
@@ -119,7 +123,7 @@ def test_the_prefill_search_meets_the_time_to_first_token():
     for r in runs:                                    # prompt tokens a second, per chip
         assert r["tokens_per_s_per_chip"] == pytest.approx(r["batch"] * 2048 / r["step_time"] / 16)
     # every qualifying pair is there: a tighter target keeps a subset, and the best of it is no better
-    tight = search_serving(cfg, V5E, 16, 2048, latency=0.25, top=50, phase="prefill")
+    tight = search_serving(cfg, V5E, 16, 2048, latency=0.3, top=50, phase="prefill")
     assert {(r.mesh, r.batch) for r in tight.rows} <= {(r["mesh"], r["batch"]) for r in runs}
     assert tight.rows[0].step.tokens_per_s_per_chip <= rates[0]
 
