@@ -47,13 +47,13 @@ def check(text, mesh=None, dims=None, hw=None, *, strict: bool = False) -> Plan:
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
-           moves=None, vs=None, range=None, progress=None, jobs=1):
+           moves=None, vs=None, range=None, progress=None, jobs=1, efficiency: bool = False):
     """Every sharding of the program's parameters and open activations, priced by the engine, filtered by
     memory, ranked: a :class:`~symcost.searching.SearchResult` (see :func:`symcost.searching.search`; the
     arguments are the command line's: ``mesh`` a string or a dict, ``jobs`` a number or ``"auto"``)."""
     from .searching import search as run
     return run(text, mesh, dims, hw, backward=backward, objective=objective, overlap=overlap, moves=moves, vs=vs,
-               range=range, progress=progress, jobs=jobs)
+               range=range, progress=progress, jobs=jobs, efficiency=efficiency)
 
 
 def clear_caches() -> None:

@@ -86,10 +86,12 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     ``choices``: ``{statement index: k}``, the k-th of an einsum's equally fast forward plans (default:
     with ``backward``, the one that makes the whole step fastest; else the first).
     ``efficiency``: price with achieved efficiency (the costs carry ``eta_math``, ``eta_hbm``, ``eta_vec``,
-    ``eta_net_<kind>`` and ``T_net_<kind>``; the preset's ``[efficiency]`` table gives their numbers).
+    ``eta_net_<kind>`` and ``T_net_<kind>``; the preset's ``[efficiency]`` table gives their numbers), and
+    choose the plan at those figures: the planner weighs each move and einsum with the preset's achieved
+    figures and its per-kernel floor, through the same pricing as the plan's totals.
     """
     plan = _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves,
-                   strict, alternatives, choices)
+                   strict, alternatives, choices, efficiency)
     if not efficiency:
         return plan
 
@@ -100,12 +102,12 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
 
 
 def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves, strict,
-            alternatives, choices=None) -> Plan:
+            alternatives, choices=None, efficiency: bool = False) -> Plan:
     bound = bind(text, mesh, dims, hw)
 
     def planned(choices=None) -> ties.Planned:
         trace = plan_program(bound, overlap=overlap, objective=objective, moves=moves, strict=strict,
-                             alternatives=alternatives, choices=choices)
+                             alternatives=alternatives, choices=choices, efficiency=efficiency)
         if not backward:
             names = set(trace.param_layouts) or set(default_params(trace))
             return ties.Planned(trace, tuple(flagged(trace.steps, names)))

@@ -216,7 +216,8 @@ class Serving:
             else:
                 text = head_program(self.cfg, self.sharding, dtype=self.dtype)
             dims = sizes(self.cfg, batch=batch, seq=seq, context=context, experts_moe=moe)
-            plan = derive_program(text, mesh=self.mesh, dims=dims, hw=self.hw, moves="all")
+            plan = derive_program(text, mesh=self.mesh, dims=dims, hw=self.hw, moves="all",
+                                  efficiency=not self.hw.efficiency.ideal)   # chosen as it is priced: floors in
             self._plans[key] = plan
         return plan
 

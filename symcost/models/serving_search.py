@@ -17,7 +17,7 @@ token; ``latency`` bounds it) and tokens a second count the prompts' tokens:
     >>> pre = search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.5,
     ...                      phase="prefill")
     >>> pre.rows[0].mesh, pre.rows[0].step.bound
-    ('Y=4,Z=2', 'math')
+    ('Y=2,Z=4', 'math')
 
 A layout is planned once per mesh (at a batch of 64 or the largest that fits; one prompt for prefill) and
 priced at every batch: the sweep of :meth:`Serving.frontier`. ``bound`` says which term sets the step:

@@ -41,7 +41,8 @@ WIDER = 16
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
-           moves=None, vs: str | None = None, range=None, progress=None, jobs=1) -> SearchResult:
+           moves=None, vs: str | None = None, range=None, progress=None, jobs=1,
+           efficiency: bool = False) -> SearchResult:
     """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them: the space,
     each candidate priced by the engine, filtered by memory, ranked.
 
@@ -54,7 +55,10 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     wrapping the iterator of priced candidates (e.g. ``tqdm``; the command line shows
     :mod:`symcost.progress`'s bar on a terminal instead); ``jobs``: processes that price candidates (1: this
     one; a number; ``"auto"``: every core, for spaces of :data:`.pool.MIN_CANDIDATES` or more): the
-    ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`).
+    ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`);
+    ``efficiency``: price with the preset's achieved figures and its per-kernel floor, as ``derive
+    --efficiency`` does (each candidate's plan totalled by :func:`symcost.pricing.totals`, so a plan of more
+    kernels pays more floors), instead of the book's ideal machine.
     Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False.
 
     A search runs in a planning context of its own (:func:`symcost.caching.context`), its caches
@@ -67,14 +71,15 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
         raise UsageError("search ranks by numbers: give --hw (a preset, e.g. tpu-v5p)")
     outer = caching.current()
     with caching.context(outer.enabled, outer.check, WIDER):
-        return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs)
+        return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs,
+                         efficiency)
 
 
-def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs):
+def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs, efficiency):
     """The search, in order: its space, each candidate priced, filtered by memory, ranked."""
     space, sizes, span = _space(text, mesh, dims, hw, vs, range)
     start = time.perf_counter()
-    options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
+    options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves, efficiency=efficiency)
     sweep = None if vs is None else (vs, grid_of(*span))
     priced, complete = _price(space, jobs, options, progress, sweep)
     if not priced:
