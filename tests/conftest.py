@@ -1,8 +1,25 @@
-"""Shared test helpers."""
+"""Shared test helpers: the repository's root, a program several rooms test, hypothesis profiles.
+
+Test files take these with ``from conftest import ROOT`` (pytest puts this directory on the path)."""
 import os
 import re
+from pathlib import Path
 
 import pytest
+
+#: the repository's root: derivations/, examples/, docs/ and symcost/schemas/ are read from here
+ROOT = Path(__file__).resolve().parent.parent
+
+#: the MLP block of Korthikanti et al. 2022 (section 4.1) with a norm, dropout and a residual
+MLP_BLOCK = """
+param W1[D, F_Y], W3[F_Y, D]
+Xn[B, T, D] = LayerNorm_D(X[B, T, D])
+U[B, T, F_Y] = Xn[B, T, D] *_D W1[D, F_Y]
+G[B, T, F_Y] = GeLU(U[B, T, F_Y])
+Z[B, T, D] = G[B, T, F_Y] *_F W3[F_Y, D]
+Zd = Dropout(Z[B, T, D])
+Out = Add(X[B, T, D], Zd[B, T, D])
+"""
 
 #: how long a search took, as its "priced ..." line says it: the one figure that changes from run to run
 _TOOK = re.compile(r"(priced [^;]*?) in \d[\d.e+-]* (?:ns|us|ms|s)\b")

@@ -3,7 +3,7 @@
 An example is an indented ``    $ symcost ...`` line in README.md or docs/*.md followed by the output it
 prints (indented too, up to the next ``$`` line or the end of the indented block; a blank line inside the
 block is output). An output that ends in ``...`` shows only the head of what the command prints.
-``tests/test_readme.py`` runs every example and compares; when a change to the engine alters the numbers,
+``tests/docs/test_readme.py`` runs every example and compares; when a change to the engine alters the numbers,
 this script runs them again and writes their new output in place::
 
     python tests/update_examples.py                 # every document

@@ -3,7 +3,7 @@
 Every collective's time is ``max(T_min * hops, load)`` (book Part 3, "a latency floor of about 1 us per
 hop"), ``load`` the seconds the busiest directed link of the collective's route needs: the route sends every
 block along shortest paths of the axis's topology, and the closed forms here count the blocks on each link
-(tests/test_link_loads.py routes every block on small topologies and checks them):
+(tests/collectives/test_link_loads.py routes every block on small topologies and checks them):
 
 - ``ici`` with wraparound (rings): an AllGather runs on k edge-disjoint Hamiltonian rings through the k
   torus dimensions it spans, V / (W_ici k) for an even group (book Part 3, "AllGather ... V / W_ici";

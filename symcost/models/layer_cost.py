@@ -16,7 +16,7 @@ them (communication included), ``selective`` the attention core (Korthikanti et 
 ``dots_saveable`` everything but the einsums. The tensors the layer keeps for its backward pass are the
 plan's residuals that the backward steps of the statements *not* recomputed read, plus what enters the
 recomputed statements from outside them (:meth:`LayerCost.saved`): Korthikanti's 34sbh + 5as^2b and the
-rest follow from the plan (tests/test_layer_plan.py).
+rest follow from the plan (tests/models/test_layer_plan.py).
 
     >>> from symcost.hardware import hardware
     >>> from symcost.models.config import load_model_config

@@ -154,7 +154,7 @@ def test_unidirectional_formula_and_q10():
     # every pair 1..D-1 apart, D (D - 1) / 2 blocks of N^2 / D^2. symcost has no one-way ring; its nearest
     # topology, a line (no wraparound, both directions), routes every block the one way it can, and its
     # middle link carries the D/2 x D/2 pairs across it, D^2 / 4 blocks: N^2 / 4 scalars each way
-    # (tests/test_link_loads.py routes every block). The AllGather's N^2 (1 - 1/D) is the same on both.
+    # (tests/collectives/test_link_loads.py routes every block). The AllGather's N^2 (1 - 1/D) is the same on both.
     assert sp.simplify(scalars(a2a) - I * J / 4) == 0
     ring_ag = symcost.derive("A[I_D, J] -> A[I, J]", mesh="D").collectives[0]
     ring_a2a = symcost.derive("A[I_D, J] -> A[I, J_D]", mesh="D").collectives[0]

@@ -1,0 +1,1 @@
+"""Models: configurations, the layer's plan, training runs, serving, parallelism across layers."""

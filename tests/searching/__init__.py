@@ -1,0 +1,1 @@
+"""Searches: the space, the pool, the equality with derived plans, the serving search."""

@@ -11,7 +11,8 @@ import pytest
 import symcost
 from symcost import caching
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
+
 MODULES = sorted((ROOT / "symcost").rglob("*.py"))
 
 

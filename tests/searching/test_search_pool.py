@@ -9,7 +9,8 @@ from symcost.cli import main
 from symcost.errors import UsageError
 from symcost.searching import pool, search
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
+
 MLP = (ROOT / "examples" / "mlp.sc").read_text()
 DIMS = "B=1048576,D=8192,F=32768"
 

@@ -1,13 +1,13 @@
 """What a new user hit on real-hardware questions: wrong answers, crashes and confusing output. Each test
 is one reported problem; the crash table holds every command that once ended in an internal error."""
 import json
-from pathlib import Path
 
 import pytest
 
 from symcost.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 FSDP_TP = str(ROOT / "derivations" / "fsdp_tp.sc")
 FSDP = str(ROOT / "derivations" / "fsdp.sc")
 DP = str(ROOT / "derivations" / "dp.sc")

@@ -3,7 +3,6 @@ with exact boundaries, the command line and its schema, and the book's Part 5 on
 import itertools
 import json
 import re
-from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -16,7 +15,8 @@ from symcost.errors import UsageError
 from symcost.searching import search
 from symcost.searching.space import Space
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
+
 MLP = (ROOT / "examples" / "mlp.sc").read_text()
 DIMS = "B=1048576,D=8192,F=32768"
 

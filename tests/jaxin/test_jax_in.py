@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,8 @@ from symcost.errors import UsageError
 from symcost.jaxin.dims import Dims
 from symcost.jaxin.specs import parse_args, parse_names, parse_specs
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
+
 HAS_JAX = importlib.util.find_spec("jax") is not None
 NEEDS_JAX = pytest.mark.skipif(not HAS_JAX, reason="tracing needs the jax extra: pip install 'symcost[jax]'")
 EIGHT = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "PYTHONPATH": str(ROOT)}

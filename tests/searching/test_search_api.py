@@ -4,7 +4,6 @@ link kinds), and long work says how long it will take and keeps what it found wh
 import dataclasses
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,8 @@ from symcost import caching, progress
 from symcost.cli import main
 from symcost.searching import search
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
+
 MLP = (ROOT / "examples" / "mlp.sc").read_text()
 
 

@@ -7,7 +7,6 @@ steps, as the search kept them, are checked against a derivation of its ``progra
 in another cache state. A sample in the fast tier; every candidate of the LLaMA 3 8B layer on h100
 ``X=4,Y=2`` and of the MLP on ``X=16,Y=16,Z=16``, forward and backward, in the slow tier.
 """
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,8 @@ from symcost.searching import search
 from symcost.searching.pool import priced_all
 from symcost.searching.space import Space
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
+
 MLP = (ROOT / "examples" / "mlp.sc").read_text()
 REL = 1e-12
 

@@ -6,14 +6,14 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 import symcost
 from symcost.cli import main
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
+
 SCHEMAS = ROOT / "symcost" / "schemas"
 HAS_JAX = importlib.util.find_spec("jax") is not None
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None

@@ -93,7 +93,7 @@ def test_a_pair_of_axes_moves_in_one_all_to_all_at_the_books_price():
     V = 8192 * 8192 * 2                       # the whole array over the group, bf16
     # book Part 3: V max(A, B) / (4 N W_ici) on a 4x4 torus; on v5p a 4-chip axis without wraparound is a
     # line, whose middle link carries the |a|^2/4 pairs across it for each of the N/|a| lines, blocks of
-    # V / N^2 each way: V |a| / (2 N W_ici) (tests/test_link_loads.py routes every block)
+    # V / N^2 each way: V |a| / (2 N W_ici) (tests/collectives/test_link_loads.py routes every block)
     assert seconds(plan, step) == pytest.approx(V * 4 / (2 * 16 * hw["W_ici"]), rel=1e-9)
 
 

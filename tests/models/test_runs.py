@@ -1,7 +1,6 @@
 """Choosing a training run (``model --train --search``): the space holds the runs people launch, the
 search's best is no slower than any of them, and nothing that does not fit is listed."""
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -12,7 +11,8 @@ from symcost.models.config import load_model_config
 from symcost.models.execution import Run
 from symcost.models.runs import candidates, describe, search_runs
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 A100 = hardware("a100")
 # Korthikanti et al. 2022, Table 5 (model, GPUs, PP, sequences, microbatch, interleave); TP 8, DP 1
 TABLE5 = [("megatron-22b", 8, 1, 4, 4, 1), ("gpt3-175b", 64, 8, 64, 1, 3), ("mt-nlg-530b", 280, 35, 280, 1, 3),

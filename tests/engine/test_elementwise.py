@@ -8,6 +8,8 @@ from symcost import symbols
 from symcost.cli import main
 from symcost.errors import NotationError, ShardingError, SymcostError
 
+from conftest import MLP_BLOCK
+
 B, T, D, F, Y = (sp.Symbol(n, positive=True, integer=True) for n in "BTDFY")
 
 
@@ -53,15 +55,7 @@ def test_partial_sums_are_reduced_before_nonlinear_work_and_pass_through_linear_
     assert [s.kind for s in lin.steps] == ["Einsum", "Dropout"] and lin.steps[-1].op.output.unreduced == {"Y"}
 
 
-LAYER = """
-param W1[D, F_Y], W3[F_Y, D]
-Xn[B, T, D] = LayerNorm_D(X[B, T, D])
-U[B, T, F_Y] = Xn[B, T, D] *_D W1[D, F_Y]
-G[B, T, F_Y] = GeLU(U[B, T, F_Y])
-Z[B, T, D] = G[B, T, F_Y] *_F W3[F_Y, D]
-Zd = Dropout(Z[B, T, D])
-Out = Add(X[B, T, D], Zd[B, T, D])
-"""
+LAYER = MLP_BLOCK
 
 
 def test_backward_reads_what_each_rule_saves():

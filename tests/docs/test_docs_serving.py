@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 PAGE = ROOT / "docs" / "serving-and-runs.md"
 pytestmark = pytest.mark.slow    # one process per example
 

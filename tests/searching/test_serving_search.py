@@ -2,7 +2,6 @@
 and the KV cache's batch, batches that fit, a latency target, ranked by tokens a second per chip."""
 import dataclasses
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -16,7 +15,8 @@ from symcost.models.inference import Serving, split_mesh, touched_experts
 from symcost.models.serving_search import meshes, search_serving
 from symcost.models.transformer import param_counts
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 V5E = hardware("tpu-v5e")
 
 

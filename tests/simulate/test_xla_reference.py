@@ -7,7 +7,6 @@ may rightly prefer more bytes spread over two axes: for contracting_two_axes (8 
 these sizes) two gathers over Y overlapped with an AllReduce over X take 5.8 us against 6.0 us for one
 AllReduce over XY, while moving 4x the bytes. That is the model's answer, not a bytes-optimal one."""
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +15,11 @@ import symcost
 from symcost.simulate import check_plan
 from symcost.xla import ring_link_bytes, spec_to_notation, xla_link_bytes
 
+from conftest import ROOT
+
 pytestmark = pytest.mark.slow   # every case re-derives and compares; CI runs them, make test-fast does not
 
-DATA = Path(__file__).parent / "data" / "xla"
+DATA = ROOT / "tests" / "data" / "xla"
 CASES = [json.loads(l) for l in (DATA / "cases.jsonl").read_text().splitlines() if l.strip()]
 RECORDS = [json.loads(l) for l in (DATA / "reference.jsonl").read_text().splitlines() if l.strip()]
 SUMMARY = {r["case"]: r for r in RECORDS if r.get("summary")}

@@ -12,6 +12,8 @@ from symcost.models.execution import Run
 from symcost.models.layer_cost import LayerCost
 from symcost.models.schedule import Schedule
 
+from conftest import ROOT
+
 A100 = hardware("a100")
 GPT = load_model_config("megatron-22b")          # GPT layer: LayerNorm, GeLU, dropout; F = 4h
 S, B, H, A = 2048, 4, GPT.D, GPT.N
@@ -147,13 +149,12 @@ def test_tpu_runs_speak_of_chips_and_a_run_that_does_not_fit_points_at_microbatc
 
 def test_train_json_follows_the_schema_and_the_result_is_frozen(capsys):
     import dataclasses
-    from pathlib import Path
 
     jsonschema = pytest.importorskip("jsonschema")
     assert main(["model", "megatron-22b", "--train", "--hw", "a100", "--chips", "8", "--tp", "8", "--sequences", "4",
                  "--microbatch", "4", "--seq", "2048", "--recompute", "full", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    schema = json.loads((Path(__file__).parent.parent / "symcost" / "schemas" / "model.json").read_text())
+    schema = json.loads((ROOT / "symcost" / "schemas" / "model.json").read_text())
     jsonschema.validate(data, schema)
     assert data["train"]["schedule"]["in_flight_microbatches"] <= data["train"]["schedule"]["microbatches"]
     step = Run(GPT, A100, tp=8, sequences=4, microbatch=4, recompute="full").result()

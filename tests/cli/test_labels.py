@@ -1,13 +1,13 @@
 """Labels a reader trips on: each says what it names (the link a GPU's intensity is taken over, the axis a
 figure sweeps)."""
-from pathlib import Path
 
 import pytest
 
 import symcost
 from symcost.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 
 
 def test_a_gpu_names_its_nvlink_intensity(capsys):

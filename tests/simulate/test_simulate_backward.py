@@ -13,7 +13,7 @@ import symcost
 from symcost import arrays, reference
 from symcost.simulate import SimulationError, check_plan
 from symcost.testing import training_cases
-from test_elementwise import LAYER       # the MLP block with a norm, dropout and a residual
+from conftest import MLP_BLOCK as LAYER    # the MLP block with a norm, dropout and a residual
 
 DERIVATIONS = sorted(glob.glob("derivations/*.sc"))
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 import tomllib
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +23,8 @@ from symcost.device.timing import Timing, spread, time_call
 from symcost.errors import UsageError
 from symcost.hardware import hardware, parse
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
+
 SCHEMAS = ROOT / "symcost" / "schemas"
 HAS_JAX = importlib.util.find_spec("jax") is not None
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None

@@ -1,0 +1,1 @@
+"""The command line: its commands, labels, and what new users reported."""

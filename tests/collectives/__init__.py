@@ -1,0 +1,1 @@
+"""The collectives: the registry's rules, the bytes each link carries, meshes laid on slices."""

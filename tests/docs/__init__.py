@@ -1,0 +1,1 @@
+"""The documents: every example's output, the architecture the documents describe."""

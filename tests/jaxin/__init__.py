@@ -1,0 +1,1 @@
+"""JAX in: programs traced from JAX functions, checked against XLA's own counts."""
