@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import dtypes
+from . import dtypes, elementwise
 from .binding import BoundProgram
 from .collectives import RULES, Move, rule
-from . import elementwise
 from .einsum import LocalEinsum
 from .env import RANKING_DEFAULTS
 from .elementwise import Elementwise
@@ -67,17 +66,12 @@ def ranking_sizes(bound: BoundProgram) -> dict[str, int]:
     return {**split, **bound.ranking_sizes}
 
 
-def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None,
-               efficiency: bool = False) -> Ranker:
-    """The ranker of a bound program; ``efficiency``: with its preset's achieved figures and per-kernel
-    floor, as the plan will be priced (the book's ideal machine otherwise, or without a preset)."""
+def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None, efficiency=False) -> Ranker:
     if objective not in OBJECTIVES:
         raise UsageError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
-    hw = bound.hardware
-    constants = hw.bindings("bf16") if hw is not None else None
-    eff = hw.efficiency if efficiency and hw is not None and not hw.efficiency.ideal else None
+    constants = bound.hardware.bindings("bf16") if bound.hardware is not None else None
     return Ranker.make(bound.mesh, ranking_sizes(bound), constants, objective, policy(overlap),
-                       allowed_moves(bound, moves), eff)
+                       allowed_moves(bound, moves), bound.hardware.efficiency if efficiency and constants else None)
 
 
 def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None,
@@ -86,10 +80,9 @@ def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", 
     its axes is an error (otherwise its blocks are padded). ``alternatives``: keep the runner-up plans of
     each einsum (False: they are still weighed, so the plan is the same, but not explained or kept).
     ``choices``: ``{statement index: k}``, the k-th of the equally fast plans of that einsum instead of the
-    first (the trace's ``ties`` say which einsums have several). ``efficiency``: plans are weighed with the
-    preset's achieved figures and per-kernel floor (:func:`ranker_for`)."""
-    walk = _Walk(bound, ranker_for(bound, overlap=overlap, objective=objective, moves=moves,
-                                   efficiency=efficiency), strict)
+    first (the trace's ``ties`` say which einsums have several). ``efficiency``: weighed as priced, floors in."""
+    ranker = ranker_for(bound, overlap=overlap, objective=objective, moves=moves, efficiency=efficiency)
+    walk = _Walk(bound, ranker, strict)
     walk.kept, walk.choices = alternatives, dict(choices or {})
     for walk.at, stmt in enumerate(bound.program.statements):
         walk.statement(stmt)

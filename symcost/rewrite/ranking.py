@@ -53,7 +53,8 @@ class Ranker:
     def make(cls, mesh: Mesh, sizes=None, constants=None, objective: str = "time", overlap: str = "program",
              moves=None, efficiency=None) -> "Ranker":
         return _interned(cls(mesh, tuple(sorted((sizes or {}).items())), tuple(sorted((constants or {}).items())),
-                             objective, overlap, None if moves is None else tuple(moves), efficiency))
+                             objective, overlap, None if moves is None else tuple(moves),
+                             None if efficiency is None or efficiency.ideal else efficiency))
 
     def with_moves(self, moves) -> "Ranker":
         return _interned(Ranker(self.mesh, self.sizes, self.constants, self.objective, self.overlap,
