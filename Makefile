@@ -12,7 +12,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,plot,progress]'
+	$(PY) -m pip install --quiet -e '.[test,plot,progress,exact]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -44,7 +44,7 @@ lint: $(STAMP)
 jax: $(JAXSTAMP)
 
 $(JAXSTAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,plot,jax,progress]'
+	$(PY) -m pip install --quiet -e '.[test,plot,jax,progress,exact]'
 	touch $(JAXSTAMP)
 
 bench: $(STAMP)

@@ -118,103 +118,125 @@ def resumed(trace: Trace, params: dict, reuse: str = "activations", input_grads:
     index of ``marks`` it passes (the uses from that index on taken back)."""
     if reuse not in REUSE:
         raise UsageError(f"reuse must be one of {', '.join(REUSE)}, not {reuse!r}")
-    mesh, known, first = trace.mesh, trace.known, trace.first
     consumed = {t.name for u in trace.uses if not u.written for t in u.op.inputs}
     outputs = [n for n, _ in trace.produced if n not in consumed]
     if not outputs:
         raise UsageError("the program has no output to differentiate")
-    inputs = set(trace.inputs)
-    redefined = {u.op.after.name for u in trace.uses if u.written}
-    any_move = trace.ranker.with_moves(None)
-    # grads: tensor name -> its gradient's layout; have: tensor name -> layouts already materialized in the
-    # backward pass (reused)
-    at, state = start or (len(trace.uses), State({n: gradient(known[n]) for n in outputs}, (), {}, {}))
-    state = state.copied()
-    grads, saved, have, steps = state.grads, state.saved, state.have, list(state.steps)
+    at, state = start or (len(trace.uses), State({n: gradient(trace.known[n]) for n in outputs}, (), {}, {}))
+    walk = _Pass(trace, params, reuse, input_grads, state.copied())
     states: dict[int, State] = {}
-    readers = Counter(t.name for u in trace.uses if not u.written for t in u.op.inputs)
-
-    names = frozenset(params)
-
-    def add(ops_steps):
-        steps.extend(flagged(ops_steps, params, "backward"))
-
-    def keep(t: Layout) -> Layout:
-        lay = saved_layout(t, trace, params, reuse)
-        if lay.name not in params:
-            saved.setdefault(lay.name, lay)
-        return lay
-
     for i in range(at - 1, -1, -1):
         if i + 1 in marks:
-            states[i + 1] = State(grads, tuple(steps), saved, have).copied()
+            states[i + 1] = walk.state()
         use = trace.uses[i]
         if isinstance(use.op, Elementwise):
-            e = use.op
-            dres = grads.get(e.output.name)
-            if dres is not None:
-                _elementwise_backward(e, dres, keep, grads, params, inputs, input_grads, mesh, any_move, add)
-            continue
-        if use.written:
-            op = use.op
-            g = grads.pop(op.after.name, None)
-            if g is None:
-                continue
-            want = gradient(op.before)
-            g = replace(g, name=want.name)
-            t = op.rule.transpose(op)
-            moves = None
-            if t is not None:
-                t = replace(t, before=replace(t.before, name=want.name), after=replace(t.after, name=want.name))
-                exact = not t.rule.inserted or t in tuple(t.rule.edges(t.before, mesh))
-                if exact and t.after == want and (g == t.before or (not t.rule.inserted and g.same_sharding(t.before))):
-                    moves = [replace(t, before=g, after=g) if not t.rule.inserted else t]
-            if moves is None:
-                _, moves = reshard(g, want, mesh, any_move)
-            why = f"transpose of the {op.kind} on line {use.line}"
-            add(Step(m, mesh, why=why, sizes=trace.bound.sizes) for m in moves)
-            grads[op.before.name] = want
-            continue
-        e = use.op
-        dres = grads.get(e.output.name)
+            walk.elementwise(use.op)
+        elif use.written:
+            walk.move(use)
+        else:
+            walk.einsum(use)
+    return walk.steps, walk.saved, states
+
+
+class _Pass:
+    """One backward pass under way: the gradients laid out so far (tensor name -> its gradient's layout),
+    the activations saved, the layouts already materialised in the backward pass (reused) and the steps."""
+
+    def __init__(self, trace: Trace, params: dict, reuse: str, input_grads: bool, state: State):
+        self.trace, self.params, self.reuse, self.input_grads = trace, params, reuse, input_grads
+        self.mesh, self.names = trace.mesh, frozenset(params)
+        self.grads, self.saved, self.have, self.steps = state.grads, state.saved, state.have, list(state.steps)
+        self.inputs = set(trace.inputs)
+        self.redefined = {u.op.after.name for u in trace.uses if u.written}
+        self.readers = Counter(t.name for u in trace.uses if not u.written for t in u.op.inputs)
+        self.any_move = trace.ranker.with_moves(None)
+
+    def state(self) -> State:
+        return State(self.grads, tuple(self.steps), self.saved, self.have).copied()
+
+    def add(self, ops_steps) -> None:
+        self.steps.extend(flagged(ops_steps, self.params, "backward"))
+
+    def keep(self, t: Layout) -> Layout:
+        """The layout a forward operand is read back in, recorded as saved when it is an activation."""
+        lay = saved_layout(t, self.trace, self.params, self.reuse)
+        if lay.name not in self.params:
+            self.saved.setdefault(lay.name, lay)
+        return lay
+
+    def elementwise(self, e: Elementwise) -> None:
+        dres = self.grads.get(e.output.name)
+        if dres is not None:
+            _elementwise_backward(e, dres, self.keep, self.grads, self.params, self.inputs, self.input_grads,
+                                  self.mesh, self.any_move, self.add)
+
+    def move(self, use) -> None:
+        """A written collective undone: by its kind's transpose where the gradient arrives in the
+        transpose's input layout, else by the cheapest route back."""
+        op, mesh = use.op, self.mesh
+        g = self.grads.pop(op.after.name, None)
+        if g is None:
+            return
+        want = gradient(op.before)
+        g = replace(g, name=want.name)
+        t = op.rule.transpose(op)
+        moves = None
+        if t is not None:
+            t = replace(t, before=replace(t.before, name=want.name), after=replace(t.after, name=want.name))
+            exact = not t.rule.inserted or t in tuple(t.rule.edges(t.before, mesh))
+            if exact and t.after == want and (g == t.before or (not t.rule.inserted and g.same_sharding(t.before))):
+                moves = [replace(t, before=g, after=g) if not t.rule.inserted else t]
+        if moves is None:
+            _, moves = reshard(g, want, mesh, self.any_move)
+        why = f"transpose of the {op.kind} on line {use.line}"
+        self.add(Step(m, mesh, why=why, sizes=self.trace.bound.sizes) for m in moves)
+        self.grads[op.before.name] = want
+
+    def einsum(self, use) -> None:
+        """Each operand's gradient of an einsum: the result's gradient times the other operands, planned by
+        the rewriter into the layout the operand's gradient must end in."""
+        e, trace = use.op, self.trace
+        dres = self.grads.get(e.output.name)
         if dres is None:
-            continue
+            return
         for i, x in enumerate(e.inputs):
             name = x.name
-            if name in inputs and name not in params and not input_grads:
+            if name in self.inputs and name not in self.params and not self.input_grads:
                 continue
             others = [t for j, t in enumerate(e.inputs) if j != i]
-            srcs = [keep(t) for t in others]
-            srcs = [t if t.name in params else tuple(have.get(t.name, [t])) for t in srcs]
+            srcs = [self.keep(t) for t in others]
+            srcs = [t if t.name in self.params else tuple(self.have.get(t.name, [t])) for t in srcs]
             missing = set(x.dims) - set(dres.dims).union(*(set(t.dims) for t in others))
             if missing:
                 raise ShardingError(f"the gradient of {name} on line {use.line} needs dimension {sorted(missing)[0]}, "
                                     f"which the product sums away; broadcasts are not supported")
-            if name in params and name not in redefined:
-                target = gradient(params[name])
-            elif name in redefined:  # any layout, partial sums included: the collective's transpose resolves them
-                target = grads.get(name, ANY)
-            elif name in inputs:
-                target = gradient(first[name])
-            elif name in grads:
-                target = grads[name]  # accumulate into the first contribution's layout
-            elif readers[name] > 1 and name not in inputs:
-                target = ANY  # contributions add up as partial sums; reduced where the tensor was produced
-            elif name in first:  # a named intermediate: its gradient is laid out like it
-                target = gradient(first[name])
-            else:
-                target = None
-            at_hand = tuple(have.get(dres.name, [dres]))
-            operands = [at_hand] + srcs
-            best = plan_chain(operands, [None] * (len(operands) - 1), "d" + name, x.dims, target, mesh,
+            target = self.target(name)
+            operands = [tuple(self.have.get(dres.name, [dres]))] + srcs
+            best = plan_chain(operands, [None] * (len(operands) - 1), "d" + name, x.dims, target, self.mesh,
                               trace.ranker, out_dtype=x.dtype, keep=0)[0]
             kept = {t[0].name for t in srcs if isinstance(t, tuple)}
             for op in best.steps:
                 if not isinstance(op, LocalEinsum) and op.before.name in kept | {dres.name}:
-                    have.setdefault(op.before.name, [op.before]).append(op.after)
-            steps.extend(_explained(best.steps, mesh, target, trace.bound.sizes, names))
-            grads.setdefault(name, final_layout(best.steps))
-    return steps, saved, states
+                    self.have.setdefault(op.before.name, [op.before]).append(op.after)
+            self.steps.extend(_explained(best.steps, self.mesh, target, trace.bound.sizes, self.names))
+            self.grads.setdefault(name, final_layout(best.steps))
+
+    def target(self, name: str):
+        """The layout a tensor's gradient must end in (ANY: any layout, partial sums included; None: free)."""
+        first = self.trace.first
+        if name in self.params and name not in self.redefined:
+            return gradient(self.params[name])
+        if name in self.redefined:  # any layout, partial sums included: the collective's transpose resolves them
+            return self.grads.get(name, ANY)
+        if name in self.inputs:
+            return gradient(first[name])
+        if name in self.grads:
+            return self.grads[name]  # accumulate into the first contribution's layout
+        if self.readers[name] > 1:
+            return ANY  # contributions add up as partial sums; reduced where the tensor was produced
+        if name in first:  # a named intermediate: its gradient is laid out like it
+            return gradient(first[name])
+        return None
 
 
 @caching.memoize(maxsize=8192)

@@ -246,6 +246,11 @@ class Plan:
         out = totals(costs, self._numeric_env(Env.arrays(self.mesh)), self.policy)
         return Totals(*(np.broadcast_to(np.asarray(v, dtype=float), xs.shape) for v in out))   # 0: no such step
 
+    def step_costs(self) -> list | None:
+        """Each step's cost in numbers (:class:`~symcost.pricing.OpCost`, in step order; None where a size
+        is unbound): what :meth:`numbers` totals, for callers that total parts of a plan."""
+        return self._step_costs()
+
     def _step_costs(self, name: str | None = None, xs=None) -> list | None:
         """Each step's cost in numbers (over ``xs`` of the symbol ``name`` where given), or None."""
         key = tuple(sorted((k.name, float(v)) for k, v in self.bindings().items() if k.name != name))

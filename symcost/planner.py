@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from . import dtypes, elementwise
 from .binding import BoundProgram
-from .collectives import RULES, Move, rule
+from .collectives import RULES, Move, rule, written_moves
 from .einsum import LocalEinsum
 from .env import RANKING_DEFAULTS
 from .elementwise import Elementwise
@@ -313,44 +313,11 @@ class _Walk:
         if stmt.kind == "ToDevice" and stmt.operand.name not in self.known:
             self.on_host[stmt.operand.name] = 0        # an input kept in host memory
         src = self.use(stmt.operand, line)
-        # the book's ReduceScatter_{X,K} / AllToAll_{X,J}: a dimension among the axes names the target
-        dims_named = [a for a in stmt.axes if a not in self.mesh and a in src.dims]
-        if dims_named:
-            stmt = replace(stmt, axes=tuple(a for a in stmt.axes if a not in dims_named))
-            out_dims = {d.name: d.axes for d in stmt.output.dims}
-            for d in dims_named:
-                if not any(a in out_dims.get(d, ()) for a in stmt.axes):
-                    raise self.error(f"{stmt.kind} names dimension {d} as its target, but {stmt.output.name} does "
-                                     f"not split {d} over {format_axes(stmt.axes)[1:]}", stmt.name_span)
-        for a in stmt.axes:
-            if a not in self.mesh:
-                raise self.error(f"unknown mesh axis {a!r} in {stmt.kind}", stmt.name_span,
-                                 hint=f"the mesh has axes {', '.join(self.mesh.names)}")
+        stmt = self.target_axes(stmt, src)
         out = replace(self.layout(stmt.output), dtype=stmt.output.dtype or src.dtype)
-        want = replace(out, name=src.name)
         kind = rule(stmt.kind)
-        ax = format_axes(stmt.axes)[1:]
-        hint = f"{stmt.kind}'s signature is {kind.signature}"
-        label = stmt.kind + format_axes(stmt.axes)
         self.check_memory(stmt, src)
-        if not kind.inserted:   # a send or a host transfer keeps the layout; the blocks move
-            if not want.same_sharding(src):
-                raise self.error(f"{label} keeps the layout of {src.name}; {want.render(self.mesh)} differs "
-                                 f"from {src.render(self.mesh)}", stmt.name_span, hint=hint)
-            if stmt.kind == "Send" and len(stmt.axes) != 1:
-                raise self.error(f"a send goes along one mesh axis, not {ax}", stmt.name_span,
-                                 hint="write Send_Z(...), or Send_{Z,2} for two devices along Z")
-            moves = [Move(stmt.kind, tuple(stmt.axes), src, src, stmt.distance or (1 if stmt.axes else 0))]
-        else:
-            moves = self.written_moves(kind, set(stmt.axes), src, want)
-            if not moves:
-                if src.dims != want.dims:
-                    reason = f"{label} keeps the dimensions of {src.name}, but the result has different dimensions"
-                else:
-                    r = kind.reason(stmt.axes, src, want)
-                    reason = (f"{label}: {r}" if r else
-                              f"{label}({src.render(self.mesh)}) cannot give {want.render(self.mesh)}")
-                raise self.error(reason, stmt.name_span, hint=hint)
+        moves = self.collective_moves(stmt, kind, src, replace(out, name=src.name))
         if out.name != src.name:   # the collective names its result: the last move carries the rename
             moves[-1] = replace(moves[-1], after=out)
         why = f"{kind.explain(moves[0], self.mesh)} (line {line})" if not kind.inserted else f"written on line {line}"
@@ -373,6 +340,46 @@ class _Walk:
             self.on_host.pop(src.name, None)
             self.on_host.pop(stmt.output.name, None)
 
+    def target_axes(self, stmt: Collective, src: Layout) -> Collective:
+        """The statement with the book's target dimensions (ReduceScatter_{X,K}, AllToAll_{X,J}) taken out of
+        its axes once checked against its result; every axis left must be the mesh's."""
+        dims_named = [a for a in stmt.axes if a not in self.mesh and a in src.dims]
+        if dims_named:
+            stmt = replace(stmt, axes=tuple(a for a in stmt.axes if a not in dims_named))
+            out_dims = {d.name: d.axes for d in stmt.output.dims}
+            for d in dims_named:
+                if not any(a in out_dims.get(d, ()) for a in stmt.axes):
+                    raise self.error(f"{stmt.kind} names dimension {d} as its target, but {stmt.output.name} does "
+                                     f"not split {d} over {format_axes(stmt.axes)[1:]}", stmt.name_span)
+        for a in stmt.axes:
+            if a not in self.mesh:
+                raise self.error(f"unknown mesh axis {a!r} in {stmt.kind}", stmt.name_span,
+                                 hint=f"the mesh has axes {', '.join(self.mesh.names)}")
+        return stmt
+
+    def collective_moves(self, stmt: Collective, kind, src: Layout, want: Layout) -> list:
+        """The moves a written collective makes of ``src`` (a send or a host transfer keeps the layout and
+        moves the blocks; the others are the kind's moves to ``want``, a permute first where needed)."""
+        label, hint = stmt.kind + format_axes(stmt.axes), f"{stmt.kind}'s signature is {kind.signature}"
+        if not kind.inserted:
+            if not want.same_sharding(src):
+                raise self.error(f"{label} keeps the layout of {src.name}; {want.render(self.mesh)} differs "
+                                 f"from {src.render(self.mesh)}", stmt.name_span, hint=hint)
+            if stmt.kind == "Send" and len(stmt.axes) != 1:
+                raise self.error(f"a send goes along one mesh axis, not {format_axes(stmt.axes)[1:]}", stmt.name_span,
+                                 hint="write Send_Z(...), or Send_{Z,2} for two devices along Z")
+            return [Move(stmt.kind, tuple(stmt.axes), src, src, stmt.distance or (1 if stmt.axes else 0))]
+        moves = written_moves(kind, set(stmt.axes), src, want, self.mesh)
+        if not moves:
+            if src.dims != want.dims:
+                reason = f"{label} keeps the dimensions of {src.name}, but the result has different dimensions"
+            else:
+                r = kind.reason(stmt.axes, src, want)
+                reason = (f"{label}: {r}" if r else
+                          f"{label}({src.render(self.mesh)}) cannot give {want.render(self.mesh)}")
+            raise self.error(reason, stmt.name_span, hint=hint)
+        return moves
+
     def check_memory(self, stmt: Collective, src: Layout) -> None:
         """A tensor in host memory is only brought back; one in HBM is not brought back again."""
         host = self.on_host.get(src.name)
@@ -386,15 +393,3 @@ class _Walk:
     @staticmethod
     def where(line: int) -> str:
         return f"ToHost on line {line}" if line else "an input kept there"
-
-    def written_moves(self, kind, axes: set, src: Layout, want: Layout) -> list[Move]:
-        """The move a written collective is, or a Permute then that move when it works on a major axis (the
-        Permute's reason says so: the program did not write it)."""
-        for m in kind.edges(src, self.mesh):
-            if set(m.axes) == axes and m.after == want:
-                return [m]
-        for p in rule("Permute").edges(src, self.mesh):
-            for m in kind.edges(p.after, self.mesh):
-                if set(m.axes) == axes and m.after == want:
-                    return [p, m]
-        return []

@@ -29,8 +29,9 @@ a preset's per-kernel floor every kernel pays ``t_kernel`` (:func:`kernel_starts
 
 Elementwise operations are priced like einsums, on the vector unit: max(vector FLOPs / C_vec,
 bytes / W_hbm). With an :class:`~symcost.env.Env` that carries efficiency, each time is divided by the
-fraction of the figure that is reached (``eta_math`` by the size of the matmul and its tiles' waves, ``eta_hbm``, ``eta_vec``,
-``eta_net_<kind>``) and each collective pays its link kind's fixed latency ``T_net_<kind>``.
+fraction of the figure that is reached (``eta_math`` by the size of the matmul and its tiles' waves,
+``eta_hbm``, ``eta_vec``, ``eta_net_<kind>``) and each collective pays its link kind's fixed latency
+``T_net_<kind>``.
 """
 from __future__ import annotations
 
@@ -216,8 +217,9 @@ def kernel_starts(costs, deps=None) -> list[bool]:
     """Which operations launch a kernel, under the fusion policy of XLA and Inductor: an einsum (a library
     matmul) and a collective each launch one; elementwise work launches one unless the last result it
     waits on is elementwise work, whose kernel it joins (loop fusion: a residual add and the norm after
-    it, SiLU and the gate's product, are one kernel; an add that waits on a matmul is not); a step that reads a tile kept on chip (flash attention's
-    probabilities) is part of the kernel that made it; a view launches nothing."""
+    it, SiLU and the gate's product, are one kernel; an add that waits on a matmul is not); a step that
+    reads a tile kept on chip (flash attention's probabilities) is part of the kernel that made it; a view
+    launches nothing."""
     deps = depends_on(costs) if deps is None else deps
     out = []
     for c, before in zip(costs, deps):

@@ -14,8 +14,8 @@ Block order is X-major: ``A[I_{XY}]`` puts block ``x * |Y| + y`` on the device w
 Partial sums (``{U_X}``) are distributed as random summands over X, so a plan that forgets a reduction
 or reduces twice is caught. A dimension that does not divide by its axes is padded with zeros at its end
 (to a multiple of the mesh's device count, so that every layout of it divides and every move stays exact)
-and cropped again when the blocks are collected. :func:`reference` computes what a statement means straight from the notation,
-independently of the planner.
+and cropped again when the blocks are collected. :func:`reference` computes what a statement means
+straight from the notation, independently of the planner.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from .errors import SimulationError
 from .layout import Layout
 from .mesh import Mesh
 
-__all__ = ["SimulationError", "check_plan", "collect", "distribute", "full_shape", "pad", "padded_shape", "reference", "Grid"]
+__all__ = ["SimulationError", "check_plan", "collect", "distribute", "full_shape", "pad", "padded_shape", "reference",
+           "Grid"]
 
 
 def padded_shape(shape, layout: Layout, mesh: Mesh) -> tuple:

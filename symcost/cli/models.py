@@ -46,6 +46,8 @@ def cmd_model(args) -> int:
         print(json.dumps(out, indent=2, default=float))
     else:
         _print(args, cfg, hw, out, dtype)
+    if any(a.get("complete") is False for a in answers):
+        return 130      # a search stopped by Ctrl-C: the best it found so far is shown
     return 0 if out.get("fits", True) else 1
 
 

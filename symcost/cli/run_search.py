@@ -36,13 +36,14 @@ def answer(args, cfg, hw) -> dict:
     res = search_runs(cfg, hw, args.chips, sequences, args.seq, top=args.top, max_cp=args.max_cp,
                       attention=args.attention or "unfused")
     full = {**res.as_dict(), "fits": bool(res.rows)}
-    if args.vs == "chips":
-        full["vs_chips"] = _vs_chips(args, cfg, hw, sequences)
+    if args.vs == "chips" and res.complete:      # Ctrl-C stops the sweep too: what was found is shown
+        full["vs_chips"], full["complete"] = _vs_chips(args, cfg, hw, sequences)
     return {"train": full, "search": contract(full)}
 
 
-def _vs_chips(args, cfg, hw, sequences: int) -> list[dict]:
-    """The best run on each budget: the powers of two below ``--chips``, and ``--chips``."""
+def _vs_chips(args, cfg, hw, sequences: int) -> tuple[list[dict], bool]:
+    """The best run on each budget: the powers of two below ``--chips``, and ``--chips``; and whether every
+    budget was searched to the end (Ctrl-C stops the sweep at the budget it stopped)."""
     from ..models.runs import search_runs
     budgets = sorted({2 ** i for i in range(int(math.log2(args.chips)) + 1)} | {args.chips})
     out = []
@@ -56,7 +57,9 @@ def _vs_chips(args, cfg, hw, sequences: int) -> list[dict]:
         out.append({"chips": n, "chips_used": best["chips_used"] if best else None,
                     "step_time": best["step_time"] if best else None, "mfu": best["mfu"] if best else None,
                     "config": best["config"] if best else None, "fits": best is not None})
-    return out
+        if not res.complete:
+            return out, False
+    return out, True
 
 
 def contract(res: dict) -> dict:
@@ -80,6 +83,8 @@ def show(res: dict, hw, cfg) -> None:
     print(f"  run search on at most {res['chips']:,} x {hw.name}, {res['sequences']:,} sequences of {res['seq']}: "
           f"priced {res['searched']:,} runs in {fmt_seconds(res['search_seconds'])}; {res['feasible']:,} fit in "
           f"{fmt_bytes(hw.hbm_bytes)}")
+    if res.get("complete") is False:
+        print(f"    stopped (Ctrl-C) after {res['searched']:,} runs: the best so far")
     if not res["runs"]:
         print(f"    NONE FITS: {_why_none(res, hw, cfg)}")
     else:

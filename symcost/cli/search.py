@@ -25,6 +25,9 @@ def register(sub):
     s.add_argument("--range", dest="span", help="LO:HI for --vs (default: a dimension's --dims value / 1000 to "
                                                 "x 1000; an axis's 1 to 64 x its size)")
     s.add_argument("--plot", help="with --vs: draw step time against it, one line per regime (.png, .svg, .pdf)")
+    s.add_argument("--exact", action="store_true",
+                   help="solve for the best plan with a proven lower bound (a MILP over each statement's plans; "
+                        "needs scipy, the exact extra)")
     s.add_argument("--jobs", default="auto",
                    help="processes that price candidates: a number, or auto (default: every core, for spaces of "
                         "32 candidates or more); the ranking is the same")
@@ -49,7 +52,7 @@ def cmd_search(args) -> int:
         raise UsageError("--plot draws the regimes: give --vs too (e.g. --vs B)")
     result = search(read_program(args.program), args.mesh, args.dims, args.hw, backward=args.backward,
                     objective=args.objective, overlap=not args.no_overlap, moves=args.moves, vs=args.vs,
-                    range=_span(args.span), jobs=args.jobs, efficiency=args.efficiency)
+                    range=_span(args.span), jobs=args.jobs, exact=args.exact, efficiency=args.efficiency)
     if args.plot:
         from ..searching.plot import plot_regimes
         plot_regimes(result, args.plot)
@@ -69,8 +72,10 @@ def render(result, top: int = 10) -> str:
              f"mesh: {mesh_line(result)}   objective: {result.objective}",
              *([] if result.complete else
                [f"stopped (Ctrl-C) after {result.priced:,} of {result.candidates:,} shardings: the best so far"]),
-             f"priced {result.priced:,} shardings in {fmt_seconds(result.seconds)} ({result.assignments:,} assignments, "
-             f"symmetric duplicates collapsed); {result.feasible:,} fit in{hbm} a device"]
+             *(_exact_lines(result, hbm) if result.bound is not None else
+               [f"priced {result.priced:,} shardings in {fmt_seconds(result.seconds)} "
+                f"({result.assignments:,} assignments, symmetric duplicates collapsed); "
+                f"{result.feasible:,} fit in{hbm} a device"])]
     for i, p in enumerate(result.ranked[:top], 1):
         lines.extend(_wrapped(f" {i:2d}. ", list(p.layouts.values()), ", ", f"   ({p.description})"))
         lines.append(f"     step {fmt_seconds(p.t_step)}  {p.bound}-bound  memory {fmt_bytes(p.memory_bytes or 0)}"
@@ -82,7 +87,8 @@ def render(result, top: int = 10) -> str:
         for r in result.regimes:
             p = result.ranked[r.best]
             where = _interval(result.vs, r.start, r.end)
-            lines.extend(_wrapped(f"  {where}: ", list(p.layouts.values()), ", ", f"  ({p.description}; {r.bound}-bound)"))
+            lines.extend(_wrapped(f"  {where}: ", list(p.layouts.values()), ", ",
+                                  f"  ({p.description}; {r.bound}-bound)"))
         edges = [r.end for r in result.regimes if r.end is not None]
         if edges:
             lines.append("  boundaries:")
@@ -90,6 +96,22 @@ def render(result, top: int = 10) -> str:
                 exact = f"{result.vs} = {b.exact}" if b.exact is not None else "(solved numerically)"
                 lines.append(f"    {exact} = {b.value:.6g}   [{_why(b.reason)}]")
     return "\n".join(lines)
+
+
+def _exact_lines(result, hbm: str) -> list[str]:
+    """What ``--exact`` proved: the bound and the gap, and how the search's own best compares."""
+    lines = [f"priced every statement's pieces, derived {result.priced:,} plans in {fmt_seconds(result.seconds)}; "
+             f"{result.feasible:,} fit in{hbm} a device",
+             f"exact: no plan is faster than {fmt_seconds(result.bound)} (proven); the best is within "
+             f"{result.gap:.2%} of it" + ("" if result.complete else " (stopped before the gap closed)")]
+    sb, best = result.search_best, result.best
+    if sb is not None and best is not None and sb.t_step > best.t_step * (1 + 1e-9):
+        lines.append(f"the search's best (every statement sharded by the same roles) takes {fmt_seconds(sb.t_step)}, "
+                     f"{sb.t_step / best.t_step - 1:.2%} slower than the best, written with its layouts pinned:")
+        lines.extend("    " + line for line in result.program_of(best).splitlines())
+    elif sb is not None:
+        lines.append("the search's best (every statement sharded by the same roles) is the optimum")
+    return lines
 
 
 def mesh_line(result) -> str:

@@ -149,6 +149,8 @@ def _show_search(res: dict, args, hw) -> None:
     print(f"  serving search on {args.chips} x {hw.name}, {what}{target}: priced "
           f"{res['searched']} (mesh, batch) pairs over {len(res['meshes'])} meshes in "
           f"{fmt_seconds(res['search_seconds'])}; {res['feasible']} qualify")
+    if res.get("complete") is False:
+        print(f"    stopped (Ctrl-C) after {res['searched']} (mesh, batch) pairs: the best so far")
     if not res["runs"]:
         print("    NONE QUALIFIES: more chips, a shorter context, a smaller --dtype"
               + (" or a longer --latency" if res["latency"] else ""))

@@ -8,8 +8,8 @@ from .. import dtypes
 from ..errors import UsageError
 
 #: the run's knobs (what ``--search`` chooses itself)
-OPTIONS = ("tp", "pp", "dp", "cp", "ep", "microbatch", "interleave", "sequences", "recompute", "seq_parallel", "schedule",
-           "tp_overlap", "zero", "fsdp", "attention")
+OPTIONS = ("tp", "pp", "dp", "cp", "ep", "microbatch", "interleave", "sequences", "recompute", "seq_parallel",
+           "schedule", "tp_overlap", "zero", "fsdp", "attention")
 # --checkpoints-per-layer also applies to the run (K saved [B, D] tensors a layer, the rest recomputed)
 
 
@@ -58,7 +58,8 @@ def add_arguments(m) -> None:
                         "iteration time among those that fit")
     g.add_argument("--max-cp", type=int, default=1, metavar="N",
                    help="with --search: also try context parallelism over 2, 4, ... up to N ranks (default 1: none)")
-    g.add_argument("--top", type=int, default=5, help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
+    g.add_argument("--top", type=int, default=5,
+                   help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
 
 
 def _settings(args) -> dict:
@@ -173,8 +174,8 @@ def show(rep: dict, hw) -> None:
           f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else "")
           + (", flash attention" if p["attention"] == "flash" else ""))
     parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in
-                      ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms", "head", "bubble", "p2p", "dp_comms",
-                       "optimizer") if it[k])
+                      ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms", "head", "bubble", "p2p",
+                       "dp_comms", "optimizer") if it[k])
     print(f"    iteration {rep['step_time']:.3g} s ({parts})")
     lay = rep["layer"]
     print(f"    one layer, one microbatch (the engine's plan, communication as it runs): forward "
@@ -244,8 +245,8 @@ def _shrink(m: dict, p: dict) -> str:
             knobs.append("--recompute full")
         knobs += ["--seq-parallel"] if p["tp"] > 1 and not p["seq_parallel"] else []
         knobs += ["--attention flash"] if p["attention"] != "flash" else []
-        knobs += ["a smaller --microbatch" if p["microbatch"] > 1 else "more microbatches (fewer --sequences a step, or "
-                  "more --pp stages to split the layers)"]
+        knobs += ["a smaller --microbatch" if p["microbatch"] > 1 else
+                  "more microbatches (fewer --sequences a step, or more --pp stages to split the layers)"]
     else:
         stage = {"optimizer": 1, "gradients": 2, "params": 3}[part]     # the ZeRO stage that splits it
         knobs += [f"--zero {stage}"] if p["dp"] > 1 and p["zero"] < stage else []

@@ -40,4 +40,18 @@ def moves_from(layout, mesh, allowed=None):
             yield from r.edges(layout, mesh)
 
 
-__all__ = ["RULES", "Move", "MoveRule", "Grid", "gradient", "rule", "kinds", "moves_from"]
+def written_moves(kind: MoveRule, axes: set, src, want, mesh) -> list[Move]:
+    """The move a collective written in a program is, from ``src`` to ``want`` over ``axes``, or a Permute
+    then that move when it works on a major axis (the Permute's reason says so: the program did not write
+    it); [] when there is none."""
+    for m in kind.edges(src, mesh):
+        if set(m.axes) == axes and m.after == want:
+            return [m]
+    for p in rule("Permute").edges(src, mesh):
+        for m in kind.edges(p.after, mesh):
+            if set(m.axes) == axes and m.after == want:
+                return [p, m]
+    return []
+
+
+__all__ = ["RULES", "Move", "MoveRule", "Grid", "gradient", "rule", "kinds", "moves_from", "written_moves"]

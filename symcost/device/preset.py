@@ -148,9 +148,6 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
     src = data["sources"]
     d = cal.device
     how = f"measured by symcost calibrate on {d.describe()}, {cal.when}"
-
-    def runs(s):
-        return f"median of {s.timing.runs} runs"
     data["name"] = name
     if not base.name.endswith("-calibrated"):
         data["description"] = f"{base.description}; calibrated on {d.kind}"
@@ -162,7 +159,33 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
         eff = {}
         for k in [k for k in src if k == "efficiency" or k.startswith("efficiency.")]:
             del src[k]
-    # ------------------------------------------------------------------ matmul
+    matmul = _matmul_figures(cal, data, how, measured_peaks)
+    if matmul:
+        eff.setdefault("matmul", {}).update(matmul)
+        eff.pop("waves", None)    # the swept sizes' rates already hold their waves
+    eff.update(_memory_figures(cal, data, how, measured_peaks))
+    colls = {link: _link_figures(cal, data, how, measured_peaks, link, n) for link, n in _largest_axes(cal).items()}
+    if colls:
+        eff.setdefault("collectives", {}).update(colls)
+    elif cal.skipped.get("collectives"):
+        src["efficiency.collectives"] = f"not measured ({cal.skipped['collectives']}): the model's figures stand"
+    data["efficiency"] = eff
+    src["efficiency"] = f"{how}; each table's own source says what was run"
+    data["calibration"] = {"device": d.kind, "platform": d.platform, "devices": d.count, "when": cal.when,
+                           "runs": cal.sweep.runs, "jax": d.jax_version, "mesh": cal.mesh, "quick": cal.quick,
+                           "base": base.name, "peaks": "measured" if measured_peaks else "datasheet"}
+    parse(data, f"the calibrated preset {name}")     # the file must load back
+    return data
+
+
+def _runs(s) -> str:
+    return f"median of {s.timing.runs} runs"
+
+
+def _matmul_figures(cal, data: dict, how: str, measured_peaks: bool) -> dict:
+    """The matmul efficiency table by dtype (and, with measured peaks, each dtype's peak FLOP/s: the best
+    matmul for a swept dtype, the datasheet's figure scaled by the fraction a swept one reached otherwise)."""
+    base, src = cal.base, data["sources"]
     matmul = {}
     for dt, pts in cal.matmul.items():
         best = max(p.rate for p in pts)
@@ -174,11 +197,11 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
             peak = best
             data["flops"][dt] = _round(best)
             src[f"flops.{dt}"] = (f"{how}: the best {dt} matmul ({max(pts, key=lambda p: p.rate).size}^3), "
-                                  f"{runs(pts[0])}")
+                                  f"{_runs(pts[0])}")
         matmul[dt] = {"flops": [p.work for p in pts], "eta": [_round(_eta(p.rate / peak), 3) for p in pts]}
         src[f"efficiency.matmul.{dt}"] = (f"{how}: n x n x n {dt} matmuls, n = "
                                           f"{', '.join(str(p.size) for p in pts)}; achieved / {peak:.4g} FLOP/s; "
-                                          f"{runs(pts[0])} each")
+                                          f"{_runs(pts[0])} each")
         sheet = datasheet_flops(base, dt)
         if measured_peaks and sheet:
             src[f"flops.{dt}"] += f"; {best / sheet:.0%} of the {base.name} datasheet's {sheet:.4g} FLOP/s"
@@ -194,18 +217,21 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
             data["flops"][dt] = _round(data["flops"][dt] * frac)
             src[f"flops.{dt}"] = (f"not measured: the {base.name} datasheet's {dt} figure times the fraction of its "
                                   f"{ref} figure measured ({frac:.0%})")
-    if matmul:
-        eff.setdefault("matmul", {}).update(matmul)
-        eff.pop("waves", None)    # the swept sizes' rates already hold their waves
-    # ------------------------------------------------------------------ HBM and vector
+    return matmul
+
+
+def _memory_figures(cal, data: dict, how: str, measured_peaks: bool) -> dict:
+    """HBM bandwidth and its efficiency, elementwise (vector) work and the per-kernel floor: the entries of
+    the efficiency table they give."""
+    src, eff = data["sources"], {}
     copy, read = cal.copy, cal.read
     if measured_peaks:
         data["hbm_bandwidth"] = _round(max(copy.rate, read.rate))
         src["hbm_bandwidth"] = (f"{how}: the best of copy ({copy.rate:.4g} B/s over {copy.size:.3g} bytes, read and "
-                                f"written) and read ({read.rate:.4g} B/s, a sum), {runs(copy)}")
+                                f"written) and read ({read.rate:.4g} B/s, a sum), {_runs(copy)}")
     eff["hbm"] = _round(_eta(copy.rate / data["hbm_bandwidth"]), 3)
     src["efficiency.hbm"] = (f"{how}: copy {copy.rate:.4g} B/s (x * a + b over {copy.size:.3g} bytes, in place), read "
-                             f"{read.rate:.4g} B/s (a sum) over {data['hbm_bandwidth']:.4g} B/s; {runs(copy)}")
+                             f"{read.rate:.4g} B/s (a sum) over {data['hbm_bandwidth']:.4g} B/s; {_runs(copy)}")
     ew = cal.elementwise
     if ew is not None:
         if data.get("vector_flops") and not measured_peaks:
@@ -213,67 +239,64 @@ def build_preset(cal, name: str, measured_peaks: bool = True) -> dict:
         else:
             data["vector_flops"] = _round(ew.rate)
             src["vector_flops"] = (f"{how}: {cal.sweep.depth} dependent bf16 multiply-adds on each of {ew.size} "
-                                   f"elements in one kernel, {runs(ew)}")
-        src["efficiency.vector"] = f"{how}: {ew.rate:.4g} elementwise bf16 FLOP/s, {runs(ew)}"
+                                   f"elements in one kernel, {_runs(ew)}")
+        src["efficiency.vector"] = f"{how}: {ew.rate:.4g} elementwise bf16 FLOP/s, {_runs(ew)}"
     kf = getattr(cal, "kernel", None)
     if kf is not None:
         eff["t_kernel"] = _round(kf.per_kernel)
         src["efficiency.t_kernel"] = (f"{how}: {kf.describe()}")
-    # ------------------------------------------------------------------ collectives
-    colls: dict = {}
+    return eff
+
+
+def _largest_axes(cal) -> dict:
+    """Per link kind, the most devices an axis of it was measured over (its fits are the ones used)."""
     by_link: dict = {}
-    for c in cal.collectives:     # per link kind, the fits over its largest axis
-        best = by_link.setdefault(c.link, c.devices)
-        by_link[c.link] = max(best, c.devices)
-    for link, n in by_link.items():
-        fits = [c for c in cal.collectives if c.link == link and c.devices == n]
-        fits = [c for c in fits if c.axis == fits[0].axis]
-        field, sym = LINK_FIGURE[link]
-        if measured_peaks:   # the model's bandwidth each fit implies; the best is the link's peak
-            implied = {c.kind: c.eta * base.bindings("bf16")[sym] for c in fits}
-            figure = max(implied.values())
-            etas = {k: v / figure for k, v in implied.items()}
-            data[field] = _round(figure)
-            if link == "ici":
-                data["ici_one_way"] = _round(figure / 2)
-                src["ici_one_way"] = f"{how}: half the measured link bandwidth"
-            elif link == "nvlink":
-                data["ici_bandwidth"] = data["ici_one_way"]
-                src["ici_bandwidth"] = f"{how}: as ici_one_way"
-            best = max(implied, key=implied.get)
-            src[field] = (f"{how}: the bandwidth symcost's {link} model needs to match the fastest collective "
-                          f"({best} over {fits[0].axis}, {n} devices)")
-            data["t_min"] = _round(statistics.median(c.fit.latency / c.hops for c in fits))
-            src["t_min"] = f"{how}: the median over the collectives of their fitted latency per hop of the {link} model"
-        else:
-            etas = {c.kind: c.eta for c in fits}
-        table = {"eta": _round(_eta(statistics.median(etas.values())), 3),
-                 "latency": _round(statistics.median(c.fit.latency for c in fits))}
-        for c in fits:
-            entry = {"eta": _round(_eta(etas[c.kind]), 3), "latency": _round(max(0.0, c.fit.latency)),
-                     "residual": _round_up(c.fit.residual)}
-            names = ("Permute", "Send") if c.kind == "Permute" else (c.kind,)
-            for nm in names:
-                table[nm] = entry
-                src[f"efficiency.collectives.{link}.{nm}"] = (
-                    f"{how}: {c.kind} over {c.axis} ({n} devices) at {len(c.samples)} sizes, "
-                    f"{c.samples[0].work:.3g} to {c.samples[-1].work:.3g} bytes of V, {runs(c.samples[0])} each; "
-                    f"fit latency + V / bandwidth, largest relative residual {c.fit.residual:.1%}"
-                    + ("; a neighbour shift (collective-permute), which Permute and Send both are"
-                       if c.kind == "Permute" else ""))
-        colls[link] = table
-        src[f"efficiency.collectives.{link}"] = f"{how}: the median over its collectives"
-    if colls:
-        eff.setdefault("collectives", {}).update(colls)
-    elif cal.skipped.get("collectives"):
-        src["efficiency.collectives"] = f"not measured ({cal.skipped['collectives']}): the model's figures stand"
-    data["efficiency"] = eff
-    src["efficiency"] = f"{how}; each table's own source says what was run"
-    data["calibration"] = {"device": d.kind, "platform": d.platform, "devices": d.count, "when": cal.when,
-                           "runs": cal.sweep.runs, "jax": d.jax_version, "mesh": cal.mesh, "quick": cal.quick,
-                           "base": base.name, "peaks": "measured" if measured_peaks else "datasheet"}
-    parse(data, f"the calibrated preset {name}")     # the file must load back
-    return data
+    for c in cal.collectives:
+        by_link[c.link] = max(by_link.get(c.link, c.devices), c.devices)
+    return by_link
+
+
+def _link_figures(cal, data: dict, how: str, measured_peaks: bool, link: str, n: int) -> dict:
+    """One link kind's collective table from the fits over its largest axis (``n`` devices); with measured
+    peaks, the link's bandwidth is the one the fastest collective implies and T_min the median latency."""
+    base, src = cal.base, data["sources"]
+    fits = [c for c in cal.collectives if c.link == link and c.devices == n]
+    fits = [c for c in fits if c.axis == fits[0].axis]
+    field, sym = LINK_FIGURE[link]
+    if measured_peaks:   # the model's bandwidth each fit implies; the best is the link's peak
+        implied = {c.kind: c.eta * base.bindings("bf16")[sym] for c in fits}
+        figure = max(implied.values())
+        etas = {k: v / figure for k, v in implied.items()}
+        data[field] = _round(figure)
+        if link == "ici":
+            data["ici_one_way"] = _round(figure / 2)
+            src["ici_one_way"] = f"{how}: half the measured link bandwidth"
+        elif link == "nvlink":
+            data["ici_bandwidth"] = data["ici_one_way"]
+            src["ici_bandwidth"] = f"{how}: as ici_one_way"
+        best = max(implied, key=implied.get)
+        src[field] = (f"{how}: the bandwidth symcost's {link} model needs to match the fastest collective "
+                      f"({best} over {fits[0].axis}, {n} devices)")
+        data["t_min"] = _round(statistics.median(c.fit.latency / c.hops for c in fits))
+        src["t_min"] = f"{how}: the median over the collectives of their fitted latency per hop of the {link} model"
+    else:
+        etas = {c.kind: c.eta for c in fits}
+    table = {"eta": _round(_eta(statistics.median(etas.values())), 3),
+             "latency": _round(statistics.median(c.fit.latency for c in fits))}
+    for c in fits:
+        entry = {"eta": _round(_eta(etas[c.kind]), 3), "latency": _round(max(0.0, c.fit.latency)),
+                 "residual": _round_up(c.fit.residual)}
+        names = ("Permute", "Send") if c.kind == "Permute" else (c.kind,)
+        for nm in names:
+            table[nm] = entry
+            src[f"efficiency.collectives.{link}.{nm}"] = (
+                f"{how}: {c.kind} over {c.axis} ({n} devices) at {len(c.samples)} sizes, "
+                f"{c.samples[0].work:.3g} to {c.samples[-1].work:.3g} bytes of V, {_runs(c.samples[0])} each; "
+                f"fit latency + V / bandwidth, largest relative residual {c.fit.residual:.1%}"
+                + ("; a neighbour shift (collective-permute), which Permute and Send both are"
+                   if c.kind == "Permute" else ""))
+    src[f"efficiency.collectives.{link}"] = f"{how}: the median over its collectives"
+    return table
 
 
 # ---------------------------------------------------------------------------------------------- TOML

@@ -91,6 +91,12 @@ def _bad_int(v, minimum: int) -> bool:
 
 def _validate(d: Mapping, where: str) -> None:
     """Raise UsageError naming the first bad field of a ModelConfig's values."""
+    _check_types(d, where)
+    _check_agreement(d, where)
+
+
+def _check_types(d: Mapping, where: str) -> None:
+    """Each field on its own: a name, positive and non-negative counts, flags, texts."""
     if not isinstance(d.get("name"), str) or not d["name"]:
         raise UsageError(f"{where}: field 'name' must be a non-empty string, not {d.get('name')!r}.")
     for f in FIELDS + ("E", "k"):
@@ -107,6 +113,10 @@ def _validate(d: Mapping, where: str) -> None:
     for f in ("source", "notes"):
         if not isinstance(d.get(f, ""), str):
             raise UsageError(f"{where}: field {f!r} must be a string, not {d.get(f)!r}.")
+
+
+def _check_agreement(d: Mapping, where: str) -> None:
+    """The fields against each other: heads into key/value heads, active experts, latent attention, layers."""
     if d["N"] % d["K"]:
         raise UsageError(f"{where}: N={d['N']} query heads do not divide into K={d['K']} key/value heads.")
     if d.get("k", 1) > d.get("E", 1):

@@ -4,8 +4,10 @@ An MoE model's first ``dense_layers`` layers have an ordinary MLP of width F; th
 to ``k`` of ``E`` experts of width ``F_expert`` (plus the shared experts every token uses). A token's
 MLP work is that of a dense MLP of width ``(k + shared) F_expert`` (uniform routing, as the book assumes);
 the experts' weights, ``E`` of them, are split over the ``ep`` expert-parallel ranks (carved out of the
-data-parallel replicas, as Megatron does), and every MoE layer moves its tokens to their experts and back
-with two AllToAlls forward and two backward (each token's ``k`` copies of ``D`` values).
+data-parallel replicas, as Megatron does): a mesh axis of the layer's plan
+(:func:`symcost.models.expert_layer.training_block`),
+over which the plan moves each token's ``k`` copies of ``D`` values to their experts and back, two
+AllToAlls forward and their transposes backward, priced by the collectives registry on that axis's links.
 
     >>> from symcost.models.config import load_model_config
     >>> ds = load_model_config("deepseek-v3")
@@ -50,23 +52,4 @@ def check(cfg, ep: int, replicas: int) -> None:
                          f"parallelism splits them")
 
 
-def dispatch_bytes(cfg, tokens: float) -> float:
-    """Bytes one AllToAll moves for ``tokens`` tokens on a rank: each token's k copies of D bf16 values."""
-    return 2 * tokens * cfg.k * cfg.D
-
-
-def alltoalls(lay) -> float:
-    """Seconds of an MoE layer's AllToAlls over the expert-parallel ranks of ``lay`` (a
-    :class:`symcost.models.layer_cost.LayerCost`): tokens to their experts and back, forward and backward,
-    and forward again with full recomputation; each priced by the collectives registry on an axis of
-    ``ep`` devices laid out outside the ``tp`` ones."""
-    if lay.ep == 1:
-        return 0.0
-    from .collective import collective_seconds
-    tokens = lay.seq * lay.microbatch / (lay.cp * (lay.tp if lay.seq_parallel else 1))
-    mesh = f"E={lay.ep}" + (f",I={lay.tp}" if lay.tp > 1 else "")
-    one = collective_seconds(lay.hw, "AllToAll", dispatch_bytes(lay.cfg, tokens), lay.ep, mesh, "E")
-    return one * (6 if lay.policy == "full" else 4)
-
-
-__all__ = ["active_width", "moe_layers", "routed_params", "check", "dispatch_bytes", "alltoalls"]
+__all__ = ["active_width", "moe_layers", "routed_params", "check"]

@@ -13,9 +13,10 @@ program derived by the engine.
 
 A decode step is the sum over the layer's kernels -- its einsums and its elementwise work -- of max(T_math,
 T_hbm) per device, each with the preset's per-kernel floor (weights and the KV cache stream from HBM; matmuls
-become compute-bound past the critical batch), times the layers, plus the unembedding; collectives run beside compute (the step is the larger of the two). With the weights and
-KV sharded as the book does (heads and F over the model axes, the KV cache's batch over the rest) this is
-its general form, B KV / W_hbm + max(2 B N_params / C, P / W_hbm).
+become compute-bound past the critical batch), times the layers, plus the unembedding; collectives run
+beside compute (the step is the larger of the two). With the weights and KV sharded as the book does (heads
+and F over the model axes, the KV cache's batch over the rest) this is its general form,
+B KV / W_hbm + max(2 B N_params / C, P / W_hbm).
 
 A chip reads every weight block in the layout it holds it (a weight the mesh does not split is streamed
 whole by every chip of that axis), and an MoE step reads only the experts its batch reaches, so the step
@@ -162,7 +163,8 @@ class Serving:
                     b_mlp *= (self.cfg.E + self.cfg.shared_experts) / self.cfg.E
                 total += count * (b_attn + b_mlp)
             head = self._plan("head", one, 1, 1)
-            total += (1 if self.cfg.tied_embeddings else 2) * float(head.evaluate(memory_per_device(head, ["Wu"])["params"]))
+            copies = 1 if self.cfg.tied_embeddings else 2
+            total += copies * float(head.evaluate(memory_per_device(head, ["Wu"])["params"]))
             self._held = total * self.chips
         return self._held
 
@@ -216,8 +218,9 @@ class Serving:
             else:
                 text = head_program(self.cfg, self.sharding, dtype=self.dtype)
             dims = sizes(self.cfg, batch=batch, seq=seq, context=context, experts_moe=moe)
-            plan = derive_program(text, mesh=self.mesh, dims=dims, hw=self.hw, moves="all",
-                                  efficiency=not self.hw.efficiency.ideal)   # chosen as it is priced: floors in
+            achieved = not self.hw.efficiency.ideal          # chosen as it is priced: floors in
+            plan = derive_program(text, mesh=self.mesh, dims=dims, hw=self.hw, moves="all", efficiency=achieved,
+                                  choose_achieved=achieved)
             self._plans[key] = plan
         return plan
 
@@ -252,14 +255,16 @@ class Serving:
 
     def _expert_layer(self, plan, over: dict, tokens: int) -> tuple[tuple, float]:
         """An MoE layer's step, reading the experts its ``tokens`` reach, and those experts on the slice.
-        A chip reads ``p`` experts: of its E/n routed ones, those reached (:func:`touched_experts`, at
-        least one where the experts are split: the step waits for a chip that holds a reached expert and
-        reads it whole), and its share s/n of the shared experts, laid out as the routed ones are (so it
-        never reads more than it holds). The plan is priced with E = n x floor(p) and n x ceil(p) experts
-        (each seeing its tokens, R = B T (k + s) / E, so the FLOPs stay the tokens') and the two steps
-        weighed to p: the expected step over the batches' routings."""
+        The routed experts are split over the ``experts`` axes (``n`` groups of E/n; none by default) and
+        each expert's F over the other model axes, so a device holds a slice of every expert of its group.
+        A group reads ``p`` experts: of its E/n, those reached (:func:`touched_experts`, at least one
+        where the experts are split: the step waits for a group that holds a reached expert), and its
+        share s/n of the shared experts; each device of the group reads its slice of each. The plan is
+        priced with E = n x floor(p) and n x ceil(p) experts (each seeing its tokens, R = B T (k + s) / E,
+        so the FLOPs stay the tokens') and the two steps weighed to p: the expected step over the batches'
+        routings."""
         cfg = self.cfg
-        n = self._group(self.sharding.model)
+        n = self._group(self.sharding.experts)
         touched = touched_experts(cfg.E, cfg.k, tokens)
         p = min(cfg.E / n, max(1.0, touched / n)) + cfg.shared_experts / n
         lo, hi = math.floor(p), math.ceil(p)
@@ -273,7 +278,8 @@ class Serving:
         high = at(hi)
         return tuple(a + (p - lo) * (b - a) for a, b in zip(low, high)), touched + cfg.shared_experts
 
-    def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int, absorbed: bool) -> ServingStep:
+    def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int,
+              absorbed: bool) -> ServingStep:
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
         run_batch = self._padded(batch)

@@ -4,9 +4,10 @@ A :class:`LayerCost` is the part of a run (:class:`symcost.models.execution.Run`
 depends on -- the model, the hardware, TP, CP, EP, the microbatch and sequence, the recomputation policy,
 sequence parallelism, the attention kernel -- and not the pipeline, the data-parallel replicas or the ZeRO
 stage. Its layer is :func:`symcost.models.transformer.training_program` at the run's sharding (TP on mesh
-axis ``Y``, CP on ``Z``, placed on the hardware as a run places them: TP innermost), derived with its
-backward pass by :func:`symcost.program.derive_program`. Every step of that plan -- einsums, elementwise
-work, the collectives TP, SP and CP need -- is priced by :func:`symcost.pricing.op_cost` at the bound
+axis ``Y``, CP on ``Z``, an MoE layer's EP on ``X``, placed on the hardware as a run places them: TP
+innermost), derived with its backward pass by :func:`symcost.program.derive_program`. Every step of that
+plan -- einsums, elementwise work, the collectives TP, SP, CP and EP need (EP's AllToAlls included) -- is
+priced by :func:`symcost.pricing.op_cost` at the bound
 sizes with the preset's achieved efficiency (each matmul at the rate its shape reaches, each collective
 through the registry and its link model), and the steps on the critical path add up (the ``critical``
 overlap policy: a training framework runs a layer's operations one after another).
@@ -27,6 +28,7 @@ rest follow from the plan (tests/models/test_layer_plan.py).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -36,7 +38,7 @@ from ..errors import UsageError
 from ..layout import Layout, bytes_per_device
 from ..pricing import op_cost
 from ..program import derive_program
-from . import experts
+from . import expert_layer
 from .collective import collective_seconds  # noqa: F401  (where a run prices its collectives)
 
 #: how the attention core runs
@@ -88,20 +90,30 @@ class LayerCost:
     # ------------------------------------------------------------------ the plan
     @property
     def mesh(self) -> str:
-        """The layer's mesh: CP outside TP, so TP takes the fastest links (a run's DP and PP lie outside both)."""
-        return ",".join(f"{n}={k}" for n, k in (("Z", self.cp), ("Y", self.tp)) if k > 1) or "Y=1"
+        """The layer's mesh: CP outside TP, so TP takes the fastest links, and an MoE layer's expert
+        parallelism (``X``, carved out of the data-parallel replicas) outside both (a run's DP and PP lie
+        outside all three)."""
+        return ",".join(f"{n}={k}" for n, k in (("X", self._ep), ("Z", self.cp), ("Y", self.tp)) if k > 1) or "Y=1"
+
+    @property
+    def _ep(self) -> int:
+        """The expert-parallel ranks this layer's plan spans (an MoE layer's; 1 for a dense one)."""
+        return self.ep if self.moe else 1
 
     @property
     def sizes(self) -> dict:
         cfg = self.cfg
-        width = experts.active_width(cfg) if self.moe else cfg.F
-        return {"B": self.microbatch, "T": self.seq, "S": self.seq, "D": cfg.D, "K": cfg.K, "G": cfg.G,
-                "H": cfg.H, "F": width, "V": cfg.V}
+        out = {"B": self.microbatch, "T": self.seq, "S": self.seq, "D": cfg.D, "K": cfg.K, "G": cfg.G,
+               "H": cfg.H, "F": cfg.F, "V": cfg.V}
+        if self.moe:
+            out.update(expert_layer.training_sizes(cfg, self.microbatch, self.seq, self.ep))
+        return out
 
     def program(self) -> str:
         from .transformer import training_program
         return training_program(self.cfg, tp_axes=("Y",) if self.tp > 1 else (),
-                                cp_axes=("Z",) if self.cp > 1 else (), seq_parallel=self.seq_parallel and self.tp > 1)
+                                cp_axes=("Z",) if self.cp > 1 else (), seq_parallel=self.seq_parallel and self.tp > 1,
+                                moe=self.moe, ep_axes=("X",) if self._ep > 1 else ())
 
     def plan(self):
         """The layer's plan, forward and backward, as ``derive --backward --json`` gives it: activations are
@@ -271,7 +283,9 @@ def _timings(lay: LayerCost) -> dict:
             continue
         if not s.is_collective or lay.tp_overlap and "Y" in s.axes and "Z" not in s.axes:
             continue
-        part = "cp_comms" if "Z" in s.axes else "tp_comms"
+        if s.tensor.startswith("dW") and set(s.axes) <= {"X", "Z"}:
+            continue    # a weight's gradient over the EP or CP ranks: the run sums it once over its replicas
+        part = "ep_comms" if "X" in s.axes else "cp_comms" if "Z" in s.axes else "tp_comms"
         runs = 2 if again else 1
         out[part] += runs * c.seconds
         out[s.phase] += c.seconds
@@ -284,29 +298,25 @@ def _timings(lay: LayerCost) -> dict:
                 out["recompute_compute"] += c
                 out["recompute"] += c
                 out["matmul"] += c
-    if lay.moe:   # two AllToAlls forward, two backward, two more when the forward pass runs again
-        out["ep_comms"] = experts.alltoalls(lay)
-        pair = out["ep_comms"] / (3 if lay.policy == "full" else 2)
-        out["forward"] += pair
-        out["backward"] += pair
-        out["recompute"] += pair if lay.policy == "full" else 0.0
     return MappingProxyType(out)
 
 
 @caching.memoize(maxsize=4096)
 def _flops(lay: LayerCost) -> tuple[float, float]:
+    """Each forward einsum's FLOPs over the whole layer, 2 x the product of its dimensions (however the plan
+    lays it out: work a plan repeats on several devices counts once), for one microbatch (an MoE layer's
+    plan holds the ``ep`` ranks' microbatches)."""
     plan = lay.plan()
-    env = lay.env(plan)
+    sizes = dict(plan.sizes)
     redo = _recomputed(lay, plan)
-    ranks = lay.tp * lay.cp
     model = again = 0.0
     for s in plan.steps:
         if s.phase == "forward" and s.is_einsum:
-            f = op_cost(s.op, env).flops
+            f = 2.0 * math.prod(sizes[d] for d in s.op.dims) / lay._ep
             model += f
             if s.tensor in redo or (lay.attention == "flash" and s.tensor == "A" and lay.policy != "full"):
                 again += f
-    return ranks * model, ranks * again
+    return model, again
 
 
 @caching.memoize(maxsize=4096)

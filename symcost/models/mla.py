@@ -51,7 +51,8 @@ def attention(cfg, b: str, kb: str, h: str, f: str, w: str, kv: str, *, absorbed
     ]
     qr = "Qr"
     if rotary:
-        lines += [f"Qp[B{b}, T, K{h}, G, Hr] = Rotary(Qr[B, T, K, G, Hr])", f"Kp{kv}[B{b}, T, Hr] = Rotary(Kr[B, T, Hr])"]
+        lines += [f"Qp[B{b}, T, K{h}, G, Hr] = Rotary(Qr[B, T, K, G, Hr])",
+                  f"Kp{kv}[B{b}, T, Hr] = Rotary(Kr[B, T, Hr])"]
         qr = "Qp"
     if absorbed:
         lines += [

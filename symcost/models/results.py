@@ -55,8 +55,8 @@ class ServingStep:
 
     def as_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("mesh", "tokens", "hbm_bytes", "experts_read")}
-        out.update(mesh=dict(self.mesh), tokens_per_s=self.tokens_per_s, tokens_per_s_per_chip=self.tokens_per_s_per_chip,
-                   fits=self.fits, bound=self.bound)
+        out.update(mesh=dict(self.mesh), tokens_per_s=self.tokens_per_s,
+                   tokens_per_s_per_chip=self.tokens_per_s_per_chip, fits=self.fits, bound=self.bound)
         if self.experts_read is not None:
             out["experts_read"] = self.experts_read
         return out
@@ -89,22 +89,24 @@ class PrefillEstimate:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """A search's answer: how many candidates it priced (``searched``), how many passed its filter
-    (``feasible``), how long it took, and the best ``rows`` in rank order (each a frozen value with
-    ``as_dict()``); ``extra`` carries what the search says about its space (the meshes, the chips used)."""
+    """A search's answer (:mod:`symcost.searches`): how many candidates it priced (``searched``), how many
+    passed its filter (``feasible``), how long it took, and the best ``rows`` in rank order (each a frozen
+    value with ``as_dict()``); ``extra`` carries what the search says about its space (the meshes, the chips
+    used). ``complete`` is False when the search was stopped (Ctrl-C): the rows are the best priced until then."""
 
     searched: int
     feasible: int
     seconds: float
     rows: tuple = ()
     extra: tuple[tuple[str, object], ...] = field(default=())
+    complete: bool = True
 
     def get(self, key: str, default=None):
         return dict(self.extra).get(key, default)
 
     def as_dict(self) -> dict:
         return {"searched": self.searched, "feasible": self.feasible, "search_seconds": self.seconds,
-                **dict(self.extra), "runs": [r.as_dict() for r in self.rows]}
+                "complete": self.complete, **dict(self.extra), "runs": [r.as_dict() for r in self.rows]}
 
 
 __all__ = ["PrefillEstimate", "SearchResult", "ServingStep"]

@@ -28,16 +28,16 @@ recomputation, ...) whose time exceeds the best run's by the most.
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 
-from .. import progress
+from .. import searches
 from ..errors import UsageError
 from .execution import Run
 from .results import SearchResult
 
 RECOMPUTE = ("none", "selective", "full")
-PARTS = ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms", "head", "bubble", "p2p", "dp_comms", "optimizer")
+PARTS = ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms", "head", "bubble", "p2p", "dp_comms",
+         "optimizer")
 
 
 def _divisors(n: int) -> list[int]:
@@ -116,28 +116,71 @@ class RunChoice:
                 "breakdown": dict(self.breakdown), "loses_by": self.loses_by, "mostly": self.mostly}
 
 
-def _price(cfg, hw, space_list) -> tuple[list[tuple[float, dict, dict]], dict]:
-    """Each run's iteration, among those whose memory fits (the memory is priced first: it is cheaper), and
-    the least state a chip holds in any run (weights, gradients and optimizer: what no microbatch or
-    recomputation shrinks), with that run's chips."""
-    priced, least = [], None
-    for kw in space_list:
-        progress.advance(1, "pricing runs", total=len(space_list), unit=" runs")
-        run = Run(cfg, hw, **kw)
-        mem = run.memory()
-        state = mem["weights"] + mem["gradients"] + mem["optimizer"]
-        if least is None or state < least["state_bytes"]:
-            least = {"state_bytes": state, "chips_used": run.chips, "config": describe(kw)}
-        if mem["total"] > hw.hbm_bytes:
-            continue
-        rep = run.report()
-        priced.append((rep["iteration"]["iteration"], kw, rep))
-    return priced, least
+@dataclass(frozen=True)
+class PricedRun:
+    """A run of the space priced: its knobs, the state a chip holds (weights, gradients and optimizer: what
+    no microbatch or recomputation shrinks), its chips, and its report (None where its memory does not fit:
+    the memory is priced first, it is cheaper)."""
+
+    kw: dict
+    state_bytes: float
+    chips: int
+    report: dict | None
+
+    @property
+    def iteration(self) -> float:
+        return self.report["iteration"]["iteration"]
 
 
-def _rank(priced) -> list:
-    """Fastest first; among equals the fewest stages, the widest TP, the fewest chips."""
-    return sorted(priced, key=lambda r: (r[0], r[1]["pp"], -r[1]["tp"], r[1]["tp"] * r[1]["pp"] * r[1]["dp"] * r[1]["cp"]))
+@dataclass(frozen=True)
+class _Stages:
+    """The run search as :class:`symcost.searches.Stages`: the runs of the space, each priced by the
+    execution model, kept where its memory fits in HBM, fastest first."""
+
+    cfg: object
+    hw: object
+    chips: int
+    sequences: int
+    seq: int
+    space: tuple    # the space's bounds (max_tp, max_cp, ...) as (name, value) pairs
+    name = "run search"
+    unit = "runs"
+
+    def items(self) -> tuple:
+        cfg, chips, sequences = self.cfg, self.chips, self.sequences
+        runs = tuple(candidates(cfg, self.hw, chips, sequences, self.seq, **dict(self.space)))
+        if not runs:
+            raise UsageError(f"no way to launch {cfg.name} on {chips} chips with {sequences} sequences: TP must "
+                             f"divide the {cfg.N} heads, PP the {cfg.L} layers, DP the sequences")
+        return runs
+
+    def count(self, n: int) -> str:
+        return f"{n:,} runs of {self.cfg.name} to price"
+
+    def price(self, items):
+        for kw in items:
+            run = Run(self.cfg, self.hw, **kw)
+            mem = run.memory()
+            report = run.report() if mem["total"] <= self.hw.hbm_bytes else None
+            yield (PricedRun(kw, mem["weights"] + mem["gradients"] + mem["optimizer"], run.chips, report),)
+
+    def passes(self, p: PricedRun) -> bool:
+        return p.report is not None
+
+    def rank(self, kept: list) -> list:
+        """Fastest first; among equals the fewest stages, the widest TP, the fewest chips."""
+        return sorted(kept, key=lambda p: (p.iteration, p.kw["pp"], -p.kw["tp"],
+                                           p.kw["tp"] * p.kw["pp"] * p.kw["dp"] * p.kw["cp"]))
+
+    def label(self, item) -> str:
+        return ""
+
+
+def _least_state(priced) -> dict | None:
+    """The least state a chip holds in any run priced, with that run's chips and knobs (the first such run)."""
+    least = min(priced, key=lambda p: p.state_bytes, default=None)
+    return None if least is None else {"state_bytes": least.state_bytes, "chips_used": least.chips,
+                                       "config": describe(least.kw)}
 
 
 def budget_note(chips: int, sequences: int, best: RunChoice, full: RunChoice | None) -> str | None:
@@ -163,25 +206,21 @@ def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, **s
     the chips it uses and what it loses by (space -> price -> filter by memory -> rank)."""
     if chips < 1 or sequences < 1 or seq < 1:
         raise UsageError("a run search needs positive --chips, --sequences (or --batch) and --seq")
-    t0 = time.perf_counter()
-    space_list = list(candidates(cfg, hw, chips, sequences, seq, **space))
-    if not space_list:
-        raise UsageError(f"no way to launch {cfg.name} on {chips} chips with {sequences} sequences: TP must "
-                         f"divide the {cfg.N} heads, PP the {cfg.L} layers, DP the sequences")
-    priced, least = _price(cfg, hw, space_list)
-    ranked = _rank(priced)
-    best = ranked[0][2]["iteration"] if ranked else None
-    chosen = [_choice(t, kw, rep, ranked[0][0], best) for t, kw, rep in ranked[:top]]
-    full = next((_choice(t, kw, rep, ranked[0][0], best) for t, kw, rep in ranked
-                 if kw["tp"] * kw["pp"] * kw["dp"] * kw["cp"] == chips), None)
+    found = searches.run(_Stages(cfg, hw, chips, sequences, seq, tuple(space.items())))
+    ranked = found.ranked
+    best = ranked[0].report["iteration"] if ranked else None
+    chosen = [_choice(p, ranked[0].iteration, best) for p in ranked[:top]]
+    full = next((_choice(p, ranked[0].iteration, best) for p in ranked
+                 if p.kw["tp"] * p.kw["pp"] * p.kw["dp"] * p.kw["cp"] == chips), None)
     note = budget_note(chips, sequences, chosen[0], full) if chosen else None
-    return SearchResult(len(space_list), len(ranked), time.perf_counter() - t0, tuple(chosen),
+    return SearchResult(found.done, len(ranked), found.seconds, tuple(chosen),
                         (("chips", chips), ("sequences", sequences), ("seq", seq),
                          ("chips_used", chosen[0].chips_used if chosen else None), ("budget", note),
-                         ("least_state", least)))
+                         ("least_state", _least_state(found.priced))), complete=found.complete)
 
 
-def _choice(t: float, kw: dict, rep: dict, fastest: float, best: dict) -> RunChoice:
+def _choice(p: PricedRun, fastest: float, best: dict) -> RunChoice:
+    t, kw, rep = p.iteration, p.kw, p.report
     it = rep["iteration"]
     worse = {p: it[p] - best[p] for p in PARTS}
     return RunChoice(tuple((k, v) for k, v in kw.items() if k not in ("sequences", "seq", "attention")), t,

@@ -26,10 +26,9 @@ priced at every batch: the sweep of :meth:`Serving.frontier`. ``bound`` says whi
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
-from .. import progress
+from .. import searches
 from ..errors import UsageError
 from .inference import Serving, split_mesh
 from .results import SearchResult, ServingStep
@@ -105,16 +104,51 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
         raise UsageError(f"a serving search is over {' or '.join(PHASES)}, not {phase!r}")
     if latency is not None and latency <= 0:
         raise UsageError(f"--latency must be positive, not {latency:g}")
-    t0 = time.perf_counter()
-    options = meshes(cfg, chips)
-    kept, searched = [], 0
-    for mesh, server, batches in space(cfg, hw, chips, seq, dtype=dtype, kv_dtype=kv_dtype, max_batch=max_batch):
-        progress.advance(1, "pricing meshes", total=len(options), unit=" meshes", label=mesh)
-        searched += max(1, len(batches))
-        kept += [r for r in price(server, mesh, batches, seq, phase) if qualifies(r, latency)] if batches else []
-    ranked = rank(kept)
-    return SearchResult(searched, len(ranked), time.perf_counter() - t0, tuple(ranked[:top]),
-                        (("phase", phase), ("meshes", [m for m, _ in options]), ("latency", latency)))
+    found = searches.run(_Stages(cfg, hw, chips, seq, phase, latency, dtype, kv_dtype, max_batch))
+    ranked = found.ranked
+    searched = sum(max(1, len(batches)) for _, _, batches in found.items[:found.done])
+    return SearchResult(searched, len(ranked), found.seconds, tuple(ranked[:top]),
+                        (("phase", phase), ("meshes", [m for m, _, _ in found.items]), ("latency", latency)),
+                        complete=found.complete)
+
+
+@dataclass(frozen=True)
+class _Stages:
+    """The serving search as :class:`symcost.searches.Stages`: each mesh's server and batches, every batch
+    priced, kept where it fits and meets the latency target, most tokens a second per chip first."""
+
+    cfg: object
+    hw: object
+    chips: int
+    seq: int
+    phase: str
+    latency: float | None
+    dtype: str
+    kv_dtype: str | None
+    max_batch: int | None
+    name = "serving search"
+    unit = "meshes"
+
+    def items(self) -> tuple:
+        """Each mesh's (mesh, server, batches)."""
+        return tuple(space(self.cfg, self.hw, self.chips, self.seq, dtype=self.dtype, kv_dtype=self.kv_dtype,
+                           max_batch=self.max_batch))
+
+    def count(self, n: int) -> str:
+        return f"{n:,} meshes to price, each at every batch that fits"
+
+    def price(self, items):
+        for mesh, server, batches in items:
+            yield tuple(price(server, mesh, batches, self.seq, self.phase)) if batches else ()
+
+    def passes(self, run: ServingRun) -> bool:
+        return qualifies(run, self.latency)
+
+    def rank(self, kept: list) -> list:
+        return rank(kept)
+
+    def label(self, item) -> str:
+        return item[0]
 
 
 __all__ = ["PHASES", "ServingRun", "meshes", "search_serving"]

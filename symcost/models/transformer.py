@@ -27,6 +27,7 @@ from ..layout import global_bytes
 from ..notation import format_axes, parse
 from ..program import derive_program
 from . import mla
+from .expert_layer import training_block
 from .config import ModelConfig
 
 WEIGHTS_ATTN = ("Wq", "Wk", "Wv", "Wo")
@@ -43,13 +44,20 @@ CHECKPOINT_ORDER = ("Out", "U1", "U2", "Y", "Ctx", "Q", "Kn", "Vn")
 @dataclass(frozen=True)
 class Sharding:
     """Mesh axes for each role: ``model`` splits heads and F, ``kv_batch`` the KV cache's batch,
-    ``batch`` the activations' batch (data parallelism), ``fsdp`` the weights' D."""
+    ``batch`` the activations' batch (data parallelism), ``fsdp`` the weights' D, ``experts`` an MoE
+    layer's routed experts (expert parallelism; the ``model`` axes not among them split each expert's F)."""
 
     model: tuple[str, ...] = ()
     heads: tuple[str, ...] = ()
     kv_batch: tuple[str, ...] = ()
     batch: tuple[str, ...] = ()
     fsdp: tuple[str, ...] = ()
+    experts: tuple[str, ...] = ()
+
+    @property
+    def expert_width(self) -> tuple[str, ...]:
+        """The axes that split each expert's F: the model axes that do not split the experts."""
+        return tuple(a for a in self.model if a not in self.experts)
 
 
 def norm_kind(cfg: ModelConfig) -> str:
@@ -116,18 +124,15 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
                 f"R[B{b}, T, D] = Add(X[B{b}, T, D], Y[B{b}, T, D])",
                 f"Rn[B{b}, T, D] = {norm_kind(cfg)}_D(R[B{b}, T, D])"]
     y = "Rn" if elementwise else "Y"
+    e, ef = format_axes(sh.experts), format_axes(sh.expert_width)
     if moe:
-        lines.append(f"param W1{w}[E{m}, D{f}, F], W2{w}[E{m}, D{f}, F], W3{w}[E{m}, F, D{f}]")
+        lines.append(f"param W1{w}[E{e}, D{f}, F{ef}], W2{w}[E{e}, D{f}, F{ef}], W3{w}[E{e}, F{ef}, D{f}]")
     else:
         lines.append(f"param W1{w}[D{f}, F{m}]" + (f", W2{w}[D{f}, F{m}]" if cfg.gated else "")
                      + f", W3{w}[F{m}, D{f}]")
     lines += attn
     if moe:  # R = B T k / E tokens reach each expert (uniform routing)
-        u = "Ug" if elementwise else "U1"
-        lines += [f"U1[E{m}, R, F] = Xe[E{m}, R, D] *_D W1[E, D, F]",
-                  f"U2[E{m}, R, F] = Xe[E{m}, R, D] *_D W2[E, D, F]",
-                  *(activation(cfg, f"E{m}, R", "F") if elementwise else ()),
-                  f"Out[E{m}, R, D] = {u}[E, R, F] *_F W3[E, F, D]"]
+        lines += expert_statements(e, ef, activation(cfg, f"E{e}, R", f"F{ef}") if elementwise else ())
         return "\n".join(lines)
     lines.append(f"U1[B{b}, T, F{m}] = {y}[B, T, D] *_D W1[D, F]")
     if cfg.gated:
@@ -140,16 +145,32 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     return "\n".join(lines)
 
 
+def expert_statements(e: str, ef: str, act=()) -> list[str]:
+    """An MoE layer's routed experts: ``R`` tokens reach each of ``E`` experts, the experts split over the
+    axes ``e`` and each expert's F over ``ef`` (its output reduced over them, as a tensor-parallel MLP's);
+    with the experts split, every device takes the experts' outputs back (an AllGather over ``e``, the
+    bytes of the AllToAll that returns each token's k results) before it sums a token's k of them. ``act``:
+    the experts' activation between their matmuls (:func:`activation`), if written."""
+    lines = [f"U1[E{e}, R, F{ef}] = Xe[E{e}, R, D] *_D W1[E, D, F]",
+             f"U2[E{e}, R, F{ef}] = Xe[E{e}, R, D] *_D W2[E, D, F]", *act,
+             f"Out[E{e}, R, D] = {'Ug' if act else 'U1'}[E, R, F] *_F W3[E, F, D]"]
+    if e:
+        lines.append(f"Out[E, R, D] = Out[E{e}, R, D]")
+    return lines
+
+
 def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = (), seq_parallel: bool = False,
-                     dtype: str = "bf16") -> str:
+                     dtype: str = "bf16", moe: bool = False, ep_axes: tuple = ()) -> str:
     """One layer as a training run executes it: :func:`layer_program`'s projections, attention and MLP with the
     work between them -- the norms, the attention core (softmax, and dropout where the model trains with it),
     dropout and the residual adds -- so that its backward pass, the tensors that pass saves and its
     collectives all come from the derivation. ``tp_axes`` split the heads and F (Megatron's tensor
     parallelism); ``cp_axes`` split the tokens (context parallelism: each rank gathers the keys and values);
     ``seq_parallel`` also splits the tokens over ``tp_axes`` between the tensor-parallel regions, gathered
-    once before each region (Megatron's g) and reduce-scattered after it. An MoE layer is priced with
-    F bound to the width of a token's experts.
+    once before each region (Megatron's g) and reduce-scattered after it. An MoE layer (``moe``) has
+    :func:`symcost.models.expert_layer.training_block` for its MLP: its experts split over ``ep_axes``, which also
+    split the batch (expert parallelism carved out of the data-parallel ranks), tokens sent to their
+    experts and back by AllToAlls over them.
 
     A GPT-style model (ungated MLP) has LayerNorm, GeLU and dropout (Megatron's GPT runs train with
     dropout 0.1); a gated one RMSNorm, SiLU and the gate's product, and no dropout (LLaMA's configs set
@@ -160,16 +181,27 @@ def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = 
     w = f":{dtype}" if dtype != "bf16" else ""
     norm = norm_kind(cfg)
     drop = not cfg.gated
-    lines = [f"param Wq{w}[D, K{m}, G, H], Wk{w}[D, K{m}, H], Wv{w}[D, K{m}, H], Wo{w}[K{m}, G, H, D], "
-             f"W1{w}[D, F{m}]" + (f", W2{w}[D, F{m}]" if cfg.gated else "") + f", W3{w}[F{m}, D]",
+    if moe:
+        mlp_params, mlp = training_block(cfg, ep_axes=tuple(ep_axes), tp_axes=tuple(tp_axes), c=c, o=o, w=w)
+    else:
+        mlp_params = f"W1{w}[D, F{m}]" + (f", W2{w}[D, F{m}]" if cfg.gated else "") + f", W3{w}[F{m}, D]"
+        mlp = [f"U1[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W1[D, F{m}]"]
+        if cfg.gated:
+            mlp.append(f"U2[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W2[D, F{m}]")
+        mlp += activation(cfg, f"B, T{c}", f"F{m}")
+        mlp.append(f"Z[B, T{o}, D] = Ug[B, T{c}, F{m}] *_F W3[F{m}, D]")
+    lines = [f"param Wq{w}[D, K{m}, G, H], Wk{w}[D, K{m}, H], Wv{w}[D, K{m}, H], Wo{w}[K{m}, G, H, D], " + mlp_params,
              f"Xn[B, T{o}, D] = {norm}_D(X[B, T{o}, D])"]
     if o != c:
         lines.append(f"Xn[B, T{c}, D] = Xn[B, T{o}, D]")
     lines += [f"Q[B, T{c}, K{m}, G, H] = Xn[B, T{c}, D] *_D Wq[D, K{m}, G, H]",
               f"Kn[B, T{c}, K{m}, H] = Xn[B, T{c}, D] *_D Wk[D, K{m}, H]",
               f"Vn[B, T{c}, K{m}, H] = Xn[B, T{c}, D] *_D Wv[D, K{m}, H]",
-              f"Ks[B, S, K{m}, H] = View(Kn[B, T, K{m}, H])",
-              f"Vs[B, S, K{m}, H] = View(Vn[B, T, K{m}, H])",
+              f"Ks[B, S{c}, K{m}, H] = View(Kn[B, T{c}, K{m}, H])",
+              f"Vs[B, S{c}, K{m}, H] = View(Vn[B, T{c}, K{m}, H])"]
+    if c:    # each rank gathers the keys and values, and keeps its own for the backward pass (gathered again)
+        lines += [f"Ks[B, S, K{m}, H] = Ks[B, S{c}, K{m}, H]", f"Vs[B, S, K{m}, H] = Vs[B, S{c}, K{m}, H]"]
+    lines += [
               f"A[B, T{c}, S, K{m}, G] = Q[B, T{c}, K{m}, G, H] *_H Ks[B, S, K{m}, H]",
               f"P[B, T{c}, S, K{m}, G] = Softmax_S(A[B, T{c}, S, K{m}, G])"]
     probs = "P"
@@ -184,19 +216,16 @@ def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = 
         y = "Yd"
     lines += [f"R[B, T{o}, D] = Add(X[B, T{o}, D], {y}[B, T{o}, D])",
               f"Rn[B, T{o}, D] = {norm}_D(R[B, T{o}, D])"]
-    if o != c:
+    if o != c and not moe:
         lines.append(f"Rn[B, T{c}, D] = Rn[B, T{o}, D]")
-    lines.append(f"U1[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W1[D, F{m}]")
-    if cfg.gated:
-        lines.append(f"U2[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W2[D, F{m}]")
-    lines += activation(cfg, f"B, T{c}", f"F{m}")
-    lines.append(f"Z[B, T{o}, D] = Ug[B, T{c}, F{m}] *_F W3[F{m}, D]")
+    lines += mlp
     z = "Z"
     if drop:
         lines.append(f"Zd[B, T{o}, D] = Dropout(Z[B, T{o}, D])")
         z = "Zd"
     lines.append(f"Out[B, T{o}, D] = Add(R[B, T{o}, D], {z}[B, T{o}, D])")
-    return "\n".join(lines)
+    b = format_axes(tuple(ep_axes))
+    return "\n".join(l.replace("[B,", f"[B{b},") if b else l for l in lines)
 
 
 #: the statements of :func:`training_program` that make up the attention core (what Megatron's selective

@@ -12,17 +12,17 @@
 
 A search is its four parts, in order: the space (:mod:`.space`: roles of mesh axes, symmetric duplicates
 collapsed), the price of each candidate (:mod:`.price`: the engine's plan, made numbers; :mod:`.pool`
-spreads them over worker processes, ``jobs``), the filter (does it fit in the preset's HBM) and the rank;
-:class:`~.result.SearchResult` holds the answer. :mod:`.regimes` finds the best over a range of one symbol
-with exact boundaries, :mod:`.plot` draws them (matplotlib, optional).
+spreads them over worker processes, ``jobs``), the filter (does it fit in the preset's HBM) and the rank,
+driven by :func:`symcost.searches.run` as the run and serving searches are (the count and an estimate
+before and while pricing, Ctrl-C keeps what was priced); :class:`~.result.SearchResult` holds the answer.
+:mod:`.regimes` finds the best over a range of one symbol with exact boundaries, :mod:`.plot` draws them
+(matplotlib, optional).
 """
 from __future__ import annotations
 
-import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from .. import caching
-from .. import progress as bars
+from .. import caching, searches
 from ..binding import parse_dims
 from ..errors import UsageError
 from ..notation import Program, Ranking, parse
@@ -33,15 +33,13 @@ from .result import SearchResult
 from .space import Candidate, Space
 
 OBJECTIVES = ("time", "comms", "memory")
-#: candidates priced (or seconds spent) before the search says how long the rest will take
-SAMPLE, SAMPLE_SECONDS = 50, 5.0
 #: how many times their bounds a search's caches hold (on the LLaMA 3 8B layer on h100 X=4,Y=2, 16 and 256
 #: price alike; at the bounds one derivation needs, statement plans the candidates share are evicted)
 WIDER = 16
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
-           moves=None, vs: str | None = None, range=None, progress=None, jobs=1,
+           moves=None, vs: str | None = None, range=None, progress=None, jobs=1, exact: bool = False,
            efficiency: bool = False) -> SearchResult:
     """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them: the space,
     each candidate priced by the engine, filtered by memory, ranked.
@@ -55,11 +53,13 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     wrapping the iterator of priced candidates (e.g. ``tqdm``; the command line shows
     :mod:`symcost.progress`'s bar on a terminal instead); ``jobs``: processes that price candidates (1: this
     one; a number; ``"auto"``: every core, for spaces of :data:`.pool.MIN_CANDIDATES` or more): the
-    ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`);
+    ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`).
+    Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False. ``exact``:
+    solve for the best plan with a proven lower bound instead of pricing every candidate (:mod:`.exact`).
     ``efficiency``: price with the preset's achieved figures and its per-kernel floor, as ``derive
-    --efficiency`` does (each candidate's plan totalled by :func:`symcost.pricing.totals`, so a plan of more
-    kernels pays more floors), instead of the book's ideal machine.
-    Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False.
+    --efficiency`` does (each candidate's plan chosen and totalled by :mod:`symcost.pricing`, so a plan of
+    more kernels pays more floors), instead of the book's ideal machine; ``exact`` proves its bound on the
+    ideal machine only.
 
     A search runs in a planning context of its own (:func:`symcost.caching.context`), its caches
     :data:`WIDER` times their bounds: candidates share most of their statements' plans, and what the search
@@ -71,6 +71,14 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
         raise UsageError("search ranks by numbers: give --hw (a preset, e.g. tpu-v5p)")
     outer = caching.current()
     with caching.context(outer.enabled, outer.check, WIDER):
+        if exact:
+            if efficiency:
+                raise UsageError("search --exact proves its bound on the book's ideal machine: drop --efficiency "
+                                 "or --exact")
+            from .exact import exact_search
+            space, sizes, _ = _space(text, mesh, dims, hw, None, None)
+            return exact_search(space, sizes, dict(dims=sizes, hw=hw, backward=backward, overlap=overlap,
+                                                   moves=moves), objective=objective, vs=vs)
         return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs,
                          efficiency)
 
@@ -78,20 +86,19 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
 def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs, efficiency):
     """The search, in order: its space, each candidate priced, filtered by memory, ranked."""
     space, sizes, span = _space(text, mesh, dims, hw, vs, range)
-    start = time.perf_counter()
     options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves, efficiency=efficiency)
     sweep = None if vs is None else (vs, grid_of(*span))
-    priced, complete = _price(space, jobs, options, progress, sweep)
-    if not priced:
-        if not complete:
+    found = searches.run(_Stages(space, jobs, options, progress, sweep, objective), keep_failed=True)
+    if not found.priced:
+        if not found.complete:
             raise KeyboardInterrupt
         raise UsageError("no candidate could be priced: bind every size the program uses with --dims")
-    ranked = _rank(priced, objective)
+    ranked = found.ranked
     hbm = getattr(space.hardware, "hbm_bytes", None)
-    result = SearchResult(space, space.size, space.assignments, len(ranked), sum(p.fits for p in ranked),
-                          time.perf_counter() - start, tuple(ranked), objective, hbm_bytes=hbm,
+    result = SearchResult(space, space.size, space.assignments, len(ranked), found.passed, found.seconds,
+                          ranked, objective, hbm_bytes=hbm,
                           planned_at={a.name: sizes[a.name] for a in space.mesh.axes if a.size is None},
-                          complete=complete, sizes=sizes)
+                          complete=found.complete, sizes=sizes)
     if vs is None:
         return result
     return replace(result, vs=vs, range=(float(span[0]), float(span[1])),
@@ -134,44 +141,44 @@ def _ranked_at(prog: Program, sizes: dict) -> Program:
     return Program(statements, "\n".join(str(st) for st in statements))
 
 
-def _price(space: Space, jobs, options: dict, wrap, sweep) -> tuple[list[Priced], bool]:
-    """Every candidate priced by the engine, in order (those it refuses left out), and whether all were:
-    Ctrl-C stops the pricing and keeps what was priced. The person waiting is told the count at once and,
-    after the first :data:`SAMPLE` candidates (or :data:`SAMPLE_SECONDS`), how long the rest will take."""
-    cands = list(space.candidates())
-    n, procs = len(cands), workers(jobs, len(cands))
-    bars.say(f"search: {n:,} candidates ({space.assignments:,} assignments, symmetric duplicates collapsed) "
-             f"to price on {procs} process{'es' if procs > 1 else ''}")
-    out: list[Priced] = []
-    start, said = time.perf_counter(), n <= SAMPLE
-    try:
-        for k, p in enumerate(priced_all(space, cands, jobs=jobs, options=options, progress_wrap=wrap,
-                                         sweep=sweep), 1):
-            if p is not None:
-                out.append(p)
-            spent = time.perf_counter() - start
-            if not said and (k >= SAMPLE or spent >= SAMPLE_SECONDS):
-                said = True
-                bars.say(f"search: about {_duration(spent / k * (n - k))} more at {k / spent:,.0f} "
-                         f"candidates a second (the first {k:,})")
-    except KeyboardInterrupt:
-        return out, False
-    return out, True
+@dataclass(frozen=True)
+class _Stages:
+    """The program search as :class:`symcost.searches.Stages`: its candidates, each priced by the engine
+    (in ``jobs`` processes, :mod:`.pool`), filtered by whether it fits in HBM (a program search ranks those
+    that do not after those that do: they say why nothing fits) and ranked by the objective."""
 
+    space: Space
+    jobs: object
+    options: dict
+    wrap: object
+    sweep: object
+    objective: str
+    name = "search"
+    unit = "candidates"
 
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    def items(self) -> list:
+        return list(self.space.candidates())
 
+    def count(self, n: int) -> str:
+        procs = workers(self.jobs, n)
+        return (f"{n:,} candidates ({self.space.assignments:,} assignments, symmetric duplicates collapsed) to price "
+                f"on {procs} process{'es' if procs > 1 else ''}")
 
-def _rank(priced: list[Priced], objective: str) -> list[Priced]:
-    """Candidates that fit in HBM first, each group by the objective (rounded to 10 digits, so that equal
-    totals summed in another order tie), then communication time, then memory."""
-    return sorted(priced, key=lambda p: (not p.fits, _rounded(p.objective(objective)), p.t_comms,
-                                         p.memory_bytes or 0.0))
+    def price(self, items):
+        for p in priced_all(self.space, items, jobs=self.jobs, options=self.options, progress_wrap=self.wrap,
+                            sweep=self.sweep):
+            yield () if p is None else (p,)
+
+    def passes(self, p: Priced) -> bool:
+        return p.fits
+
+    def rank(self, kept: list[Priced]) -> list[Priced]:
+        """By the objective (rounded to 10 digits, so that equal totals summed in another order tie), then
+        communication time, then memory."""
+        return sorted(kept, key=lambda p: (_rounded(p.objective(self.objective)), p.t_comms, p.memory_bytes or 0.0))
+
+    def label(self, item) -> str:
+        return ""
 
 
 def _free_axis(mesh, sizes: dict, vs: str):

@@ -73,9 +73,7 @@ def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wra
         results = _pooled(space, cands, n, options, sweep)
     if progress_wrap is not None:
         results = progress_wrap(results, total=len(cands))
-    for p in results:
-        progress.advance(1, "pricing shardings", total=len(cands), unit=" shardings")
-        yield p
+    yield from results
 
 
 def _pooled(space: Space, cands: list, n: int, options: dict, sweep):

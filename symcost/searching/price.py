@@ -120,7 +120,7 @@ def planned(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool
     prog = space.program_for(cand)
     try:
         plan = derive_program(prog, space.mesh, dims, hw, backward=backward, overlap=overlap, moves=moves,
-                              alternatives=False, efficiency=efficiency)
+                              alternatives=False, efficiency=efficiency, choose_achieved=efficiency)
     except SymcostError:
         return None
     num = plan.numbers()

@@ -31,6 +31,9 @@ class SearchResult:
     planned_at: dict = field(default_factory=dict, repr=False)   # sizes of the axes --vs left symbolic
     complete: bool = True
     sizes: dict = field(default_factory=dict, repr=False)  # the sizes every candidate was priced at
+    bound: float | None = None          # search --exact: a proven lower bound on every plan's step time
+    gap: float | None = None            # (best - bound) / best
+    search_best: Priced | None = field(default=None, repr=False)   # --exact: the best of the search's space
 
     @property
     def mesh_sizes(self) -> dict:
@@ -71,9 +74,21 @@ class SearchResult:
             "candidates": self.candidates, "assignments": self.assignments, "priced": self.priced,
             "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
             "complete": self.complete, "hbm_bytes": self.hbm_bytes, "ranked": ranked,
+            **(_exact_dict(self) if self.bound is not None else {}),
             **({"vs": self.vs, "range": list(self.range),
                 "regimes": [_regime(r, index[r.best], self.range) for r in self.regimes]} if self.vs else {}),
         }
+
+
+def _exact_dict(result: SearchResult) -> dict:
+    """``bound`` and ``gap``, and the best of the search's space (every statement sharded by the same
+    roles: what the ordinary search finds) with how much slower it is than the best found."""
+    out = {"bound": result.bound, "gap": result.gap if result.best is not None else None}
+    sb, best = result.search_best, result.best
+    if sb is not None and best is not None:
+        out["search_best"] = {"t_step": sb.t_step, "slower_by": sb.t_step / best.t_step - 1,
+                              "program": result.program_of(sb)}
+    return out
 
 
 def _regime(r: Regime, best: int, span) -> dict:

@@ -13,6 +13,7 @@ from symcost.models.execution import Run
 from symcost.models.experts import routed_params
 from symcost.models.runs import candidates
 from symcost.models.transformer import param_counts
+from symcost.pricing import op_cost
 
 H100 = hardware("h100")
 DS = load_model_config("deepseek-v3")
@@ -25,8 +26,11 @@ def _run(cfg=DS, **kw):
 
 
 def test_a_token_sees_k_experts_and_the_shared_ones():
-    """The MoE layer's matmul FLOPs are a dense layer's with F = (k + shared) F_expert; the model's
-    FLOPs count the active parameters (6N with N = 37.4e9 for DeepSeek-V3, not 671e9)."""
+    """The MoE layer's plan: a token's k copies go to their experts, each expert's gated MLP of width F_expert
+    runs on the tokens it receives, and the shared expert on every token; its matmul FLOPs are a dense
+    layer's with F = (k + shared) F_expert, plus the permutation and the weighted sum of a token's k
+    results (2 s b k D FLOPs each), whatever the expert parallelism. The model's FLOPs count the active
+    parameters (6N with N = 37.4e9 for DeepSeek-V3, not 671e9)."""
     fl = _run().flops()
     tokens = 64 * 4096
     assert fl["6N"] == pytest.approx(6 * param_counts(DS)["active"] * tokens)
@@ -34,7 +38,28 @@ def test_a_token_sees_k_experts_and_the_shared_ones():
                                       F=(8 + 1) * 2048)
     same = Run(dense_layer, H100, tp=8, dp=8, sequences=64, seq=4096, recompute="full", attention="flash", zero=1)
     moe_part = _run(ep=1).kinds()[1][1]
-    assert moe_part.figures()["matmul"] == pytest.approx(same.layer()["matmul"])
+    routing = 2 * (2 * moe_part.microbatch * 4096 * 8 * 7168)
+    assert moe_part.einsum_flops_all()[0] == pytest.approx(same.layer_cost.einsum_flops_all()[0] + routing)
+    assert _run(ep=8).kinds()[1][1].einsum_flops_all() == pytest.approx(moe_part.einsum_flops_all())
+
+
+def test_a_rank_streams_the_experts_it_holds():
+    """Without expert parallelism each TP rank holds an eighth of all 256 experts' F and reads them for the
+    128 tokens each expert receives (4096 x 8 / 256): the first expert matmul streams 256 x 7168 x 2048 / 8
+    bf16 weights (940 MB), far below the critical batch, so the MoE layer's matmuls take longer than the
+    dense layer of the same FLOPs; with EP 8 a rank holds 32 experts and reads an eighth of that."""
+    eta = H100.efficiency.hbm
+    weights = 256 * 7168 * 2048 / 8 * 2
+    assert weights == pytest.approx(0.94e9, rel=0.001)
+    for ep, held in ((1, weights), (8, weights / 8)):
+        lay = _run(ep=ep).kinds()[1][1]
+        plan = lay.plan()
+        u1 = next(s for s in plan.steps if s.phase == "forward" and s.tensor == "U1" and s.is_einsum)
+        assert op_cost(u1.op, lay.env(plan)).t_hbm >= held / (H100.hbm_bandwidth * eta)
+    dense_layer = dataclasses.replace(DS, E=1, k=1, shared_experts=0, F_expert=None, dense_layers=0,
+                                      F=(8 + 1) * 2048)
+    same = Run(dense_layer, H100, tp=8, dp=8, sequences=64, seq=4096, recompute="full", attention="flash", zero=1)
+    assert _run(ep=1).kinds()[1][1].figures()["matmul"] > same.layer()["matmul"]
 
 
 def test_expert_parallelism_splits_the_routed_experts():
@@ -48,10 +73,19 @@ def test_expert_parallelism_splits_the_routed_experts():
 
 
 def test_the_alltoalls():
-    """Each MoE layer: tokens s b / (cp tp) on a rank with sequence parallelism, each sent as k copies of D
-    bf16 values, (ep - 1) / ep of them leaving the rank; two AllToAlls forward, two backward, two more
-    with full recomputation. TP 8 x EP 8 leaves the node: InfiniBand."""
+    """Expert parallelism is the layer plan's mesh axis X: each MoE layer sends its tokens to their experts
+    and back with two AllToAlls over X, and the backward pass runs their transposes; with sequence
+    parallelism each TP rank sends its own s b / tp tokens, each as k copies of D bf16 values, (ep - 1) / ep
+    of them leaving the rank, and gathers the experts' tokens over TP on NVLink. Full recomputation runs the
+    forward two again. TP 8 x EP 8 leaves the node: X is InfiniBand."""
     run = _run(ep=8, seq_parallel=True)
+    lay = run.kinds()[1][1]
+    assert lay.mesh == "X=8,Y=8"
+    plan = lay.plan()
+    moves = [(s.phase, s.op.kind) for s in plan.steps if s.is_collective and "X" in s.axes
+             and not s.tensor.startswith("dW")]
+    assert moves == [("forward", "AllToAll")] * 2 + [("backward", "AllToAll")] * 2
+    assert [a.kind for a in plan.mesh.axes if a.name == "X"] == ["dcn"]
     eta, lat = H100.efficiency.net("dcn", "AllToAll")
     tokens = 4096 * 1 / 8
     one = 2 * tokens * 8 * 7168 * 7 / 8 / (H100.dcn_bandwidth * eta) + lat

@@ -13,7 +13,7 @@ from symcost.hardware.efficiency import Efficiency
 from symcost.models.config import load_model_config
 from symcost.models.inference import Serving, split_mesh, touched_experts
 from symcost.models.serving_search import meshes, search_serving
-from symcost.models.transformer import param_counts
+from symcost.models.transformer import Sharding, param_counts
 
 from conftest import ROOT
 
@@ -176,11 +176,10 @@ def test_a_step_streams_at_least_the_weights_a_chip_holds(name, split, batch, wr
     assert dict(step.mesh) == {"Y": y, "Z": z}
     embedding = cfg.D * cfg.V * 2 / chips      # split with the vocabulary over every axis
     held = s.weight_bytes_per_device - embedding
-    if cfg.is_moe:     # the routed experts a chip holds and no token reaches are not read; the rest is
-        n = chips                                   # the experts are split over every model axis
-        reached = min(cfg.E / n, max(1.0, touched_experts(cfg.E, cfg.k, s._padded(batch)) / n))
+    if cfg.is_moe:     # each chip holds 1/chips of every routed expert (their F split over every model axis)
+        reached = min(cfg.E, touched_experts(cfg.E, cfg.k, s._padded(batch)))   # and reads its slice of those
         expert = 3 * cfg.D * cfg.F_expert * 2
-        held -= (cfg.L - cfg.dense_layers) * (cfg.E / n - reached) * expert
+        held -= (cfg.L - cfg.dense_layers) * (cfg.E - reached) * expert / chips
     assert step.weight_bytes_read == pytest.approx(held, rel=1e-9)
 
 
@@ -203,31 +202,53 @@ def test_replicated_attention_weights_are_read_whole():
 
 def test_mixtral_at_batch_one_reads_the_two_experts_it_touches():
     """Each token reaches k = 2 of E = 8 experts; a batch of B tokens reaches E (1 - (1 - k/E)^B) of them.
-    On one chip a batch of one reads two experts a layer, not eight; on 8 chips with the experts split
-    over them a device holding a reached expert reads it whole, and the step waits for it."""
+    On one chip a batch of one reads two experts a layer, not eight. On 8 H100s each chip holds an eighth
+    of every expert (each expert's F split over Y = 8, as a tensor-parallel MLP), so a batch of one reads
+    an eighth of the two experts it reaches on every chip: (attention + 32 x 2 experts + unembedding) / 8
+    = 3.19 GB a chip, 1.10 ms at the preset's achieved 2.90 TB/s (0.866 of 3.35), where experts split
+    whole over the chips (``Sharding(experts=("Y",))``) make a chip holding a reached expert read all of
+    it: 11.6 GB, 4.0 ms. The step adds the KV cache (4096 x 131,072 bytes over the 8 KV heads' chips),
+    the per-kernel floors (nine einsums and five elementwise kernels a layer: the norm, the two rotary
+    embeddings, the residual add with the norm after it, SiLU with the gate) and two AllReduces a layer,
+    each latency-bound at batch one."""
     cfg = load_model_config("mixtral-8x7b")
     p = param_counts(cfg)
     expert = (p["mlp"] / cfg.L / cfg.E) * 2                        # bytes of one expert of one layer
+    assert expert == 3 * 4096 * 14336 * 2
     head = cfg.D * cfg.V * 2                                        # the unembedding, streamed once
     one = Serving(cfg, hardware("h200"), chips=1).decode(1, 4096)
     assert one.experts_read == pytest.approx(2)
     assert one.weight_bytes_read == pytest.approx(p["attention"] * 2 + cfg.L * 2 * expert + head, rel=1e-9)
     eight = Serving(cfg, H100, chips=8).decode(1, 4096)
-    assert eight.weight_bytes_read == pytest.approx((p["attention"] * 2 + cfg.L * expert * 8 + head) / 8, rel=1e-9)
+    read = (p["attention"] * 2 + cfg.L * 2 * expert + head) / 8
+    assert read == pytest.approx(3.19e9, rel=1e-3)
+    assert eight.weight_bytes_read == pytest.approx(read, rel=1e-9)
+    achieved = H100.hbm_bandwidth * H100.efficiency.hbm
+    kv = 4096 * 131072 / 8
+    assert eight.t_hbm == pytest.approx((read + kv) / achieved, rel=0.01)
+    assert eight.t_hbm == pytest.approx(1.12e-3, rel=0.01)
+    floors = cfg.L * (9 + 5) * H100.efficiency.t_kernel    # each einsum and elementwise kernel its floor
+    assert eight.t_hbm <= eight.step_time <= eight.t_hbm + floors + eight.t_comms
+    assert eight.step_time == pytest.approx(2.83e-3, rel=0.01)
+    whole = Serving(cfg, H100, chips=8, mesh="Y=8", sharding=Sharding(model=("Y",), heads=("Y",), experts=("Y",)))
+    split = whole.decode(1, 4096)
+    assert split.weight_bytes_read == pytest.approx((p["attention"] * 2 + cfg.L * expert * 8 + head) / 8, rel=1e-9)
+    assert split.step_time > 1.8 * eight.step_time
     assert touched_experts(8, 2, 1) == 2 and touched_experts(8, 2, 2) == pytest.approx(8 * (1 - 0.75 ** 2))
     assert Serving(cfg, hardware("h200"), chips=1).decode(64, 4096).experts_read == pytest.approx(8, rel=1e-6)
 
 
 def test_shared_experts_are_read_as_they_are_held():
     """DeepSeek-V3 on 64 H100s (Y=8 over the heads, Z=8 over the cache's batch), batch 64: 64 tokens reach
-    256 (1 - (1 - 8/256)^64) = 222.4 of the 256 routed experts, 3.5 of a chip's 4, and a chip holds 1/64 of
-    the shared expert: it reads what it holds of those, never more than it holds."""
+    256 (1 - (1 - 8/256)^64) = 222.4 of the 256 routed experts, and a chip holds 1/64 of every expert,
+    the shared one included: it reads its slice of the reached ones and of the shared one, never more
+    than it holds."""
     ds = load_model_config("deepseek-v3")
     s = Serving(ds, H100, chips=64, mesh="Y=8,Z=8", dtype="fp8")
     step = s.decode(64, 4096)
-    assert step.experts_read == pytest.approx(256 * (1 - (1 - 8 / 256) ** 64) + 1)
-    reached = (step.experts_read - 1) / 64                      # routed experts reached, a chip's share
-    unread = (ds.L - ds.dense_layers) * (4 - reached) * 3 * ds.D * ds.F_expert     # fp8: a byte a weight
+    reached = 256 * (1 - (1 - 8 / 256) ** 64)
+    assert step.experts_read == pytest.approx(reached + 1)
+    unread = (ds.L - ds.dense_layers) * (256 - reached) * 3 * ds.D * ds.F_expert / 64    # fp8: a byte a weight
     embedding = ds.D * ds.V / 64
     assert step.weight_bytes_read == pytest.approx(s.weight_bytes_per_device - embedding - unread, rel=1e-9)
 

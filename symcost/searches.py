@@ -1,0 +1,150 @@
+"""The one protocol of symcost's searches: space -> price -> filter -> rank.
+
+The program search (:func:`symcost.searching.search`: the shardings of a program), the run search
+(:func:`symcost.models.runs.search_runs`: how to launch a training run) and the serving search
+(:func:`symcost.models.serving_search.search_serving`: a mesh and a batch to serve on) each describe their
+four stages as :class:`Stages`; :func:`run` drives them the same way:
+
+- before anything is priced, the person waiting is told how much there is to price (:meth:`Stages.count`);
+- a bar (:mod:`symcost.progress`) advances as each item of the space is priced, and after the first
+  :data:`SAMPLE` items (or :data:`SAMPLE_SECONDS`) a line says how long the rest will take;
+- Ctrl-C stops the pricing: what was priced until then is filtered and ranked, and :attr:`Found.complete`
+  is False (each search's result carries it as ``complete``; the command line prints the best so far and
+  exits 130);
+- every value priced is kept (a search may read those its filter dropped: what the least state a chip
+  holds is when no run fits), the ones that pass the filter ranked by the search's own order.
+
+Each search's result is a frozen value with ``as_dict()`` (its ``--json``, checked against
+``symcost/schemas/``) that carries the counts and ``complete``.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Squares:
+    ...     name, unit = "squares search", "numbers"
+    ...     def items(self): return list(range(10))
+    ...     def count(self, n): return f"{n} numbers to square"
+    ...     def price(self, items): return ((x * x,) for x in items)
+    ...     def passes(self, p): return p % 2 == 0
+    ...     def rank(self, kept): return sorted(kept, reverse=True)
+    ...     def label(self, item): return ""
+    >>> found = run(Squares())
+    >>> found.ranked, found.done, found.size, found.complete
+    ((64, 36, 16, 4, 0), 10, 10, True)
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Protocol, Sequence
+
+from . import progress
+
+#: items priced (or seconds spent) before a search says how long the rest will take
+SAMPLE, SAMPLE_SECONDS = 50, 5.0
+
+
+class Stages(Protocol):
+    """A search's four stages, and how it speaks of its space (``name`` starts its lines: ``search``,
+    ``run search``, ``serving search``; ``unit`` is what an item of its space is, in the plural)."""
+
+    name: str
+    unit: str
+
+    def items(self) -> Sequence:
+        """The space: every item to price, in order (every question about the request answered before)."""
+
+    def count(self, n: int) -> str:
+        """The line that says how much there is to price, before anything is."""
+
+    def price(self, items: Sequence) -> Iterable[tuple]:
+        """For each item, in order, the values it prices to (none where the engine refuses it; several where
+        an item is priced at several points, as a mesh at every batch). May be a generator: the driver
+        stops reading it on Ctrl-C."""
+
+    def passes(self, priced: Any) -> bool:
+        """The filter (it fits in HBM, it meets the latency target)."""
+
+    def rank(self, kept: list) -> list:
+        """The values that pass, best first."""
+
+    def label(self, item: Any) -> str:
+        """What the bar shows after itself while ``item`` is priced ("" for nothing)."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """What :func:`run` found: the space's ``items``, ``done`` of them priced (all unless stopped), every
+    value priced (``priced``, in the space's order), those that passed the filter ranked (``ranked``; then,
+    when asked, those that did not, ranked after them), how many passed, and the seconds it all took (the
+    space made, priced, filtered and ranked)."""
+
+    items: tuple
+    done: int
+    priced: tuple
+    ranked: tuple
+    passed: int
+    complete: bool
+    seconds: float
+
+    @property
+    def size(self) -> int:
+        return len(self.items)
+
+    @property
+    def stopped(self) -> str | None:
+        """The line that says the search was stopped, or None when it ran to the end."""
+        return None if self.complete else f"stopped (Ctrl-C) after {self.done:,} of {self.size:,}: the best so far"
+
+
+def run(stages: Stages, *, keep_failed: bool = False) -> Found:
+    """The search ``stages`` describe, driven: its space, each item priced (the count first, a bar, an
+    estimate; Ctrl-C keeps what was priced), filtered and ranked. ``keep_failed``: the values that fail the
+    filter are ranked after those that pass (a program search shows why nothing fits), not dropped."""
+    start = time.perf_counter()
+    items = stages.items()
+    values, done, complete = _priced_until_stopped(stages, items)
+    kept = [p for p in values if stages.passes(p)]
+    ranked = stages.rank(kept)
+    if keep_failed:
+        ranked = ranked + stages.rank([p for p in values if not stages.passes(p)])
+    return Found(tuple(items), done, tuple(values), tuple(ranked), len(kept), complete, time.perf_counter() - start)
+
+
+def priced(stages: Stages, items: Sequence) -> Iterator[tuple]:
+    """Each item's priced values, in order, the bar advanced as each is done."""
+    n = len(items)
+    for item, got in zip(items, stages.price(items)):
+        progress.advance(1, f"pricing {stages.unit}", total=n, unit=f" {stages.unit}", label=stages.label(item))
+        yield got
+
+
+def _priced_until_stopped(stages: Stages, items: Sequence) -> tuple[list, int, bool]:
+    """The values priced, how many items gave them, and whether every item was priced."""
+    n = len(items)
+    progress.say(f"{stages.name}: {stages.count(n)}")
+    out: list = []
+    done, start, said = 0, time.perf_counter(), n <= SAMPLE
+    try:
+        for got in priced(stages, items):
+            out.extend(got)
+            done += 1
+            spent = time.perf_counter() - start
+            if not said and (done >= SAMPLE or spent >= SAMPLE_SECONDS):
+                said = True
+                progress.say(f"{stages.name}: about {duration(spent / done * (n - done))} more at "
+                             f"{done / spent:,.0f} {stages.unit} a second (the first {done:,})")
+    except KeyboardInterrupt:
+        return out, done, False
+    return out, done, True
+
+
+def duration(seconds: float) -> str:
+    """A wait in the unit a person reads it in: seconds, minutes, hours."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+__all__ = ["Found", "SAMPLE", "SAMPLE_SECONDS", "Stages", "duration", "priced", "run"]

@@ -1,0 +1,248 @@
+"""The pieces of an exact search: each statement of a program planned alone by the engine at every
+sharding its tensors can take, and the resources that plan spends.
+
+    >>> from symcost.searching.space import Space
+    >>> sp = Space.of("param W[D, F]\\nOut[B, F] = In[B, D] *_D W[D, F]", "X=4")
+    >>> ps = statement_pieces(sp, 1, dict(dims={"B": 4096, "D": 8192, "F": 8192}, hw="tpu-v5p", backward=True))
+    >>> len(ps), resources(sp.mesh)
+    (12, ('compute', 'HBM', 'link X'))
+
+A statement's *key* is what it depends on: for each mesh axis, the dimension that axis splits in each open
+tensor the statement writes or reads (as the search assigns roles: one parameter dimension and one
+activation dimension an axis). With every open tensor pinned, the planner plans a statement from its
+operands' layouts and its output's alone (:mod:`symcost.planner`: an unannotated use takes the tensor as it
+is), so a statement's forward steps are those of the statement planned alone.
+
+Its backward steps are too, unless the statement reads or writes a tensor that several statements read:
+then the backward pass reuses layouts another statement's gradient made, and the gradient adds up in the
+layout its first contribution took. Such a piece keeps its forward resources and, for its backward, a
+floor no plan can go under: each gradient einsum's FLOPs and bytes spread evenly over every device (a
+block is never smaller than its share), no communication. Where a statement has equally fast forward plans
+(the whole step chooses among them), a piece holds the least of each resource over them. A piece is thus
+never more than what that statement spends in any plan of the whole program with those layouts
+(:attr:`Piece.exact` where no floor stands in for its backward steps), which is what makes the exact
+search's bound a bound.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from .. import dtypes
+from ..env import Env
+from ..errors import SymcostError, UsageError
+from ..notation import Declaration, Einsum, Program, Ranking
+from ..pricing import totals
+from ..program import derive_program
+from .space import GROUPS, Candidate, Space
+
+
+#: the most equally fast forward plans of one statement weighed (the planner keeps six runner-ups)
+TIES = 7
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One statement at one key: ``splits`` is ``{tensor: per mesh axis, the dimension it splits (or
+    None)}`` for each open tensor the statement touches; ``vector`` the resources it spends, in the order
+    of :func:`resources` (seconds)."""
+
+    statement: int
+    splits: tuple[tuple[str, tuple[str | None, ...]], ...]
+    vector: tuple[float, ...]
+    exact: bool = True
+    program: str = field(default="", compare=False)   # the statement alone, its layouts written
+
+
+def resources(mesh) -> tuple[str, ...]:
+    """The sums a step time is the largest of (book Part 1: T = max(T_math, T_hbm, T_comms), communication
+    on each mesh axis being a channel of its own): compute, HBM traffic, each axis's links."""
+    return ("compute", "HBM") + tuple(f"link {a.name}" for a in mesh.axes)
+
+
+def statements(space: Space) -> tuple[int, ...]:
+    """The indices of the statements that do work (einsums); a program of anything else is refused."""
+    out = []
+    for i, st in enumerate(space.program.statements):
+        if isinstance(st, Einsum) and (len(st.operands) > 1 or st.result_name):
+            out.append(i)
+        elif not isinstance(st, (Declaration, Ranking, Einsum)):
+            raise UsageError(f"--exact plans programs of einsums; line {st.span.line} is "
+                             f"{type(st).__name__.lower()} work, which it does not split into pieces yet")
+    return tuple(out)
+
+
+def shared(program: Program) -> frozenset:
+    """Tensors that several einsums read (their gradients add up, their layouts are reused)."""
+    readers = Counter(t.name for st in program.statements if isinstance(st, Einsum) for t in set(st.operands))
+    return frozenset(n for n, k in readers.items() if k > 1)
+
+
+def alone(space: Space, at: int) -> Space:
+    """The space of statement ``at`` planned alone: the sizes, the parameters it reads and the statement,
+    every tensor the whole program pins written with its axes."""
+    prog = space.program
+    st = prog.statements[at]
+    pinned = {}
+    for i, s in enumerate(prog.statements[:at]):
+        for j, t in enumerate(getattr(s, "tensors", ())):
+            if (i, j) not in space.open_tensors and t.annotated:
+                pinned.setdefault(t.name, t)
+    names = {t.name for t in st.operands}
+    decls = []
+    for s in prog.statements[:at]:
+        if isinstance(s, Declaration):
+            used = tuple(pinned.get(t.name, t) for t in s.tensors if t.name in names)
+            if used:
+                decls.append(replace(s, tensors=used))
+    if not decls:      # a strategy stays one (the moves it allows): a parameter it does not read, pinned
+        decls = [replace(s, tensors=(_pinned_param(s.tensors[0]),))
+                 for s in prog.statements[:at] if isinstance(s, Declaration)][:1]
+    body = replace(st, operands=tuple(pinned.get(t.name, t) for t in st.operands))
+    rank = [s for s in prog.statements if isinstance(s, Ranking)]
+    stmts = tuple(rank + decls + [body])
+    return replace(Space.of(Program(stmts, "\n".join(str(s) for s in stmts)), space.mesh), hardware=space.hardware)
+
+
+def _pinned_param(t):
+    """A parameter written so that it is not open (its dtype written): declared, never read."""
+    return replace(t, dtype=t.dtype or dtypes.DEFAULT)
+
+
+def splits_of(sub: Space, cand: Candidate) -> tuple:
+    """``((tensor, per axis the dimension it splits or None), ...)`` of a candidate's open tensors."""
+    out = {}
+    for i, j in sorted(sub.open_tensors):
+        st = sub.program.statements[i]
+        t = st.tensors[j]
+        group = GROUPS.index("param" if isinstance(st, Declaration) else "activation")
+        dims = {d.name for d in t.dims}
+        out.setdefault(t.name, tuple(r[group] if r[group] in dims else None for r in cand.roles))
+    return tuple(sorted(out.items()))
+
+
+def keys(sub: Space):
+    """Every candidate of a statement planned alone, one a distinct sharding of its tensors, with each
+    axis taken apart (the exact search gives every axis its own variables: interchangeable axes are not
+    collapsed)."""
+    axes = tuple(a.name for a in sub.mesh.axes)
+    seen = set()
+    for roles in itertools.product(sub.roles, repeat=len(axes)):
+        cand = Candidate(tuple(roles), axes)
+        s = splits_of(sub, cand)
+        if s not in seen:
+            seen.add(s)
+            yield cand, s
+
+
+def statement_pieces(space: Space, at: int, options: dict, on_piece=None) -> list[Piece]:
+    """Every piece of statement ``at``: the statement planned alone by the engine at each key
+    (``options``: :func:`~.price.planned`'s), those the engine refuses left out; ``on_piece()`` is called
+    after each (progress)."""
+    sub = alone(space, at)
+    st = space.program.statements[at]
+    touched = {t.name for t in st.operands} | {st.result_name}
+    exact = not (touched & shared(space.program))
+    out = []
+    floor = None
+    for cand, splits in keys(sub):
+        vec = _priced(sub, cand, options, space.mesh)
+        if vec is not None:
+            full, forward = vec
+            if not exact:
+                floor = floor or _floor(sub, options, space.mesh)
+                full = tuple(f + b for f, b in zip(forward, floor)) if floor else None
+            if full is not None:
+                out.append(Piece(at, splits, full, exact, str(sub.program_for(cand))))
+        if on_piece is not None:
+            on_piece()
+    return out
+
+
+def _priced(sub: Space, cand: Candidate, options: dict, mesh):
+    """``(resources of the whole plan, of its forward steps)``, each the least over the statement's equally
+    fast forward plans; None where the engine refuses the sharding."""
+    at = len(sub.program.statements) - 1
+    first = _plan(sub, cand, options, {at: 0})
+    if first is None:
+        return None
+    plans = [first]
+    if options.get("backward"):      # the equally fast forward plans (the k-th, until they repeat)
+        forward = {tuple(s for s in first.steps if s.phase != "backward")}
+        for k in range(1, TIES):
+            ahead = _plan(sub, cand, {**options, "backward": False}, {at: k})
+            if ahead is None or tuple(ahead.steps) in forward:
+                break
+            forward.add(tuple(ahead.steps))
+            plan = _plan(sub, cand, options, {at: k})
+            if plan is not None:
+                plans.append(plan)
+    vecs = [(vector(p.step_costs(), mesh), vector([c for c, s in zip(p.step_costs(), p.steps)
+                                                    if s.phase != "backward"], mesh)) for p in plans]
+    return tuple(tuple(min(col) for col in zip(*(v[i] for v in vecs))) for i in range(2))
+
+
+def _floor(sub: Space, options: dict, mesh):
+    """The backward steps of a statement at their least: its gradient einsums on one device (the mesh's
+    axes of size one), their FLOPs and bytes shared evenly by every device, no communication."""
+    axes = tuple(a.name for a in mesh.axes)
+    prog = sub.program_for(Candidate(tuple((None, None) for _ in axes), axes))
+    try:
+        plan = derive_program(prog, {a: 1 for a in axes}, options.get("dims"), options.get("hw"), backward=True,
+                              moves=options.get("moves"), alternatives=False)
+    except SymcostError:
+        return None
+    if plan.step_costs() is None:
+        return None
+    n = 1
+    for a in mesh.axes:
+        n *= a.size
+    back = [c for c, s in zip(plan.step_costs(), plan.steps) if s.phase == "backward" and c.local]
+    t = totals(back, Env.numeric(plan.mesh), "none")
+    return (float(t.t_math) / n, float(t.t_hbm) / n) + (0.0,) * len(axes)
+
+
+def _plan(sub: Space, cand: Candidate, options: dict, choices=None):
+    """The engine's plan of a candidate of a statement alone, as the search plans candidates; None where it
+    is refused or a size is unbound."""
+    try:
+        plan = derive_program(sub.program_for(cand), sub.mesh, options.get("dims"), options.get("hw"),
+                              backward=options.get("backward", False), overlap=options.get("overlap", True),
+                              moves=options.get("moves"), alternatives=False, choices=choices)
+    except SymcostError:
+        return None
+    return plan if plan.step_costs() is not None else None
+
+
+def vector(costs, mesh) -> tuple[float, ...]:
+    """The resources a list of numeric step costs spends, totalled by :func:`symcost.pricing.totals`:
+    compute, HBM, then each axis's collectives (a collective over several axes occupies each)."""
+    env = Env.numeric(mesh)
+    t = totals(costs, env, "none")
+    links = tuple(float(totals([c for c in costs if not c.local and a.name in c.axes], env, "none").t_comms)
+                  for a in mesh.axes)
+    return (float(t.t_math), float(t.t_hbm)) + links
+
+
+def undominated(by_statement: list) -> tuple:
+    """Each statement's pieces less those another piece of it dominates (no more of any resource, the
+    same layouts of every tensor another statement touches): the joint optimum never needs them."""
+    touched: Counter = Counter()
+    for ps in by_statement:
+        touched.update({t for p in ps for t, _ in p.splits})
+    out = []
+    for ps in by_statement:
+        groups: dict = {}
+        for p in ps:
+            groups.setdefault(tuple(x for x in p.splits if touched[x[0]] > 1), []).append(p)
+        kept = []
+        for group in groups.values():
+            group = sorted(group, key=lambda p: p.vector)
+            front: list = []
+            for p in group:
+                if not any(all(a <= b for a, b in zip(q.vector, p.vector)) for q in front):
+                    front.append(p)
+            kept.extend(front)
+        out.append(tuple(kept))
+    return tuple(out)

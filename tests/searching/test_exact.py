@@ -1,0 +1,202 @@
+"""search --exact: the mixed-integer program's optimum is the brute-force optimum of its pieces, its bound
+is below every plan the ordinary search prices, its best plan is the engine's and runs on the simulator,
+and without scipy it says what to install."""
+import importlib.util
+import itertools
+import json
+import sys
+
+import pytest
+from conftest import ROOT
+
+import symcost
+from symcost.cli import main
+from symcost.searching import pieces as pcs
+from symcost.searching import search
+from symcost.searching.milp import Model
+from symcost.searching.space import Candidate, Space
+from symcost.simulate import check_plan
+
+#: every test but the one of its absence needs scipy (the ``exact`` extra, installed by ``make test``)
+needs_scipy = pytest.mark.skipif(importlib.util.find_spec("scipy") is None,
+                                 reason="search --exact needs scipy (the exact extra)")
+
+
+#: the MLP written as two statements: H is a tensor of its own, shared by both (its layout is a choice)
+TWO = """
+param W_in[D, F], W_out[F, D]
+H[B, F] = In[B, D] *_D W_in[D, F]
+Out[B, D] = H[B, F] *_F W_out[F, D]
+"""
+DIMS = dict(B=65536, D=8192, F=32768)
+OPTIONS = dict(dims=DIMS, hw="tpu-v5p", backward=True)
+
+
+def _pieces(mesh):
+    space = Space.of(TWO, mesh, "tpu-v5p")
+    return space, [pcs.statement_pieces(space, at, OPTIONS) for at in pcs.statements(space)]
+
+
+def _brute_force(by_statement) -> float:
+    """The least largest-resource-sum over every choice of one piece a statement that agrees on every
+    tensor two statements share."""
+    best = float("inf")
+    for chosen in itertools.product(*by_statement):
+        layouts: dict = {}
+        if any(layouts.setdefault(t, s) != s for p in chosen for t, s in p.splits):
+            continue
+        best = min(best, max(map(sum, zip(*(p.vector for p in chosen)))))
+    return best
+
+
+@needs_scipy
+@pytest.mark.parametrize("mesh", ["X=4", pytest.param("X=2,Y=2", marks=pytest.mark.slow)])
+def test_the_programs_optimum_is_the_brute_force_optimum(mesh):
+    space, by_statement = _pieces(mesh)
+    assert [len(ps) for ps in by_statement] == [12 ** len(space.mesh.axes)] * 2   # 3 x 4 roles an axis
+    brute = _brute_force(by_statement)
+    whole = Model(tuple(tuple(ps) for ps in by_statement), len(pcs.resources(space.mesh))).solve()
+    pruned = Model(pcs.undominated(by_statement), len(pcs.resources(space.mesh))).solve()
+    assert whole.value == pytest.approx(brute, rel=1e-9)
+    assert pruned.value == pytest.approx(brute, rel=1e-9)
+    assert whole.bound <= brute * (1 + 1e-9)
+
+
+@needs_scipy
+def test_a_solution_cut_off_gives_the_next_best():
+    space, by_statement = _pieces("X=4")
+    model = Model(tuple(tuple(ps) for ps in by_statement), len(pcs.resources(space.mesh)))
+    first = model.solve()
+    model.exclude(first.chosen)
+    second = model.solve()
+    assert second.chosen != first.chosen and second.value >= first.value * (1 - 1e-12)
+
+
+@needs_scipy
+def test_a_piece_spends_what_its_statement_spends_in_the_whole_plan():
+    """The pieces of a candidate whose statements share no tensor add up to no more than the engine's
+    totals of the whole program's plan on every resource, and to the same compute."""
+    space, by_statement = _pieces("X=4")
+    cand = Candidate((("F", "B"),), ("X",))     # FSDP: the weights split on F, the batch on B
+    subs = [pcs.alone(space, at) for at in pcs.statements(space)]
+    chosen = [next(p for p in ps if p.splits == pcs.splits_of(sub, cand)) for sub, ps in zip(subs, by_statement)]
+    plan = symcost.derive(str(space.program_for(cand)), mesh="X=4", dims=DIMS, hw="tpu-v5p", backward=True)
+    whole = pcs.vector(plan.step_costs(), plan.mesh)
+    summed = [sum(v) for v in zip(*(p.vector for p in chosen))]
+    assert all(p.exact for p in chosen)
+    assert summed[:2] == pytest.approx(whole[:2], rel=1e-12)         # compute and HBM: the same einsums
+    # each axis's links: no more than the plan the whole step takes (a piece holds the least over the
+    # statement's equally fast forward plans: here AllGather_XY, or AllGather_X then AllGather_Y)
+    assert all(a <= b * (1 + 1e-12) for a, b in zip(summed, whole))
+
+
+@needs_scipy
+@pytest.mark.parametrize("mesh", ["X=4", pytest.param("X=2,Y=2", marks=pytest.mark.slow)])
+def test_the_bound_is_below_every_plan_and_the_best_is_the_searchs(mesh):
+    every = search(TWO, mesh, DIMS, "tpu-v5p", backward=True)
+    exact = search(TWO, mesh, DIMS, "tpu-v5p", backward=True, exact=True)
+    assert exact.complete and exact.gap <= 1e-3
+    assert all(p.t_step >= exact.bound * (1 - 1e-12) for p in every.ranked)
+    assert exact.best.t_step <= every.best.t_step * (1 + 1e-12)
+    # the search's space is solved to within the exact search's gap (0.1 %)
+    assert every.best.t_step <= exact.search_best.t_step <= every.best.t_step * (1 + 1e-3)
+    derived = symcost.derive(exact.program_of(exact.best), mesh=mesh, dims=DIMS, hw="tpu-v5p", backward=True)
+    assert derived.numbers().t_step == pytest.approx(exact.best.t_step, rel=1e-12)
+
+
+@needs_scipy
+def test_the_best_plan_runs_on_the_simulator():
+    """The plan the exact search shows, written with its layouts pinned, derived again and run on
+    simulated devices: every tensor and gradient equals the unsharded computation."""
+    sizes = dict(B=16, D=8, F=16)
+    r = search(TWO, "X=4", sizes, "tpu-v5p", backward=True, exact=True)
+    plan = symcost.derive(r.program_of(r.best), mesh="X=4", dims=sizes, backward=True)
+    out = check_plan(plan, sizes)
+    assert {"dW_in", "dW_out", "Out"} <= set(out)
+
+
+@needs_scipy
+def test_json_carries_the_bound_and_the_gap(capsys):
+    code = main(["search", TWO, "--backward", "--mesh", "X=4", "--dims", "B=65536,D=8192,F=32768", "--hw",
+                 "tpu-v5p", "--exact", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(data, json.loads((ROOT / "symcost" / "schemas" / "search.json").read_text()))
+    assert 0 < data["bound"] <= data["ranked"][0]["t_step"]
+    assert data["gap"] == pytest.approx((data["ranked"][0]["t_step"] - data["bound"]) / data["ranked"][0]["t_step"])
+    assert data["search_best"]["slower_by"] >= 0
+
+
+@needs_scipy
+def test_ctrl_c_keeps_the_best_found_so_far(monkeypatch):
+    """Stopped while it derives its second plan, the exact search returns the first with the bound proven
+    until then, marked incomplete (the command line exits 130, as the ordinary search does)."""
+    from symcost.searching import exact
+    calls = []
+
+    def stopping(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return exact_planned(*args, **kwargs)
+
+    exact_planned = exact.planned
+    monkeypatch.setattr(exact, "planned", stopping)
+    space = Space.of(TWO, "X=4", "tpu-v5p")
+    found = exact.solve(space, OPTIONS, gap=-1.0)          # a gap never closed: it goes on until stopped
+    assert not found.complete and len(found.ranked) == 1 and len(calls) == 2
+    assert 0 <= found.bound <= found.ranked[0].t_step
+    assert found.gap == pytest.approx((found.ranked[0].t_step - found.bound) / found.ranked[0].t_step)
+
+
+def test_without_scipy_it_says_what_to_install(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)
+    code = main(["search", TWO, "--backward", "--mesh", "X=4", "--dims", "B=65536,D=8192,F=32768", "--hw",
+                 "tpu-v5p", "--exact"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "needs scipy" in err and "symcost[exact]" in err and "Traceback" not in err
+
+
+@needs_scipy
+def test_exact_refuses_what_it_does_not_solve(capsys):
+    code = main(["search", TWO, "--mesh", "X=4", "--dims", "B=65536,D=8192,F=32768", "--hw", "tpu-v5p",
+                 "--exact", "--objective", "memory"])
+    assert code == 2 and "--exact" in capsys.readouterr().err
+
+
+@needs_scipy
+@pytest.mark.slow
+def test_where_the_searchs_best_is_not_the_optimum_the_better_plan_is_shown_and_runs():
+    """Three matmuls of their own widths on 2x2: the ordinary search (every statement sharded by the same
+    roles) is beaten by a plan whose tensors each take their own layout. The exact search says by how much,
+    and the better plan, written with its layouts pinned, is derived again to the same step time and run
+    forward and backward on simulated devices (the plan chosen at the search's sizes, run at small ones)."""
+    text = (ROOT / "examples" / "mlp3.sc").read_text()
+    every = search(text, "X=2,Y=2", None, "tpu-v5p", backward=True)
+    r = search(text, "X=2,Y=2", None, "tpu-v5p", backward=True, exact=True)
+    assert every.best.t_step <= r.search_best.t_step <= every.best.t_step * (1 + 1e-3)
+    assert r.best.t_step < every.best.t_step * (1 - 1e-3)          # better than every candidate of the search
+    assert r.gap <= 1e-3 and all(p.t_step >= r.bound * (1 - 1e-12) for p in every.ranked)
+    data = r.as_dict()
+    assert data["search_best"]["slower_by"] == pytest.approx(every.best.t_step / r.best.t_step - 1, rel=1e-9)
+    assert data["ranked"][0]["program"] == r.program_of(r.best)
+    plan = symcost.derive(r.program_of(r.best), mesh="X=2,Y=2", dims=r.sizes, hw="tpu-v5p", backward=True)
+    assert plan.numbers().t_step == pytest.approx(r.best.t_step, rel=1e-12)
+    out = check_plan(plan, dict(B=8, D=8, F=16, E=8))
+    assert {"Out", "dIn", "dW1", "dW2", "dW3"} <= set(out)
+
+
+@needs_scipy
+@pytest.mark.slow
+def test_the_llama_layer_is_solved_within_one_percent():
+    """The LLaMA 3 8B layer, forward and backward, on h100 X=4,Y=2: the best plan with a proven gap of at
+    most 1 % (its time is a benchmark row: benchmarks/bench_search.py)."""
+    from symcost.models.config import load_model_config
+    from symcost.models.transformer import open_layer
+    layer = open_layer(load_model_config("llama3-8b"), batch=1, seq=8192)[0]
+    r = search(layer, "X=4,Y=2", None, "h100", backward=True, exact=True)
+    assert r.gap <= 0.01
+    assert r.bound <= r.best.t_step <= r.search_best.t_step

@@ -1,0 +1,167 @@
+"""The three searches (shardings of a program, training runs, serving meshes) go through one protocol
+(symcost.searches): the same stages, the same count and estimate before and while pricing, and the same
+partial answer when stopped (Ctrl-C): what was priced until then, filtered and ranked, ``complete`` false,
+and exit status 130 from the command line."""
+import json
+import re
+
+import pytest
+
+from symcost import progress, searches
+from symcost.cli import main
+from symcost.hardware import hardware
+from symcost.models.config import load_model_config
+from symcost.models.runs import search_runs
+from symcost.models.serving_search import search_serving
+from symcost.searching import search
+
+from conftest import ROOT
+
+MLP = """
+    param W_in[D, F], W_out[F, D]
+    Out[B, D] = In[B, D] *_D W_in[D, F] *_F W_out[F, D]
+"""
+
+
+def _program():
+    return search(MLP, mesh="X=4", dims="B=65536,D=8192,F=32768", hw="tpu-v5p", backward=True)
+
+
+def _runs():
+    return search_runs(load_model_config("megatron-22b"), hardware("a100"), chips=8, sequences=4, seq=2048, top=400)
+
+
+def _serving():
+    return search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.02,
+                          top=100)
+
+
+#: each search, the name its lines start with, what an item of its space is, and where a test stops it (past
+#: the first item that has a value passing the filter: 9 candidates, 408 runs, 4 meshes)
+SEARCHES = {"program": (_program, "search", "candidates", 3), "runs": (_runs, "run search", "runs", 200),
+            "serving": (_serving, "serving search", "meshes", 2)}
+
+
+def _recording(monkeypatch):
+    """searches.run, recording the stages each call drives and what it found."""
+    seen, real = [], searches.run
+
+    def run(stages, **kw):
+        found = real(stages, **kw)
+        seen.append((stages, found))
+        return found
+    monkeypatch.setattr(searches, "run", run)
+    return seen
+
+
+def _stopped_after(monkeypatch, k: int):
+    """Pricing interrupted (Ctrl-C) once ``k`` items of the space are priced."""
+    real = searches.priced
+
+    def priced(stages, items):
+        for i, got in enumerate(real(stages, items)):
+            if i == k:
+                raise KeyboardInterrupt
+            yield got
+    monkeypatch.setattr(searches, "priced", priced)
+
+
+@pytest.mark.parametrize("which", SEARCHES)
+def test_each_search_is_driven_by_the_protocol(monkeypatch, which):
+    make, name, unit, _ = SEARCHES[which]
+    seen = _recording(monkeypatch)
+    result = make()
+    assert len(seen) == 1
+    stages, found = seen[0]
+    assert (stages.name, stages.unit) == (name, unit)
+    assert found.complete and result.complete and found.done == found.size == len(stages.items())
+    # what the result ranks is the protocol's ranking of the values that passed its filter
+    assert found.passed == len([p for p in found.priced if stages.passes(p)])
+    assert list(found.ranked[:found.passed]) == stages.rank([p for p in found.priced if stages.passes(p)])
+
+
+@pytest.mark.parametrize("which", SEARCHES)
+def test_the_count_and_an_estimate_come_before_the_answer_for_each_search(monkeypatch, capsys, which):
+    make, name, unit, _ = SEARCHES[which]
+    monkeypatch.setattr(searches, "SAMPLE", 1)
+    with progress.showing(True):
+        make()
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith(f"{name}: ")]
+    assert re.fullmatch(rf"{name}: .*\b[\d,]+ .* to price.*", lines[0]), lines
+    assert re.fullmatch(rf"{name}: about \d+ s more at [\d,]+ {unit} a second \(the first 1\)", lines[1]), lines
+    with progress.showing(False):           # a library call says nothing
+        make()
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("which", SEARCHES)
+def test_ctrl_c_keeps_the_best_of_what_each_search_priced(monkeypatch, which):
+    make, _, _, k = SEARCHES[which]
+    seen = _recording(monkeypatch)
+    whole = make()
+    _, every = seen[-1]
+    _stopped_after(monkeypatch, k)
+    part = make()
+    stages, found = seen[-1]
+    assert whole.complete and not part.complete and not found.complete
+    assert found.done == k < found.size == every.size
+    # the partial answer ranks exactly the values the first k items priced to, as the whole search ranks them
+    first = stages.items()[:k]
+    head = [p for item, got in zip(first, stages.price(first)) for p in got]
+    assert [_key(p) for p in found.priced] == [_key(p) for p in head]
+    kept = [p for p in every.ranked if _key(p) in {_key(q) for q in head}]
+    assert found.ranked and [_key(p) for p in found.ranked] == [_key(p) for p in kept]
+    assert found.stopped == f"stopped (Ctrl-C) after {k} of {every.size:,}: the best so far"
+
+
+def _key(p):
+    """A priced value by what it is (a candidate, a run's knobs, a mesh and batch), not by identity."""
+    for attr in ("candidate", "kw"):
+        if hasattr(p, attr):
+            return repr(getattr(p, attr))
+    return (p.mesh, p.batch)
+
+
+@pytest.mark.parametrize("argv, key, schema", [
+    (["search", str(ROOT / "examples" / "mlp.sc"), "--mesh", "X=4", "--hw", "tpu-v5p", "--dims", "B=65536"], None,
+     "search.json"),
+    (["model", "megatron-22b", "--train", "--search", "--hw", "a100", "--chips", "8", "--batch", "8192",
+      "--seq", "2048"], "train", "model.json"),
+    (["model", "llama3-8b", "--decode", "--search", "--hw", "h100", "--chips", "8", "--seq", "4096"], "decode",
+     "model.json"),
+])
+def test_a_stopped_search_prints_the_best_so_far_and_exits_130(monkeypatch, capsys, argv, key, schema):
+    """The same for all three: the JSON (valid under its schema) says ``complete`` false, the text says
+    the search was stopped, the exit status is 130."""
+    jsonschema = pytest.importorskip("jsonschema")
+    _stopped_after(monkeypatch, 2)
+    code = main(argv + ["--json"])
+    out = json.loads(capsys.readouterr().out)
+    jsonschema.validate(out, json.loads((ROOT / "symcost" / "schemas" / schema).read_text()))
+    found = out[key] if key else out
+    assert code == 130 and found["complete"] is False
+    if key:
+        assert out["search"]["candidates"] == found["searched"]
+    assert main(argv) == 130
+    assert "stopped (Ctrl-C) after " in capsys.readouterr().out
+
+
+def test_ctrl_c_in_a_sweep_over_chip_budgets_stops_the_sweep(monkeypatch, capsys):
+    """``--vs chips`` runs one run search a budget: stopped in the first budget's search, it searches no
+    further budgets, shows the budgets found so far and exits 130."""
+    real, calls = searches.priced, []
+
+    def priced(stages, items):
+        calls.append(stages)
+        for i, got in enumerate(real(stages, items)):
+            if len(calls) == 2 and i == 1:    # the whole budget's search ends; the sweep's first is stopped
+                raise KeyboardInterrupt
+            yield got
+    monkeypatch.setattr(searches, "priced", priced)
+    argv = ["model", "megatron-22b", "--train", "--search", "--hw", "a100", "--chips", "8", "--batch", "8192",
+            "--seq", "2048", "--vs", "chips", "--top", "1", "--json"]
+    code = main(argv)
+    out = json.loads(capsys.readouterr().out)["train"]
+    assert code == 130 and len(calls) == 2 and out["complete"] is False
+    assert [r["chips"] for r in out["vs_chips"]] == [1]
