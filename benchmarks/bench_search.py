@@ -40,13 +40,14 @@ def _estimated(text: str, mesh: str, hw: str, first: int = 200) -> tuple:
     """A space too large to price in a benchmark run: the first ``first`` candidates priced as the search
     prices them, the whole extrapolated (the search says the same estimate before it starts)."""
     from symcost import caching
+    from symcost.searching import WIDER
     from symcost.searching.pool import priced_all
     from symcost.searching.space import Space
     space = Space.of(text, mesh, hw)
     cands = list(space.candidates())
     symcost.clear_caches()
     cpu = time.process_time()
-    with caching.context(wider=16):
+    with caching.context(wider=WIDER):
         list(priced_all(space, cands[:first], options=dict(dims=dict(space.program.ranking), hw=hw, backward=True)))
     per = (time.process_time() - cpu) / first
     return (f"search the LLaMA 3 8B layer on {mesh} ({hw}), forward + backward: {len(cands):,} candidates "

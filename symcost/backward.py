@@ -105,6 +105,60 @@ class State(NamedTuple):
         return State(dict(self.grads), self.steps, dict(self.saved), {k: list(v) for k, v in self.have.items()})
 
 
+class Follows(NamedTuple):
+    """A backward pass of the same program whose uses below ``below`` are the ones another pass takes back
+    (a tie's alternative changes only its own einsum's uses): ``uses`` (the program's), ``states`` (its
+    states at the marks), its ``steps`` and ``saved`` activations. The uses below an index read only the
+    gradients and layouts at hand of the tensors they name: where the other pass reaches, at or below
+    ``below``, the ones this pass had there, the rest of its steps are this pass's, read and not derived
+    again. The saved activations steer no step (each is kept where it is first read), so they may differ:
+    the rest adds those this pass added after that point, where the other pass holds every one this pass
+    held there (else it could not say which of them the rest would have added)."""
+
+    below: int
+    uses: tuple
+    states: dict
+    steps: tuple
+    saved: dict
+
+    def rest(self, i: int, here: State, states: dict) -> tuple[list, dict, dict] | None:
+        """The whole pass (steps, saved, states) from ``here``, the state at use ``i``, when it joins this
+        pass there; else None."""
+        prior = self.states.get(i) if i <= self.below else None
+        if prior is None or not prior.saved.keys() <= here.saved.keys():
+            return None
+        read = _read_below(self.uses, i)
+        for mine, theirs in ((here.grads, prior.grads), (here.have, prior.have)):
+            if any(mine.get(k) != theirs.get(k) for k in (mine.keys() | theirs.keys()) & read):
+                return None
+        n = len(prior.steps)
+
+        def saved(then: dict) -> dict:
+            out = dict(here.saved)
+            for k, v in then.items():
+                if k not in prior.saved:
+                    out.setdefault(k, v)
+            return out
+
+        def joined(mine: dict, theirs: dict) -> dict:      # the rest changes only what it reads
+            return {**{k: v for k, v in mine.items() if k not in read},
+                    **{k: v for k, v in theirs.items() if k in read}}
+        states.update({j: State(joined(here.grads, s.grads), here.steps + s.steps[n:], saved(s.saved),
+                                joined(here.have, s.have))
+                       for j, s in self.states.items() if j < i})
+        return list(here.steps + self.steps[n:]), saved(self.saved), states
+
+
+def _read_below(uses, i: int) -> frozenset:
+    """The tensors (and their gradients, ``d<name>``) the uses before index ``i`` name: all a backward pass
+    through them reads or writes of its gradients and layouts at hand."""
+    names = set()
+    for u in uses[:i]:
+        op = u.op
+        names.update(t.name for t in ((op.before, op.after) if u.written else (*op.inputs, op.output)))
+    return frozenset(names | {"d" + n for n in names})
+
+
 def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads: bool = True):
     """(steps of the backward pass, the activations it reads as {name: layout they are kept in})."""
     steps, saved, _ = resumed(trace, params, reuse, input_grads)
@@ -112,10 +166,12 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
 
 
 def resumed(trace: Trace, params: dict, reuse: str = "activations", input_grads: bool = True,
-            start: tuple[int, State] | None = None, marks=()) -> tuple[list, dict, dict]:
+            start: tuple[int, State] | None = None, marks=(), follows: Follows | None = None
+            ) -> tuple[list, dict, dict]:
     """The backward pass from ``start`` (``(index, state)``: the uses from ``index`` on already taken
     back; None: from the program's end): its steps, saved activations, and ``{index: State}`` at each
-    index of ``marks`` it passes (the uses from that index on taken back)."""
+    index of ``marks`` it passes (the uses from that index on taken back). ``follows``: a pass this one
+    joins where it reaches one of that pass's states (:class:`Follows`)."""
     if reuse not in REUSE:
         raise UsageError(f"reuse must be one of {', '.join(REUSE)}, not {reuse!r}")
     consumed = {t.name for u in trace.uses if not u.written for t in u.op.inputs}
@@ -128,6 +184,9 @@ def resumed(trace: Trace, params: dict, reuse: str = "activations", input_grads:
     for i in range(at - 1, -1, -1):
         if i + 1 in marks:
             states[i + 1] = walk.state()
+            joined = follows.rest(i + 1, states[i + 1], states) if follows is not None else None
+            if joined is not None:
+                return joined
         use = trace.uses[i]
         if isinstance(use.op, Elementwise):
             walk.elementwise(use.op)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import caching
 from .layout import Layout
 from .mesh import Mesh
 
@@ -26,6 +27,8 @@ class LocalEinsum:
     axes: tuple[tuple[str, ...], ...]         # sigma: the axes splitting each of ``dims``
 
     kind = "Einsum"
+    __hash__ = caching.kept_hash            # einsums key the planner's tables: hashed again and again
+    __getstate__ = caching.state_without_hash
 
     @property
     def tensor(self) -> str:

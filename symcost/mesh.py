@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from . import symbols
+from . import caching, symbols
 from .errors import UsageError
 
 LINK_KINDS = ("ici", "nvlink", "dcn")
@@ -85,6 +85,9 @@ class Mesh:
     """An ordered set of named axes."""
 
     axes: tuple[Axis, ...]
+
+    __hash__ = caching.kept_hash            # every cache of a plan is keyed by its mesh
+    __getstate__ = caching.state_without_hash
 
     def __post_init__(self):
         names = [a.name for a in self.axes]

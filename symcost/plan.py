@@ -255,7 +255,10 @@ class Plan:
         """Each step's cost in numbers (over ``xs`` of the symbol ``name`` where given), or None."""
         key = tuple(sorted((k.name, float(v)) for k, v in self.bindings().items() if k.name != name))
         values = xs.tobytes() if name is not None else b""
-        costs = [_cost_over(s.cost, key, name, values) for s in self.steps]
+        if name is None:
+            costs = [_number_of(s.op, s.mesh, s.sizes, s.efficient, s.critical, key) for s in self.steps]
+        else:
+            costs = [_cost_over(s.cost, key, name, values) for s in self.steps]
         return None if any(c is None for c in costs) else costs
 
     def numeric(self) -> dict:
@@ -322,6 +325,13 @@ class Plan:
 
     def __str__(self) -> str:
         return text_printer.render_plan(self)
+
+
+@caching.memoize(maxsize=65536)
+def _number_of(op, mesh: Mesh, sizes: tuple, efficient: bool, critical: bool, subs: tuple):
+    """A step's cost in numbers at ``subs`` (:func:`_cost_over` of :attr:`Step.cost`), found with one lookup:
+    the plans of a search share most of their steps."""
+    return _cost_over(Step(op, mesh, sizes=sizes, efficient=efficient, critical=critical).cost, subs)
 
 
 @caching.memoize(maxsize=65536)

@@ -161,9 +161,15 @@ def depends_on(costs) -> list[tuple[int, ...]]:
     """For each operation, the earlier operations whose result it reads (the last writer of each layout it
     reads): the plan's dependency graph. A layout no step wrote is the program's input."""
     writer: dict = {}
-    out = []
+    get = writer.get
+    out: list[tuple[int, ...]] = []
     for i, c in enumerate(costs):
-        out.append(tuple(sorted({writer[t] for t in c.reads if t in writer})))
+        reads = c.reads
+        if len(reads) == 1:         # most operations read one layout: one lookup, no set
+            w = get(reads[0])
+            out.append(() if w is None else (w,))
+        else:
+            out.append(tuple(sorted({w for w in map(get, reads) if w is not None})))
         for t in c.writes:
             writer[t] = i
     return out
@@ -188,28 +194,36 @@ def _collective_chains(costs, deps, env: Env) -> list:
     chain (the book's collective matmul splits it, so its operands arrive and its result leaves in chunks
     while it computes)."""
     chain = [c.kernel in ("collective", "") for c in costs]     # collectives and views
-    paths: dict[int, list[tuple[int, ...]]] = {}
+    # j -> the paths ending at j, each (path, its collectives' time summed in order, how many, the axes
+    # they all share): a path's time is its prefix's plus its last collective's, the sum env.total takes
+    paths: dict[int, list[tuple]] = {}
     fed = set()
+    z = env.zero
     for j, before in enumerate(deps):
         if not chain[j]:
             continue
+        c = costs[j]
         preds = [i for i in before if chain[i]]
         fed.update(preds)
-        paths[j] = [p + (j,) for i in preds for p in paths[i]] or [(j,)]
-        if len(paths[j]) > 64:    # keep the longest few: a chain's time only grows along it
-            paths[j] = sorted(paths[j], key=len)[-64:]
+        if c.local:
+            ps = [(p + (j,), t, n, common) for i in preds for p, t, n, common in paths[i]] or [((j,), z, 0, None)]
+        else:
+            ax, tc = frozenset(c.axes), c.t_comms
+            ps = [(p + (j,), t + tc, n + 1, ax if common is None else common & ax)
+                  for i in preds for p, t, n, common in paths[i]] or [((j,), z + tc, 1, ax)]
+        if len(ps) > 64:    # keep the longest few: a chain's time only grows along it
+            ps = sorted(ps, key=lambda e: len(e[0]))[-64:]
+        paths[j] = ps
     out, seen = [], set()
     for j, ps in paths.items():
         if j in fed:
             continue
-        for p in ps:
-            colls = [costs[i] for i in p if not costs[i].local]
-            if len(colls) < 2 or set.intersection(*(set(c.axes) for c in colls)):
+        for p, t, n, common in ps:
+            if n < 2 or common:
                 continue
-            key = tuple(p)
-            if key not in seen:
-                seen.add(key)
-                out.append(env.total(c.t_comms for c in colls))
+            if p not in seen:
+                seen.add(p)
+                out.append(t)
     return out
 
 
@@ -293,14 +307,24 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     tc_bw = env.max(*(v[1] for v in per_axis.values())) if per_axis else z
     if overlap == "critical":
         return Totals(fl, tm, th, tc, tc_bw, env.max(path, *(v for v in beside.values())), local)
-    deps = depends_on(costs) if per_axis else []
     if overlap == "program":
         stream = (local + env.total(c.latency for c in costs if not c.local),) if floors else ()
-        step = env.max(tm, th, tc, *stream, *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
-    else:
-        step = env.max(local, tc, *((_longest_path(costs, deps, env),) if per_axis else ()),
-                       *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
+        step = env.max(tm, th, tc, *stream)
+        if len(per_axis) > 1 and not _below(comm, step, env):
+            step = env.max(step, *_collective_chains(costs, depends_on(costs), env))
+        return Totals(fl, tm, th, tc, tc_bw, step, local)
+    deps = depends_on(costs) if per_axis else []
+    step = env.max(local, tc, *((_longest_path(costs, deps, env),) if per_axis else ()),
+                   *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
     return Totals(fl, tm, th, tc, tc_bw, step, local)
+
+
+def _below(comm, step, env: Env) -> bool:
+    """Whether no chain of collectives can be longer than ``step``: a chain's time is a sum of some of the
+    collectives' times, in program order, never more than ``comm``, their sum in the same order (rounding
+    to nearest is monotone and the times are not negative), so a step at least ``comm`` is the maximum
+    with the chains too, and they need not be traced. Numbers only (a closed form keeps its chains)."""
+    return env.is_numeric and not env._elementwise and comm <= step
 
 
 def policy(overlap) -> str:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Generator, Iterable, Protocol, Sequence
 
 from . import progress
 
@@ -110,12 +110,18 @@ def run(stages: Stages, *, keep_failed: bool = False) -> Found:
     return Found(tuple(items), done, tuple(values), tuple(ranked), len(kept), complete, time.perf_counter() - start)
 
 
-def priced(stages: Stages, items: Sequence) -> Iterator[tuple]:
+def priced(stages: Stages, items: Sequence) -> Generator[tuple, None, None]:
     """Each item's priced values, in order, the bar advanced as each is done."""
     n = len(items)
-    for item, got in zip(items, stages.price(items)):
-        progress.advance(1, f"pricing {stages.unit}", total=n, unit=f" {stages.unit}", label=stages.label(item))
-        yield got
+    values = stages.price(items)
+    try:
+        for item, got in zip(items, values):
+            progress.advance(1, f"pricing {stages.unit}", total=n, unit=f" {stages.unit}", label=stages.label(item))
+            yield got
+    finally:                # stopped early (Ctrl-C, an error): the pricing's workers stop now, not when collected
+        close = getattr(values, "close", None)
+        if close is not None:
+            close()
 
 
 def _priced_until_stopped(stages: Stages, items: Sequence) -> tuple[list, int, bool]:
@@ -124,8 +130,9 @@ def _priced_until_stopped(stages: Stages, items: Sequence) -> tuple[list, int, b
     progress.say(f"{stages.name}: {stages.count(n)}")
     out: list = []
     done, start, said = 0, time.perf_counter(), n <= SAMPLE
+    values = priced(stages, items)
     try:
-        for got in priced(stages, items):
+        for got in values:
             out.extend(got)
             done += 1
             spent = time.perf_counter() - start
@@ -135,6 +142,8 @@ def _priced_until_stopped(stages: Stages, items: Sequence) -> tuple[list, int, b
                              f"{done / spent:,.0f} {stages.unit} a second (the first {done:,})")
     except KeyboardInterrupt:
         return out, done, False
+    finally:
+        values.close()
     return out, done, True
 
 

@@ -8,7 +8,9 @@ einsums are taken in program order, each with the choices before it settled.
 An alternative that reaches the layout the first plan reaches (the usual case) changes nothing else in
 the forward pass, and nothing the backward pass does for the statements after its einsum: it is the
 trace with that einsum's steps exchanged (:func:`spliced`), and its backward pass resumes where the
-statements after it left off (:func:`symcost.backward.resumed`). Any other alternative is planned again
+statements after it left off (:func:`symcost.backward.resumed`); where it reaches, below its einsum, the
+state the pass it varies had there, the rest is that pass's (:class:`symcost.backward.Follows`: the same
+gradients and layouts at hand give the same steps). Any other alternative is planned again
 from the start. Either way it is the plan that ``choices`` would give (a test holds the two equal).
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import NamedTuple
 
-from .backward import flagged, resumed
+from .backward import Follows, flagged, resumed
 from .einsum import LocalEinsum
 from .explain import explained_steps, final_layout
 from .printers.text import fmt_seconds
@@ -72,7 +74,8 @@ def weighed(best: Planned, replan, reuse: str, input_grads: bool) -> tuple[Plann
     """The fastest whole step over the ties' choices (``replan(choices)``: the program planned with
     ``{statement: k}``), and a note for each tie whose choices differ."""
     choices: dict[int, int] = {}
-    score = rank(best)
+    priced: dict = {}     # id(step) -> (step, its ranked cost): the alternatives share most of their steps
+    score = rank(best, priced)
     notes = []
     while (todo := [t for t in best.trace.ties if t.at not in choices]):
         tie = todo[0]
@@ -80,7 +83,7 @@ def weighed(best: Planned, replan, reuse: str, input_grads: bool) -> tuple[Plann
         scores = [score]
         for k in range(1, tie.n):
             other = _alternative(best, tie.at, k, reuse, input_grads) or replan({**choices, tie.at: k})
-            scores.append(rank(other))
+            scores.append(rank(other, priced))
             if scores[-1] < score:
                 best, score, choices[tie.at] = other, scores[-1], k
         if len({s[0] for s in scores}) > 1:
@@ -98,8 +101,11 @@ def _alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool) 
     took = _tie(best.trace, at)
     (s0, s1), end, taken = took.steps, took.uses[1], _tie(trace, at).steps[1]
     forward = best.forward[:s0] + tuple(flagged(trace.steps[s0:taken], best.params)) + best.forward[s1:]
+    u0 = took.uses[0]
+    follows = (Follows(u0, best.trace.uses, best.states, best.backward, best.saved)
+               if _names(trace.uses[u0:end]) == _names(best.trace.uses[u0:end]) else None)
     steps, saved, states = resumed(trace, best.params, reuse, input_grads, start=(end, best.states[end]),
-                                   marks=_marks(trace))
+                                   marks=_marks(trace), follows=follows)
     kept = {i: s for i, s in best.states.items() if i >= end}
     return Planned(trace, forward, tuple(steps), best.params, saved, {**kept, **states})
 
@@ -109,12 +115,32 @@ def _tie(trace: Trace, at: int) -> Tie:
 
 
 def _marks(trace: Trace) -> frozenset:
-    return frozenset(t.uses[1] for t in trace.ties)
+    """Where the backward pass keeps its state: at each tie's uses' end (an alternative resumes there) and
+    start (an alternative that reaches the same state there joins the pass it varies)."""
+    return frozenset(i for t in trace.ties for i in t.uses)
 
 
-def rank(planned: Planned) -> tuple[float, float]:
+def _names(uses) -> list:
+    """The tensors each use reads and writes (an alternative that keeps them keeps which gradients the
+    backward pass asks for)."""
+    return [(tuple(t.name for t in u.op.inputs), u.op.output.name) for u in uses]
+
+
+def rank(planned: Planned, priced: dict | None = None) -> tuple[float, float]:
     """A whole plan's objective at the ranking sizes, then its communication time (of two equally fast
-    steps, the one that leaves the links more room); rounded as the chain planner rounds its own."""
+    steps, the one that leaves the links more room); rounded as the chain planner rounds its own.
+    ``priced``: ``{id(step): (step, cost)}`` kept across the plans one weighing ranks (each step is held
+    there, so its id is not reused), each step's cost looked up once."""
     ranker = planned.trace.ranker
-    t = ranker.totals_of(s.ranked(ranker) for s in planned.forward + planned.backward)
+    steps = planned.forward + planned.backward
+    if priced is None:
+        costs = [s.ranked(ranker) for s in steps]
+    else:
+        costs = []
+        for s in steps:
+            got = priced.get(id(s))
+            if got is None:
+                got = priced[id(s)] = (s, s.ranked(ranker))
+            costs.append(got[1])
+    t = ranker.totals_of(costs)
     return float(f"{ranker.objective_of(t):.9g}"), float(f"{t.t_comms:.9g}")

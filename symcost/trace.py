@@ -108,7 +108,11 @@ class Step:
     t_comms = property(lambda self: self.cost.t_comms)
 
     def signature(self) -> str:
-        """The step in the book's notation, e.g. ``AllGather_X(A[I_X, J]) -> A[I, J]``."""
+        """The step in the book's notation, e.g. ``AllGather_X(A[I_X, J]) -> A[I, J]`` (kept by the planning
+        context: a search reads the signatures of every candidate's collectives, most of them shared)."""
+        return _signature(self.op, self.mesh)
+
+    def _written(self) -> str:
         if self.is_einsum:
             return f"{self.before} -> {self.after}"
         if self.is_elementwise:
@@ -125,6 +129,11 @@ class Step:
 def _cost(op, mesh: Mesh, sizes: tuple, efficient: bool, critical: bool) -> OpCost:
     c = symbolic_cost(op, mesh, padded_blocks(op, mesh, sizes), efficient)
     return c if critical or c.local else c._replace(critical=False)
+
+
+@caching.memoize(maxsize=65536)
+def _signature(op, mesh: Mesh) -> str:
+    return Step(op, mesh)._written()
 
 
 @caching.memoize(maxsize=65536)

@@ -44,3 +44,4 @@ settings.register_profile("ci", max_examples=500, deadline=None, suppress_health
 PROFILE = os.environ.get("SYMCOST_HYPOTHESIS", "fast")
 if PROFILE not in ("fast", "ci"):
     raise pytest.UsageError(f"SYMCOST_HYPOTHESIS must be 'fast' or 'ci', not {PROFILE!r}")
+

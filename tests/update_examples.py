@@ -11,12 +11,17 @@ this script runs them again and writes their new output in place::
     python tests/update_examples.py --check         # say which differ, change nothing (exit 1 if any)
 
 It runs ``symcost`` from the interpreter it is run with (put the project first on PYTHONPATH) and writes
-only the output lines, so the prose around an example never changes.
+only the output lines, so the prose around an example never changes. A plain command runs in this process
+(``symcost.cli.main``, what the ``symcost`` script calls: the interpreter and its imports are paid once,
+not once an example); one that needs a shell (a pipe, a redirection) or JAX (``trace``) runs in a shell.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -86,12 +91,55 @@ def all_examples(paths=None) -> list[Example]:
     return [e for p in (paths or documents()) for e in examples(p)]
 
 
+#: commands run in a shell even without shell syntax: they import JAX, which stays out of this process
+IN_A_SHELL = {"trace", "export-jax", "xla-check", "calibrate", "measure"}
+
+
 def run(cmd: str) -> list[str]:
     """What ``cmd`` prints (standard output, then standard error), each line's trailing spaces dropped."""
+    argv = in_process(cmd)
+    text = _main(argv[1:]) if argv else _shell(cmd)
+    return [line.rstrip() for line in text.rstrip("\n").splitlines()]
+
+
+def in_process(cmd: str) -> list[str] | None:
+    """``cmd`` as the words the shell would pass to ``symcost``, where this process can run it as the
+    script would: no pipe, redirection or list of commands, and no JAX. None otherwise."""
+    lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words = list(lexer)
+    operator = any(w and set(w) <= set("();<>|&") for w in words)
+    if operator or len(words) < 2 or words[0] != "symcost" or words[1] in IN_A_SHELL:
+        return None
+    return words
+
+
+def _main(args: list[str]) -> str:
+    from symcost.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    columns, cwd = os.environ.get("COLUMNS"), os.getcwd()
+    os.environ["COLUMNS"] = "100"
+    try:
+        os.chdir(ROOT)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(args)
+            except SystemExit:          # a usage error: argparse has printed it
+                pass
+    finally:
+        os.chdir(cwd)
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+    return out.getvalue() + err.getvalue()
+
+
+def _shell(cmd: str) -> str:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "COLUMNS": "100", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     r = subprocess.run(cmd, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    return [line.rstrip() for line in (r.stdout + r.stderr).rstrip("\n").splitlines()]
+    return r.stdout + r.stderr
 
 
 def untimed(line: str) -> str:

@@ -42,6 +42,9 @@ class Move:
     after: Layout
     distance: int = 0
 
+    __hash__ = caching.kept_hash            # moves key the planner's tables: hashed again and again
+    __getstate__ = caching.state_without_hash
+
     def __post_init__(self):
         if self.kind not in RULES:
             raise ShardingError(f"unknown move {self.kind!r}; moves are {', '.join(RULES)}")

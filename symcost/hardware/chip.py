@@ -6,8 +6,10 @@
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from .. import caching
 from ..errors import UsageError
 from .efficiency import Efficiency
 
@@ -137,9 +139,11 @@ def _prod(xs) -> int:
     return out
 
 
+@caching.memoize(maxsize=4096)
 def _split(n: int, k: int, pod) -> tuple[int, ...] | None:
     """``n`` as ``k`` factors, each at most the matching edge of ``pod`` (sorted, when given), as even as
-    possible (ties: more multiples of 4); None if there is none."""
+    possible (ties: more multiples of 4); None if there is none. Kept: a run search asks it of the same
+    group sizes for every candidate."""
     best = None
 
     def rec(rest, left, lo, acc):
@@ -152,14 +156,17 @@ def _split(n: int, k: int, pod) -> tuple[int, ...] | None:
             if best is None or key < best[0]:
                 best = (key, cand)
             return
-        f = lo
-        while f * f <= rest or (left > 2 and f <= rest):
-            if rest % f == 0 and f >= lo:
-                rec(rest // f, left - 1, f, acc + [f])
-            f += 1
-            if f > rest:
+        for f in divisors:          # ascending: the first of equally even splits is kept
+            if f < lo or rest % f:
+                continue
+            if f * f > rest and not (left > 2 and f <= rest):
                 break
+            rec(rest // f, left - 1, f, acc + [f])
     if k == 1:
         return (n,) if pod is None or n <= pod[-1] else None
+    # only n's divisors can be factors: a walk over them, not over every number up to n (a search asks
+    # for the edges of thousands of groups, on pods of thousands of chips)
+    divisors = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    divisors = sorted(set(divisors + [n // d for d in divisors]))
     rec(n, k, 2 if n >= 2 ** k else 1, [])
     return best[1] if best else None

@@ -20,6 +20,7 @@ before and while pricing, Ctrl-C keeps what was priced); :class:`~.result.Search
 """
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass, replace
 
 from .. import caching, searches
@@ -33,9 +34,10 @@ from .result import SearchResult
 from .space import Candidate, Space
 
 OBJECTIVES = ("time", "comms", "memory")
-#: how many times their bounds a search's caches hold (on the LLaMA 3 8B layer on h100 X=4,Y=2, 16 and 256
-#: price alike; at the bounds one derivation needs, statement plans the candidates share are evicted)
-WIDER = 16
+#: how many times their bounds a search's caches hold: the LLaMA 3 8B layer on h100 X=4,Y=2 poses 15,195
+#: distinct chain problems, which 64 times the chain planner's bound of 256 keeps (at 16, about 5,000 of them
+#: were planned twice; at the bounds one derivation needs, the plans the candidates share are evicted)
+WIDER = 64
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
@@ -165,9 +167,10 @@ class _Stages:
                 f"on {procs} process{'es' if procs > 1 else ''}")
 
     def price(self, items):
-        for p in priced_all(self.space, items, jobs=self.jobs, options=self.options, progress_wrap=self.wrap,
-                            sweep=self.sweep):
-            yield () if p is None else (p,)
+        with closing(priced_all(self.space, items, jobs=self.jobs, options=self.options, progress_wrap=self.wrap,
+                                sweep=self.sweep)) as got:
+            for p in got:
+                yield () if p is None else (p,)
 
     def passes(self, p: Priced) -> bool:
         return p.fits

@@ -71,9 +71,11 @@ def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wra
         results = (price(space, c, **options) for c in cands)
     else:
         results = _pooled(space, cands, n, options, sweep)
-    if progress_wrap is not None:
-        results = progress_wrap(results, total=len(cands))
-    yield from results
+    wrapped = results if progress_wrap is None else progress_wrap(results, total=len(cands))
+    try:
+        yield from wrapped
+    finally:                        # stopped early: the workers go now (a wrapper may keep ``results`` alive)
+        results.close()
 
 
 def _pooled(space: Space, cands: list, n: int, options: dict, sweep):

@@ -198,38 +198,41 @@ def _with(t: TensorRef, split: dict) -> TensorRef:
 
 def _open(prog: Program):
     """The open tensors (statement, position) and the dimension names of each group, in order of appearance."""
-    params = {t.name for s in prog.statements if isinstance(s, Declaration) for t in s.tensors}
-    defined: set[str] = set()
     opened = set()
-    dims = {g: [] for g in GROUPS}
-
-    def take(i, j, t, group):
+    dims: dict[str, list] = {g: [] for g in GROUPS}
+    for i, j, t, group in _first_appearances(prog):
+        if t.annotated:                 # written with its layout: not the search's to choose
+            continue
         opened.add((i, j))
         for d in t.dims:
             if d.size is None and d.name not in dims[group]:
                 dims[group].append(d.name)
+    return frozenset(opened), dims
 
+
+def _first_appearances(prog: Program):
+    """(statement, position, tensor, group) where each tensor first appears: parameters where they are
+    declared, activations where a statement first reads or writes them; a collective's tensors are written
+    with their layouts, so they only count as seen."""
+    params = {t.name for s in prog.statements if isinstance(s, Declaration) for t in s.tensors}
+    seen: set[str] = set()
     for i, st in enumerate(prog.statements):
         if isinstance(st, Declaration):
             for j, t in enumerate(st.tensors):
-                defined.add(t.name)
-                if not t.annotated:
-                    take(i, j, t, "param")
+                seen.add(t.name)
+                yield i, j, t, "param"
         elif isinstance(st, Einsum):
             for j, t in enumerate(st.operands):
-                if t.name not in defined and t.name not in params:
-                    defined.add(t.name)
-                    if not t.annotated:
-                        take(i, j, t, "activation")
-            if st.output is not None and st.output.name not in defined:
-                defined.add(st.output.name)
-                if not st.output.annotated:
-                    take(i, len(st.operands), st.output, "activation")
+                if t.name not in seen and t.name not in params:
+                    seen.add(t.name)
+                    yield i, j, t, "activation"
+            if st.output is not None and st.output.name not in seen:
+                seen.add(st.output.name)
+                yield i, len(st.operands), st.output, "activation"
             elif st.output_name:
-                defined.add(st.output_name)
+                seen.add(st.output_name)
         elif isinstance(st, Collective):
-            defined.update({st.operand.name, st.output.name})
-    return frozenset(opened), dims
+            seen.update({st.operand.name, st.output.name})
 
 
 __all__ = ["Space", "Candidate", "GROUPS", "format_axes"]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -293,12 +294,19 @@ def _run(*argv, timeout=600):
 
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
-    """One quick calibration on 8 CPU host devices: its preset file and its --json."""
+    """One quick calibration on 8 CPU host devices: its preset file and its --json. ``make test`` names a
+    folder in SYMCOST_TEST_CALIBRATION so that its two runs of pytest (the timing tests alone, then the rest)
+    share one calibration of these devices: the first writes it there, the second reads it."""
     if not HAS_JAX:
         pytest.skip("calibrate needs the jax extra: pip install 'symcost[jax]'")
-    out = tmp_path_factory.mktemp("cal") / "cpu8.toml"
+    kept = os.environ.get("SYMCOST_TEST_CALIBRATION")
+    folder = Path(kept) if kept else tmp_path_factory.mktemp("cal")
+    out, report = folder / "cpu8.toml", folder / "cpu8.json"
+    if kept and out.exists() and report.exists():
+        return out, json.loads(report.read_text())
     r = _run("calibrate", "--quick", "--out", str(out), "--json", "--runs", "3")
     assert r.returncode == 0, r.stderr
+    report.write_text(r.stdout)
     return out, json.loads(r.stdout)
 
 
