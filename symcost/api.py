@@ -34,10 +34,12 @@ def derive(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse
     GSPMD pads, and the plan says so in ``plan.padding``).
     ``efficiency``: price with achieved efficiency instead of the book's ideal machine (the costs keep
     ``eta_math``, ``eta_hbm``, ``eta_vec``, ``eta_net_<kind>`` and ``T_net_<kind>`` as symbols; the preset's
-    ``[efficiency]`` table gives their numbers).
+    ``[efficiency]`` table gives their numbers), and choose the plan at the preset's achieved figures and
+    per-kernel floor.
     """
     return derive_program(text, mesh, dims, hw, backward=backward, reuse=reuse, params=params, overlap=overlap,
-                          objective=objective, moves=moves, strict=strict, efficiency=efficiency)
+                          objective=objective, moves=moves, strict=strict, efficiency=efficiency,
+                          choose_achieved=efficiency)
 
 
 def check(text, mesh=None, dims=None, hw=None, *, strict: bool = False) -> Plan:
@@ -47,14 +49,14 @@ def check(text, mesh=None, dims=None, hw=None, *, strict: bool = False) -> Plan:
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
-           moves=None, vs=None, range=None, progress=None, jobs=1, exact: bool = False):
+           moves=None, vs=None, range=None, progress=None, jobs=1, exact: bool = False, efficiency: bool = False):
     """Every sharding of the program's parameters and open activations, priced by the engine, filtered by
     memory, ranked: a :class:`~symcost.searching.SearchResult` (see :func:`symcost.searching.search`; the
     arguments are the command line's: ``mesh`` a string or a dict, ``jobs`` a number or ``"auto"``, ``exact``
     the best plan solved for, with a proven lower bound: ``bound`` and ``gap``)."""
     from .searching import search as run
     return run(text, mesh, dims, hw, backward=backward, objective=objective, overlap=overlap, moves=moves, vs=vs,
-               range=range, progress=progress, jobs=jobs, exact=exact)
+               range=range, progress=progress, jobs=jobs, exact=exact, efficiency=efficiency)
 
 
 def clear_caches() -> None:

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import dtypes
+from . import dtypes, elementwise
 from .binding import BoundProgram
 from .collectives import RULES, Move, rule, written_moves
-from . import elementwise
 from .einsum import LocalEinsum
 from .env import RANKING_DEFAULTS
 from .elementwise import Elementwise
@@ -67,22 +66,23 @@ def ranking_sizes(bound: BoundProgram) -> dict[str, int]:
     return {**split, **bound.ranking_sizes}
 
 
-def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None) -> Ranker:
+def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None, efficiency=False) -> Ranker:
     if objective not in OBJECTIVES:
         raise UsageError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     constants = bound.hardware.bindings("bf16") if bound.hardware is not None else None
     return Ranker.make(bound.mesh, ranking_sizes(bound), constants, objective, policy(overlap),
-                       allowed_moves(bound, moves))
+                       allowed_moves(bound, moves), bound.hardware.efficiency if efficiency and constants else None)
 
 
 def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None,
-                 strict: bool = False, alternatives: bool = True, choices=None) -> Trace:
+                 strict: bool = False, alternatives: bool = True, choices=None, efficiency: bool = False) -> Trace:
     """Plan every statement of a bound program in order. ``strict``: a dimension that does not divide by
     its axes is an error (otherwise its blocks are padded). ``alternatives``: keep the runner-up plans of
     each einsum (False: they are still weighed, so the plan is the same, but not explained or kept).
     ``choices``: ``{statement index: k}``, the k-th of the equally fast plans of that einsum instead of the
-    first (the trace's ``ties`` say which einsums have several)."""
-    walk = _Walk(bound, ranker_for(bound, overlap=overlap, objective=objective, moves=moves), strict)
+    first (the trace's ``ties`` say which einsums have several). ``efficiency``: weighed as priced, floors in."""
+    ranker = ranker_for(bound, overlap=overlap, objective=objective, moves=moves, efficiency=efficiency)
+    walk = _Walk(bound, ranker, strict)
     walk.kept, walk.choices = alternatives, dict(choices or {})
     for walk.at, stmt in enumerate(bound.program.statements):
         walk.statement(stmt)

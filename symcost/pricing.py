@@ -282,6 +282,16 @@ def _floored(c: OpCost, tk) -> OpCost:
     return c._replace(seconds=c.seconds + tk, t_comms=c.t_comms + tk, latency=c.latency + tk)
 
 
+def alone(c: OpCost, env: Env) -> OpCost:
+    """One operation's cost as :func:`totals` counts it when nothing runs beside it: with the per-kernel floor
+    where it launches a kernel (what the planner weighs a move or an einsum by, so that its choices and the
+    plan's totals price the same kernels)."""
+    tk = env.t_kernel
+    if tk == 0 or not kernel_starts([c])[0]:
+        return c
+    return _floored(c, tk)
+
+
 def totals(costs, env: Env, overlap: str = "program") -> Totals:
     """Totals of a sequence of :class:`OpCost` under an overlap policy (see the module docstring). The
     one place a plan's step time is decided: the ranker, plans, solve and the serving models call it.

@@ -73,7 +73,7 @@ def _plan_of(trace: Trace, text, steps, overlap, objective) -> Plan:
 def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse: str = "activations",
                    params=None, input_grads: bool = True, overlap=True, objective: str = "time",
                    moves=None, strict: bool = False, alternatives: bool = True,
-                   efficiency: bool = False, choices=None) -> Plan:
+                   efficiency: bool = False, choices=None, choose_achieved: bool = False) -> Plan:
     """Plan a program's forward pass and, with ``backward``, its gradients.
 
     ``reuse``: which forward gathers the backward pass may reuse: ``activations`` (default: activations
@@ -87,9 +87,14 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     with ``backward``, the one that makes the whole step fastest; else the first).
     ``efficiency``: price with achieved efficiency (the costs carry ``eta_math``, ``eta_hbm``, ``eta_vec``,
     ``eta_net_<kind>`` and ``T_net_<kind>``; the preset's ``[efficiency]`` table gives their numbers).
+    ``choose_achieved`` (with ``efficiency``): also choose the plan at those figures -- the planner weighs
+    each move and einsum with the preset's achieved figures and its per-kernel floor, through the same
+    pricing as the plan's totals (``derive --efficiency``, ``search --efficiency`` and the serving models do;
+    the training step model keeps the plan the ideal machine chooses, a run's layout being fixed by its
+    parallelism).
     """
     plan = _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves,
-                   strict, alternatives, choices)
+                   strict, alternatives, choices, efficiency and choose_achieved)
     if not efficiency:
         return plan
 
@@ -100,12 +105,12 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
 
 
 def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves, strict,
-            alternatives, choices=None) -> Plan:
+            alternatives, choices=None, efficiency: bool = False) -> Plan:
     bound = bind(text, mesh, dims, hw)
 
     def planned(choices=None) -> ties.Planned:
         trace = plan_program(bound, overlap=overlap, objective=objective, moves=moves, strict=strict,
-                             alternatives=alternatives, choices=choices)
+                             alternatives=alternatives, choices=choices, efficiency=efficiency)
         if not backward:
             names = set(trace.param_layouts) or set(default_params(trace))
             return ties.Planned(trace, tuple(flagged(trace.steps, names)))

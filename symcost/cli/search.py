@@ -14,6 +14,9 @@ def register(sub):
     s.add_argument("--backward", action="store_true", help="price forward and backward (training)")
     s.add_argument("--no-overlap", action="store_true", help="sum compute and communication times")
     s.add_argument("--moves", default="auto", help="moves the engine may insert (as for derive)")
+    s.add_argument("--efficiency", action="store_true",
+                   help="price with the preset's achieved efficiency and its per-kernel floor, as derive --efficiency "
+                        "does; default: the book's ideal machine")
     s.add_argument("--objective", choices=("time", "comms", "memory"), default="time",
                    help="rank by step time (default), communication time or memory per device")
     s.add_argument("--top", type=int, default=10, help="how many candidates to show (default 10)")
@@ -49,7 +52,7 @@ def cmd_search(args) -> int:
         raise UsageError("--plot draws the regimes: give --vs too (e.g. --vs B)")
     result = search(read_program(args.program), args.mesh, args.dims, args.hw, backward=args.backward,
                     objective=args.objective, overlap=not args.no_overlap, moves=args.moves, vs=args.vs,
-                    range=_span(args.span), jobs=args.jobs, exact=args.exact)
+                    range=_span(args.span), jobs=args.jobs, exact=args.exact, efficiency=args.efficiency)
     if args.plot:
         from ..searching.plot import plot_regimes
         plot_regimes(result, args.plot)

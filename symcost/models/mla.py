@@ -19,15 +19,18 @@ Two forms of the same weights (the paper's appendix; every serving stack does th
     >>> next(line for line in lines if line.startswith("An"))
     'An[B, T, S, K, G] = Qa[B, T, K, G, Rkv] *_Rkv Cc[B, S, Rkv]'
     >>> names["cache"], names["fused"]
-    (('Cn', 'Rn'), ('An', 'Ar', 'A'))
+    (('Cn', 'Kr'), ('An', 'Ar', 'A'))
 """
 from __future__ import annotations
 
 
-def attention(cfg, b: str, kb: str, h: str, f: str, w: str, kv: str, *, absorbed: bool = False) -> tuple:
+def attention(cfg, b: str, kb: str, h: str, f: str, w: str, kv: str, *, absorbed: bool = False, x: str = "X",
+              rotary: bool = False) -> tuple:
     """(params line, statements, names) of the attention of ``cfg`` (an MLA model), laid out with the
     formatted axes ``b`` (batch), ``kb`` (the cache's batch), ``h`` (heads), ``f`` (FSDP) and the dtype
-    suffixes ``w`` (weights) and ``kv`` (cache). ``names``: the weights, the new cache entries (what a
+    suffixes ``w`` (weights) and ``kv`` (cache), reading the layer's input ``x`` (``Xn`` once normalised).
+    ``rotary``: the decoupled rotary parts of the queries (``Qr``) and of the new key (``Kr``) are rotated
+    (``Qp``, ``Kp``) before attention reads them. ``names``: the weights, the new cache entries (what a
     token adds to the cache), the attention einsums (their FLOPs grow with the context) and the
     intermediates that stay on chip."""
     weights = []
@@ -36,21 +39,26 @@ def attention(cfg, b: str, kb: str, h: str, f: str, w: str, kv: str, *, absorbed
         q_in, q_dim = "Cq[B, T, Rq]", "Rq"
     else:
         weights += [f"Wqn{w}[D{f}, K{h}, G, H]", f"Wqr{w}[D{f}, K{h}, G, Hr]"]
-        q_in, q_dim = "X[B, T, D]", "D"
+        q_in, q_dim = f"{x}[B, T, D]", "D"
     weights += [f"Wkv{w}[D{f}, Rkv]", f"Wkr{w}[D{f}, Hr]", f"Wkb{w}[Rkv, K{h}, H]", f"Wvb{w}[Rkv, K{h}, H]",
                 f"Wo{w}[K{h}, G, H, D{f}]"]
-    lines = [f"Cq[B{b}, T, Rq] = X[B{b}, T, D] *_D Wqa[D, Rq]"] if cfg.q_lora else []
+    lines = [f"Cq[B{b}, T, Rq] = {x}[B{b}, T, D] *_D Wqa[D, Rq]"] if cfg.q_lora else []
     lines += [
         f"Qn[B{b}, T, K{h}, G, H] = {q_in} *_{q_dim} Wqn[{q_dim}, K, G, H]",
         f"Qr[B{b}, T, K{h}, G, Hr] = {q_in} *_{q_dim} Wqr[{q_dim}, K, G, Hr]",
-        f"Cn{kv}[B{b}, T, Rkv] = X[B, T, D] *_D Wkv[D, Rkv]",
-        f"Rn{kv}[B{b}, T, Hr] = X[B, T, D] *_D Wkr[D, Hr]",
+        f"Cn{kv}[B{b}, T, Rkv] = {x}[B, T, D] *_D Wkv[D, Rkv]",
+        f"Kr{kv}[B{b}, T, Hr] = {x}[B, T, D] *_D Wkr[D, Hr]",
     ]
+    qr = "Qr"
+    if rotary:
+        lines += [f"Qp[B{b}, T, K{h}, G, Hr] = Rotary(Qr[B, T, K, G, Hr])",
+                  f"Kp{kv}[B{b}, T, Hr] = Rotary(Kr[B, T, Hr])"]
+        qr = "Qp"
     if absorbed:
         lines += [
             f"Qa[B{b}, T, K{h}, G, Rkv] = Qn[B, T, K, G, H] *_H Wkb[Rkv, K, H]",
             f"An[B{kb}, T, S, K{h}, G] = Qa[B, T, K, G, Rkv] *_Rkv Cc{kv}[B{kb}, S, Rkv]",
-            f"Ar[B{kb}, T, S, K{h}, G] = Qr[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S, Hr]",
+            f"Ar[B{kb}, T, S, K{h}, G] = {qr}[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S, Hr]",
             f"A[B{kb}, T, S, K{h}, G] = Add(An[B, T, S, K, G], Ar[B, T, S, K, G])",
             f"Cl[B{kb}, T, K{h}, G, Rkv] = A[B, T, S, K, G] *_S Cc[B, S, Rkv]",
             f"Ctx[B{b}, T, K{h}, G, H] = Cl[B, T, K, G, Rkv] *_Rkv Wvb[Rkv, K, H]",
@@ -61,13 +69,13 @@ def attention(cfg, b: str, kb: str, h: str, f: str, w: str, kv: str, *, absorbed
             f"Kc[B{kb}, S, K{h}, H] = Cc{kv}[B{kb}, S, Rkv] *_Rkv Wkb[Rkv, K, H]",
             f"Vc[B{kb}, S, K{h}, H] = Cc[B, S, Rkv] *_Rkv Wvb[Rkv, K, H]",
             f"An[B{kb}, T, S, K{h}, G] = Qn[B, T, K, G, H] *_H Kc[B{kb}, S, K{h}, H]",
-            f"Ar[B{kb}, T, S, K{h}, G] = Qr[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S, Hr]",
+            f"Ar[B{kb}, T, S, K{h}, G] = {qr}[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S, Hr]",
             f"A[B{kb}, T, S, K{h}, G] = Add(An[B, T, S, K, G], Ar[B, T, S, K, G])",
             f"Ctx[B{kb}, T, K{h}, G, H] = A[B, T, S, K, G] *_S Vc[B, S, K, H]",
         ]
         context = ("An", "Ar", "Ctx")
     lines.append(f"Y[B{b}, T, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]")
-    names = {"weights": tuple(x.split(":")[0].split("[")[0] for x in weights), "cache": ("Cn", "Rn"),
+    names = {"weights": tuple(x.split(":")[0].split("[")[0] for x in weights), "cache": ("Cn", "Kr"),
              "context": context, "fused": ("An", "Ar", "A")}
     return "param " + ", ".join(weights), lines, names
 

@@ -1,15 +1,17 @@
 """A transformer layer as a program of sharded einsums, and the counts derived from it (book Part 4).
 
     >>> from symcost.models.config import load_model_config
-    >>> print(layer_program(load_model_config("llama3-8b"), {}).splitlines()[2])
-    Q[B, T, K, G, H] = X[B, T, D] *_D Wq[D, K, G, H]
+    >>> print(layer_program(load_model_config("llama3-8b"), {}).splitlines()[3])
+    Q[B, T, K, G, H] = Xn[B, T, D] *_D Wq[D, K, G, H]
 
 The layer is the book's: Q/K/V/O projections with K key/value heads of G query heads each, the two
 attention einsums against the keys and values ``Kc[B, S, K, H]`` / ``Vc[B, S, K, H]`` (the KV cache when
 decoding, the sequence itself in training or prefill, with S = T), and a gated MLP (U1, U2 -> W3). An
 MoE layer routes R = B T k / E tokens to each of E experts. Every count here -- parameters, FLOPs, KV
 bytes -- is read off the derived plan of that program, so another sharding or dtype changes them by
-derivation. Elementwise work (norms, softmax, the gate's product, residuals) is not counted, as in the book.
+derivation. The elementwise work a server runs between the matmuls (norms, rotary embedding, the MLP's
+activation and gate, residual adds) is in the layer as the engine's elementwise statements, so a decode or
+prefill step pays each of their kernels and bytes; ``elementwise=False`` gives the book's matmuls alone.
 """
 from __future__ import annotations
 
@@ -58,11 +60,37 @@ class Sharding:
         return tuple(a for a in self.model if a not in self.experts)
 
 
+def norm_kind(cfg: ModelConfig) -> str:
+    """The layer's normalisation: RMSNorm in a gated (LLaMA-style) model, LayerNorm in a GPT-style one."""
+    return "RMSNorm" if cfg.gated else "LayerNorm"
+
+
+def activation(cfg: ModelConfig, rows: str, cols: str) -> list[str]:
+    """The MLP's elementwise work between its input and output matmuls, on ``U1`` (and ``U2``) laid out as
+    ``[rows, cols]``, ending in ``Ug``: SiLU and the gate's product (two operations, one kernel once fused)
+    in a gated model, GeLU in an ungated one."""
+    if cfg.gated:
+        return [f"Ua[{rows}, {cols}] = SiLU(U1[{rows}, {cols}])",
+                f"Ug[{rows}, {cols}] = Mul(Ua[{rows}, {cols}], U2[{rows}, {cols}])"]
+    return [f"Ug[{rows}, {cols}] = GeLU(U1[{rows}, {cols}])"]
+
+
 def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: str | None = None,
-                  moe: bool | None = None, absorbed: bool = False) -> str:
+                  moe: bool | None = None, absorbed: bool = False, elementwise: bool = True) -> str:
     """The program of one layer, with ``param`` declarations, laid out by ``sharding``. A model with
     latent attention has its attention from :func:`symcost.models.mla.attention` (``absorbed``: the form
-    a decoder runs, attention in the latent)."""
+    a decoder runs, attention in the latent).
+
+    With ``elementwise`` (the default) the layer has the work a server runs between its matmuls, each
+    statement one of the engine's elementwise rules, so that its kernels, their floors and their HBM traffic
+    are priced as the matmuls are: the norm before attention (``Xn``) and before the MLP (``Rn``), the
+    rotary embedding of the new queries and keys in a gated (LLaMA-style) model (a GPT-style model adds
+    learned positions once, at the embedding), the residual adds (``R``, ``Out``) and the MLP's activation
+    (:func:`activation`). Softmax is not written: flash attention keeps the scores on chip and runs them
+    within the kernel of the scores' einsum (:func:`on_chip`). An MoE layer has the norms, the rotary
+    embedding, the first residual add and its experts' activation; routing the experts' outputs back to
+    their tokens (and the residual add after it) is outside the program, as the router is. Without
+    ``elementwise``: the matmuls alone, as the book counts a layer."""
     sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))
     kv_dtype = kv_dtype or dtype
     b, kb = format_axes(sh.batch), format_axes(sh.kv_batch or sh.batch)
@@ -70,19 +98,32 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     w = f":{dtype}" if dtype != "bf16" else ""
     kv = f":{kv_dtype}" if kv_dtype != "bf16" else ""
     moe = cfg.is_moe if moe is None else moe
+    x = "Xn" if elementwise else "X"
+    rotary = elementwise and cfg.gated
     if cfg.is_mla:
-        params, attn, _ = mla.attention(cfg, b, kb, h, f, w, kv, absorbed=absorbed)
+        params, attn, _ = mla.attention(cfg, b, kb, h, f, w, kv, absorbed=absorbed, x=x, rotary=rotary)
         lines = [params]
     else:
+        q = "Qr" if rotary else "Q"
         lines = [f"param Wq{w}[D{f}, K{h}, G, H], Wk{w}[D{f}, K{h}, H], Wv{w}[D{f}, K{h}, H], Wo{w}[K{h}, G, H, D{f}]"]
         attn = [
-            f"Q[B{b}, T, K{h}, G, H] = X[B{b}, T, D] *_D Wq[D, K, G, H]",
-            f"Kn{kv}[B{b}, T, K{h}, H] = X[B, T, D] *_D Wk[D, K, H]",
-            f"Vn{kv}[B{b}, T, K{h}, H] = X[B, T, D] *_D Wv[D, K, H]",
-            f"A[B{kb}, T, S, K{h}, G] = Q[B, T, K, G, H] *_H Kc{kv}[B{kb}, S, K{h}, H]",
+            f"Q[B{b}, T, K{h}, G, H] = {x}[B{b}, T, D] *_D Wq[D, K, G, H]",
+            f"Kn{kv}[B{b}, T, K{h}, H] = {x}[B, T, D] *_D Wk[D, K, H]",
+            f"Vn{kv}[B{b}, T, K{h}, H] = {x}[B, T, D] *_D Wv[D, K, H]",
+        ]
+        if rotary:
+            attn += [f"Qr[B{b}, T, K{h}, G, H] = Rotary(Q[B, T, K, G, H])",
+                     f"Kr{kv}[B{b}, T, K{h}, H] = Rotary(Kn[B, T, K, H])"]
+        attn += [
+            f"A[B{kb}, T, S, K{h}, G] = {q}[B, T, K, G, H] *_H Kc{kv}[B{kb}, S, K{h}, H]",
             f"Ctx[B{kb}, T, K{h}, G, H] = A[B, T, S, K, G] *_S Vc{kv}[B{kb}, S, K{h}, H]",
             f"Y[B{b}, T, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]",
         ]
+    if elementwise:
+        attn = [f"Xn[B{b}, T, D] = {norm_kind(cfg)}_D(X[B{b}, T, D])", *attn,
+                f"R[B{b}, T, D] = Add(X[B{b}, T, D], Y[B{b}, T, D])",
+                f"Rn[B{b}, T, D] = {norm_kind(cfg)}_D(R[B{b}, T, D])"]
+    y = "Rn" if elementwise else "Y"
     e, ef = format_axes(sh.experts), format_axes(sh.expert_width)
     if moe:
         lines.append(f"param W1{w}[E{e}, D{f}, F{ef}], W2{w}[E{e}, D{f}, F{ef}], W3{w}[E{e}, F{ef}, D{f}]")
@@ -91,23 +132,28 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
                      + f", W3{w}[F{m}, D{f}]")
     lines += attn
     if moe:  # R = B T k / E tokens reach each expert (uniform routing)
-        lines += expert_statements(e, ef)
+        lines += expert_statements(e, ef, activation(cfg, f"E{e}, R", f"F{ef}") if elementwise else ())
+        return "\n".join(lines)
+    lines.append(f"U1[B{b}, T, F{m}] = {y}[B, T, D] *_D W1[D, F]")
+    if cfg.gated:
+        lines.append(f"U2[B{b}, T, F{m}] = {y}[B, T, D] *_D W2[D, F]")
+    if elementwise:
+        lines += activation(cfg, f"B{b}, T", f"F{m}")
+        lines += [f"Z[B{b}, T, D] = Ug[B, T, F] *_F W3[F, D]", f"Out[B{b}, T, D] = Add(R[B{b}, T, D], Z[B{b}, T, D])"]
     else:
-        lines.append(f"U1[B{b}, T, F{m}] = Y[B, T, D] *_D W1[D, F]")
-        if cfg.gated:
-            lines.append(f"U2[B{b}, T, F{m}] = Y[B, T, D] *_D W2[D, F]")
         lines.append(f"Out[B{b}, T, D] = U1[B, T, F] *_F W3[F, D]")
     return "\n".join(lines)
 
 
-def expert_statements(e: str, ef: str) -> list[str]:
+def expert_statements(e: str, ef: str, act=()) -> list[str]:
     """An MoE layer's routed experts: ``R`` tokens reach each of ``E`` experts, the experts split over the
     axes ``e`` and each expert's F over ``ef`` (its output reduced over them, as a tensor-parallel MLP's);
     with the experts split, every device takes the experts' outputs back (an AllGather over ``e``, the
-    bytes of the AllToAll that returns each token's k results) before it sums a token's k of them."""
+    bytes of the AllToAll that returns each token's k results) before it sums a token's k of them. ``act``:
+    the experts' activation between their matmuls (:func:`activation`), if written."""
     lines = [f"U1[E{e}, R, F{ef}] = Xe[E{e}, R, D] *_D W1[E, D, F]",
-             f"U2[E{e}, R, F{ef}] = Xe[E{e}, R, D] *_D W2[E, D, F]",
-             f"Out[E{e}, R, D] = U1[E, R, F] *_F W3[E, F, D]"]
+             f"U2[E{e}, R, F{ef}] = Xe[E{e}, R, D] *_D W2[E, D, F]", *act,
+             f"Out[E{e}, R, D] = {'Ug' if act else 'U1'}[E, R, F] *_F W3[E, F, D]"]
     if e:
         lines.append(f"Out[E, R, D] = Out[E{e}, R, D]")
     return lines
@@ -133,7 +179,7 @@ def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = 
     c = format_axes(tuple(cp_axes))
     o = format_axes(tuple(cp_axes) + (tuple(tp_axes) if seq_parallel else ()))
     w = f":{dtype}" if dtype != "bf16" else ""
-    norm = "RMSNorm" if cfg.gated else "LayerNorm"
+    norm = norm_kind(cfg)
     drop = not cfg.gated
     if moe:
         mlp_params, mlp = training_block(cfg, ep_axes=tuple(ep_axes), tp_axes=tuple(tp_axes), c=c, o=o, w=w)
@@ -141,11 +187,8 @@ def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = 
         mlp_params = f"W1{w}[D, F{m}]" + (f", W2{w}[D, F{m}]" if cfg.gated else "") + f", W3{w}[F{m}, D]"
         mlp = [f"U1[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W1[D, F{m}]"]
         if cfg.gated:
-            mlp += [f"U2[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W2[D, F{m}]",
-                    f"Ua[B, T{c}, F{m}] = SiLU(U1[B, T{c}, F{m}])",
-                    f"Ug[B, T{c}, F{m}] = Mul(Ua[B, T{c}, F{m}], U2[B, T{c}, F{m}])"]
-        else:
-            mlp.append(f"Ug[B, T{c}, F{m}] = GeLU(U1[B, T{c}, F{m}])")
+            mlp.append(f"U2[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W2[D, F{m}]")
+        mlp += activation(cfg, f"B, T{c}", f"F{m}")
         mlp.append(f"Z[B, T{o}, D] = Ug[B, T{c}, F{m}] *_F W3[F{m}, D]")
     lines = [f"param Wq{w}[D, K{m}, G, H], Wk{w}[D, K{m}, H], Wv{w}[D, K{m}, H], Wo{w}[K{m}, G, H, D], " + mlp_params,
              f"Xn[B, T{o}, D] = {norm}_D(X[B, T{o}, D])"]
@@ -213,8 +256,10 @@ def sizes(cfg: ModelConfig, *, batch=1, seq=1, context=None, experts_moe: bool |
 def open_layer(cfg: ModelConfig, *, batch: int = 1, seq: int = 8192, dtype: str = "bf16",
                kv_dtype: str | None = None) -> tuple[str, dict]:
     """One layer with nothing sharded and a ``rank`` line of its sizes (``batch`` sequences of ``seq``
-    tokens): what ``symcost search`` takes without ``--dims``. Returns the text and those sizes."""
-    body = layer_program(cfg, {}, dtype=dtype, kv_dtype=kv_dtype)
+    tokens): what ``symcost search`` takes without ``--dims``. Returns the text and those sizes. It is the
+    layer's matmuls alone (the book's layer, what a sharding search chooses among; the elementwise work
+    between them follows the matmuls' layouts), as plain JAX traced with ``--matmuls-only`` gives it."""
+    body = layer_program(cfg, {}, dtype=dtype, kv_dtype=kv_dtype, elementwise=False)
     used = {d.name for st in parse(body).statements for t in getattr(st, "tensors", ()) for d in t.dims}
     ranked = {d: n for d, n in sizes(cfg, batch=batch, seq=seq).items() if d in used}
     text = (f"# one {cfg.name} layer ({'MoE, ' if cfg.is_moe else ''}nothing sharded): {batch} "

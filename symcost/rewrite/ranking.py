@@ -1,5 +1,8 @@
 """Numeric prices that steer the search: a :class:`Ranker` is a value (mesh, sizes, hardware figures,
-objective, overlap policy, allowed moves), so everything cached about it is keyed by that value.
+achieved efficiency, objective, overlap policy, allowed moves), so everything cached about it is keyed by
+that value. With a preset's achieved efficiency every operation is weighed as :func:`symcost.pricing.totals`
+counts it, its kernel's floor included (:func:`symcost.pricing.alone`): a route of three collectives pays
+three floors, one of one collective a single one.
 
     >>> from symcost.mesh import parse_mesh
     >>> r = Ranker.make(parse_mesh("X=4"), {"I": 256, "J": 8192})
@@ -20,7 +23,7 @@ from ..einsum import LocalEinsum
 from ..env import Env
 from ..layout import Layout
 from ..mesh import Mesh
-from ..pricing import op_cost, step_floor, totals
+from ..pricing import alone, op_cost, step_floor, totals
 
 OBJECTIVES = ("time", "comms")
 TIE_BREAK = 1e-6
@@ -36,28 +39,30 @@ class Ranker:
     objective: str = "time"
     overlap: str = "program"
     moves: tuple | None = None         # the move kinds the search may insert (None: every kind)
+    efficiency: object = None          # a preset's achieved Efficiency (None: the book's ideal machine)
     _hash: int = field(default=0, compare=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "_hash", hash((self.mesh, self.sizes, self.constants, self.objective,
-                                                self.overlap, self.moves)))
+                                                self.overlap, self.moves, self.efficiency)))
 
     def __hash__(self) -> int:
         return self._hash
 
     @classmethod
     def make(cls, mesh: Mesh, sizes=None, constants=None, objective: str = "time", overlap: str = "program",
-             moves=None) -> "Ranker":
+             moves=None, efficiency=None) -> "Ranker":
         return _interned(cls(mesh, tuple(sorted((sizes or {}).items())), tuple(sorted((constants or {}).items())),
-                             objective, overlap, None if moves is None else tuple(moves)))
+                             objective, overlap, None if moves is None else tuple(moves),
+                             None if efficiency is None or efficiency.ideal else efficiency))
 
     def with_moves(self, moves) -> "Ranker":
         return _interned(Ranker(self.mesh, self.sizes, self.constants, self.objective, self.overlap,
-                                None if moves is None else tuple(moves)))
+                                None if moves is None else tuple(moves), self.efficiency))
 
     @cached_property
     def env(self) -> Env:
-        return Env.numeric(self.mesh, dict(self.sizes), dict(self.constants))
+        return Env.numeric(self.mesh, dict(self.sizes), dict(self.constants), self.efficiency)
 
     def edges(self, lay: Layout) -> tuple:
         """The allowed moves out of ``lay`` with their search weights."""
@@ -131,7 +136,7 @@ def _op_cost(ranker: Ranker, op):
 @caching.memoize(maxsize=1024)
 def _einsum_time(ranker: Ranker, e) -> float:
     """A local einsum's search weight (a search prices the same einsum again for every plan that has it)."""
-    t = _op_cost(ranker, e).seconds
+    t = alone(_op_cost(ranker, e), ranker.env).seconds
     return t * 1e-9 if ranker.objective == "comms" else t
 
 
@@ -156,5 +161,5 @@ def _weight(ranker: Ranker, m: Move) -> float:
 def _move_time(ranker: Ranker, kind, axes, dims, before, after, dtype, distance) -> tuple[float, float]:
     m = Move(kind, axes, Layout("", dims, before, frozenset(), dtype), Layout("", dims, after, frozenset(), dtype),
              distance)
-    c = op_cost(m, ranker.env)
+    c = alone(op_cost(m, ranker.env), ranker.env)
     return float(c.t_comms), float(c.throughput)

@@ -41,7 +41,8 @@ WIDER = 64
 
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
-           moves=None, vs: str | None = None, range=None, progress=None, jobs=1, exact: bool = False) -> SearchResult:
+           moves=None, vs: str | None = None, range=None, progress=None, jobs=1, exact: bool = False,
+           efficiency: bool = False) -> SearchResult:
     """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them: the space,
     each candidate priced by the engine, filtered by memory, ranked.
 
@@ -57,6 +58,10 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`).
     Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False. ``exact``:
     solve for the best plan with a proven lower bound instead of pricing every candidate (:mod:`.exact`).
+    ``efficiency``: price with the preset's achieved figures and its per-kernel floor, as ``derive
+    --efficiency`` does (each candidate's plan chosen and totalled by :mod:`symcost.pricing`, so a plan of
+    more kernels pays more floors), instead of the book's ideal machine; ``exact`` proves its bound on the
+    ideal machine only.
 
     A search runs in a planning context of its own (:func:`symcost.caching.context`), its caches
     :data:`WIDER` times their bounds: candidates share most of their statements' plans, and what the search
@@ -69,17 +74,21 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     outer = caching.current()
     with caching.context(outer.enabled, outer.check, WIDER):
         if exact:
+            if efficiency:
+                raise UsageError("search --exact proves its bound on the book's ideal machine: drop --efficiency "
+                                 "or --exact")
             from .exact import exact_search
             space, sizes, _ = _space(text, mesh, dims, hw, None, None)
             return exact_search(space, sizes, dict(dims=sizes, hw=hw, backward=backward, overlap=overlap,
                                                    moves=moves), objective=objective, vs=vs)
-        return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs)
+        return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs,
+                         efficiency)
 
 
-def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs):
+def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs, efficiency):
     """The search, in order: its space, each candidate priced, filtered by memory, ranked."""
     space, sizes, span = _space(text, mesh, dims, hw, vs, range)
-    options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves)
+    options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves, efficiency=efficiency)
     sweep = None if vs is None else (vs, grid_of(*span))
     found = searches.run(_Stages(space, jobs, options, progress, sweep, objective), keep_failed=True)
     if not found.priced:

@@ -84,10 +84,11 @@ class Priced:
 
 
 def price(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool = False, overlap=True,
-          moves=None) -> Priced | None:
+          moves=None, efficiency: bool = False) -> Priced | None:
     """The candidate planned and priced by the engine (:func:`symcost.program.derive_program`); None when
-    the engine refuses it (a sharding it cannot plan)."""
-    options = dict(dims=dims, hw=hw, backward=backward, overlap=overlap, moves=moves)
+    the engine refuses it (a sharding it cannot plan). ``efficiency``: with the preset's achieved figures
+    and per-kernel floor."""
+    options = dict(dims=dims, hw=hw, backward=backward, overlap=overlap, moves=moves, efficiency=efficiency)
     got = planned(space, cand, **options)
     if got is None:
         return None
@@ -113,13 +114,13 @@ def over_grid(plan, memory, symbol: str, xs) -> tuple:
 
 
 def planned(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool = False, overlap=True,
-            moves=None):
+            moves=None, efficiency: bool = False):
     """``(plan, memory closed form, numbers)`` of a candidate, numbers being ``(t_step, t_math, t_hbm,
     t_comms, bytes a device holds, fits, the collectives' signatures)``; None when the engine refuses it."""
     prog = space.program_for(cand)
     try:
         plan = derive_program(prog, space.mesh, dims, hw, backward=backward, overlap=overlap, moves=moves,
-                              alternatives=False)
+                              alternatives=False, efficiency=efficiency, choose_achieved=efficiency)
     except SymcostError:
         return None
     num = plan.numbers()

@@ -82,8 +82,9 @@ def _train_layer(cfg):
     c = load_model_config(str(cfg))
     mesh, sh = default_mesh(c, 8)
     host = provisional(DeviceInfo("cpu", "a test CPU", 8, 2e9, "0.0"))     # its plan slices X, then reads it whole
-    return derive_program(layer_program(c, sh), mesh=mesh, dims=sizes(c, batch=8, seq=64, context=64), hw=host,
-                          moves="all", overlap="step", backward=True)
+    return derive_program(layer_program(c, sh, elementwise=False), mesh=mesh,
+                          dims=sizes(c, batch=8, seq=64, context=64), hw=host, moves="all", overlap="step",
+                          backward=True)
 
 
 def test_a_lowering_by_layout_reads_each_layout_as_it_was_and_leaves_no_step_dead(tmp_path):
@@ -399,7 +400,8 @@ def test_measure_runs_a_models_layer_stack(calibrated, tmp_path):
     c = load_model_config(str(cfg))
     m, sh = default_mesh(c, 8)
     dims = sizes(c, batch=8, seq=1, context=64)
-    layer = derive_program(layer_program(c, sh), mesh=m, dims=dims, hw=str(path), moves="all", overlap="step")
+    layer = derive_program(layer_program(c, sh, elementwise=False), mesh=m, dims=dims, hw=str(path), moves="all",
+                           overlap="step")
     head = derive_program(head_program(c, sh), mesh=m, dims=dims, hw=str(path), moves="all", overlap="step")
     assert [s["step"] for s in out["steps"]] == [s.signature() for s in layer.steps + head.steps]
     want = 2 * layer.numeric()["t_step"] + head.numeric()["t_step"]

@@ -97,7 +97,7 @@ def test_the_llama3_8b_layer_traces_to_the_model_layer_step_time():
     cfg, traced = _llama(elementwise=False)
     assert "wq[D, K_Y, G, H]" in traced.text and "wo[K_Y, G, H, D]" in traced.text
     ours = traced.derive("h100").numeric()
-    prog = layer_program(cfg, Sharding(batch=("X",), model=("Y",), heads=("Y",)))
+    prog = layer_program(cfg, Sharding(batch=("X",), model=("Y",), heads=("Y",)), elementwise=False)
     dims = {k: v for k, v in sizes(cfg, batch=8, seq=2048).items() if k in "BTSDFKGH"}
     theirs = derive_program(prog, "X=4,Y=2", dims, "h100").numeric()
     for key in ("t_step", "flops", "t_math", "t_hbm", "t_comms"):
@@ -474,7 +474,7 @@ def test_the_traced_layer_backward_is_the_model_layer_backward():
     from symcost.program import derive_program
     cfg, traced = _llama(elementwise=False)
     ours = traced.derive("h100", backward=True).numeric()
-    prog = layer_program(cfg, Sharding(batch=("X",), model=("Y",), heads=("Y",)))
+    prog = layer_program(cfg, Sharding(batch=("X",), model=("Y",), heads=("Y",)), elementwise=False)
     dims = {k: v for k, v in sizes(cfg, batch=8, seq=2048).items() if k in "BTSDFKGH"}
     theirs = derive_program(prog, "X=4,Y=2", dims, "h100", backward=True).numeric()
     assert ours["t_step"] == pytest.approx(theirs["t_step"], rel=1e-12)

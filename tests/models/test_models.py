@@ -100,7 +100,9 @@ def test_model_cli_json_keys(capsys):
     for k in ("step_time", "tokens_per_s", "tokens_per_s_per_chip", "max_batch", "memory_bytes"):
         assert out["decode"][k] == pytest.approx(getattr(api, k))   # the command line is the API plus a printer
     assert out["decode"]["mesh"] == {"Y": 8, "Z": 1} and out["prefill"]["mesh"] == {"Y": 8, "Z": 1}
-    assert out["decode"]["step_time"] == pytest.approx(0.0178, rel=0.01)
+    # the book's 17 ms counts the matmuls alone; the layer's norms, rotary embedding and residual adds on the
+    # replicated [B, T, D] activations stream another 0.7 ms (80 layers at 819 GB/s)
+    assert out["decode"]["step_time"] == pytest.approx(0.0185, rel=0.01)
 
 
 def test_model_cli_train_json(capsys):

@@ -38,8 +38,9 @@ def _steps(plan) -> list[str]:
     return [f"{s.phase} {s.signature()}" for s in plan.steps]
 
 
-def _same_as_alone(p, program: str, mesh: str, dims: str, hw: str, backward: bool) -> None:
-    alone = symcost.derive(program, mesh, dims, hw, backward=backward)
+def _same_as_alone(p, program: str, mesh: str, dims: str, hw: str, backward: bool,
+                   efficiency: bool = False) -> None:
+    alone = symcost.derive(program, mesh, dims, hw, backward=backward, efficiency=efficiency)
     num = alone.numbers()
     for field in ("t_step", "t_math", "t_hbm", "t_comms"):
         assert getattr(num, field) == pytest.approx(getattr(p, field), rel=REL, abs=1e-300), (field, program)
@@ -48,23 +49,30 @@ def _same_as_alone(p, program: str, mesh: str, dims: str, hw: str, backward: boo
 
 
 def _checked(text: str, mesh: str, dims: str | None, hw: str, backward: bool, every: int = 1,
-             wider: int = 1) -> int:
+             wider: int = 1, efficiency: bool = False) -> int:
     """Search (one process, its caches wider, candidates in the space's order), then derive every
     ``every``-th candidate alone, in ranked order, from emptied caches ``wider`` times their bounds (the
     whole space derived again shares as a search does, in another order and another cache state)."""
-    r = search(text, mesh, dims, hw, backward=backward, jobs=1)
+    r = search(text, mesh, dims, hw, backward=backward, jobs=1, efficiency=efficiency)
     assert r.priced == r.candidates
     caching.clear()
     chosen = r.ranked[::every]
     with caching.context(wider=wider):
         for p in chosen:
-            _same_as_alone(p, r.program_of(p), mesh, r.dims, hw, backward)
+            _same_as_alone(p, r.program_of(p), mesh, r.dims, hw, backward, efficiency)
     return len(chosen)
 
 
 @pytest.mark.parametrize("backward", [False, True])
 def test_a_sample_of_the_mlp_on_16x16x16(backward):
     assert _checked(MLP, "X=16,Y=16,Z=16", "B=1048576", "tpu-v5p", backward, every=15) == 11
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_sample_of_the_mlp_with_the_presets_floors(backward):
+    """With the preset's achieved figures and per-kernel floor (``search --efficiency``), each candidate's
+    plan is still the one ``derive --efficiency`` finds alone: both weigh moves with the floors."""
+    assert _checked(MLP, "X=8,Y=8", "B=4096", "h100", backward, every=5, efficiency=True) == 17
 
 
 def test_a_sample_of_the_layer_on_x4_y2():

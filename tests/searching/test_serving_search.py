@@ -97,12 +97,16 @@ def test_nothing_qualifies_exits_one(capsys):
 def test_a_prefill_step_is_the_derived_layer_program_with_the_last_tokens_logits():
     """LLaMA 3-8B, one 4096-token prompt on 8 H100s at the datasheet's peaks (no efficiency data): every
     weight once a token (embeddings excepted), attention over the whole prompt (QK^T and AV, not halved for
-    causality), and the logits of the last token only -- split evenly over the 8 chips."""
+    causality), and the logits of the last token only -- split evenly over the 8 chips; and the elementwise work
+    on the vector units (the preset has no vector figure: at the matmul rate): RMSNorm 4 FLOPs an element and
+    the residual add 1, twice each on the replicated [T, D] activations, rotary 3 on each device's queries and
+    keys, SiLU 4 and the gate's product 1 on its F / 8."""
     cfg, hw = load_model_config("llama3-8b"), dataclasses.replace(hardware("h100"), efficiency=Efficiency())
     r = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1").prefill_step(1, 4096)
     p, T = param_counts(cfg), 4096
     flops = 2 * (p["total"] - p["embedding"]) * T + cfg.L * 2 * (2 * T * T * cfg.N * cfg.H) + 2 * cfg.D * cfg.V
-    assert r.t_math == pytest.approx(flops / (8 * hw.C), rel=1e-9)
+    vector = cfg.L * ((4 + 1) * 2 * T * cfg.D + 3 * T * (cfg.N + cfg.K) * cfg.H / 8 + (4 + 1) * T * cfg.F / 8)
+    assert r.t_math == pytest.approx(flops / (8 * hw.C) + vector / hw.C, rel=1e-9)
     assert r.tokens_per_s == pytest.approx(4096 / r.step_time)
     decode = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1").decode(1, 4096)
     assert r.memory_bytes == decode.memory_bytes          # the prompt's KV cache, the same weights
@@ -119,7 +123,7 @@ def test_the_prefill_search_meets_the_time_to_first_token():
     for r in runs:                                    # prompt tokens a second, per chip
         assert r["tokens_per_s_per_chip"] == pytest.approx(r["batch"] * 2048 / r["step_time"] / 16)
     # every qualifying pair is there: a tighter target keeps a subset, and the best of it is no better
-    tight = search_serving(cfg, V5E, 16, 2048, latency=0.25, top=50, phase="prefill")
+    tight = search_serving(cfg, V5E, 16, 2048, latency=0.3, top=50, phase="prefill")
     assert {(r.mesh, r.batch) for r in tight.rows} <= {(r["mesh"], r["batch"]) for r in runs}
     assert tight.rows[0].step.tokens_per_s_per_chip <= rates[0]
 
@@ -204,7 +208,9 @@ def test_mixtral_at_batch_one_reads_the_two_experts_it_touches():
     = 3.19 GB a chip, 1.10 ms at the preset's achieved 2.90 TB/s (0.866 of 3.35), where experts split
     whole over the chips (``Sharding(experts=("Y",))``) make a chip holding a reached expert read all of
     it: 11.6 GB, 4.0 ms. The step adds the KV cache (4096 x 131,072 bytes over the 8 KV heads' chips),
-    the per-kernel floors and two AllReduces a layer, each latency-bound at batch one."""
+    the per-kernel floors (nine einsums and five elementwise kernels a layer: the norm, the two rotary
+    embeddings, the residual add with the norm after it, SiLU with the gate) and two AllReduces a layer,
+    each latency-bound at batch one."""
     cfg = load_model_config("mixtral-8x7b")
     p = param_counts(cfg)
     expert = (p["mlp"] / cfg.L / cfg.E) * 2                        # bytes of one expert of one layer
@@ -221,9 +227,9 @@ def test_mixtral_at_batch_one_reads_the_two_experts_it_touches():
     kv = 4096 * 131072 / 8
     assert eight.t_hbm == pytest.approx((read + kv) / achieved, rel=0.01)
     assert eight.t_hbm == pytest.approx(1.12e-3, rel=0.01)
-    floors = cfg.L * 9 * H100.efficiency.t_kernel          # nine einsums a layer, each its kernel
+    floors = cfg.L * (9 + 5) * H100.efficiency.t_kernel    # each einsum and elementwise kernel its floor
     assert eight.t_hbm <= eight.step_time <= eight.t_hbm + floors + eight.t_comms
-    assert eight.step_time == pytest.approx(2.18e-3, rel=0.01)
+    assert eight.step_time == pytest.approx(2.83e-3, rel=0.01)
     whole = Serving(cfg, H100, chips=8, mesh="Y=8", sharding=Sharding(model=("Y",), heads=("Y",), experts=("Y",)))
     split = whole.decode(1, 4096)
     assert split.weight_bytes_read == pytest.approx((p["attention"] * 2 + cfg.L * expert * 8 + head) / 8, rel=1e-9)
