@@ -287,31 +287,40 @@ def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, m
     keep_opts += [(u, frozenset()) for u in dist_left.unreduced_sets]
     if right is not None:
         keep_opts += [(frozenset(), u) for u in dist_right.unreduced_sets]
-    rkey = None if right is None else (right.name, right.dims, right.dtype)
-    g = graph(ranker)
+    lkey, rkey = (left.name, left.dims, left.dtype), None if right is None else (right.name, right.dims, right.dtype)
+    dims_out, g = tuple(dims_out), graph(ranker)
     if dist_left.generation == g.generation and (right is None or dist_right.generation == g.generation):
-        return _einsum_results_numbered((left.name, left.dims, left.dtype), dist_left, rkey, dist_right, keep_opts,
-                                        tuple(dims_out), name, dtype, mesh, ranker, g)
-    best: dict[Layout, tuple] = {}     # result -> (cost, left's entry, right's entry, einsum): the first cheapest
-    get_l, get_r = dist_left.get, dist_right.get if right is not None else None
-    for keep in keep_opts:
-        for lay_l, lay_r, res, e, t in _local_einsums((left.name, left.dims, left.dtype), rkey, keep,
-                                                      tuple(dims_out), name, dtype, mesh, ranker):
-            ent_l = get_l(lay_l)
+        # both operands' searches numbered their layouts as the ranker's graph does now: each operand and
+        # result looked up by its number (a layout hashed in Python at every lookup was most of the time)
+        tables = [_numbered_einsums(lkey, rkey, keep, dims_out, name, dtype, mesh, ranker, g.generation)
+                  for keep in keep_opts]
+        return _cheapest(tables, dist_left.ids.get, dist_right.ids.get if right is not None else None)
+    tables = [_local_einsums(lkey, rkey, keep, dims_out, name, dtype, mesh, ranker) for keep in keep_opts]
+    return _cheapest(tables, dist_left.get, dist_right.get if right is not None else None)
+
+
+def _cheapest(tables, get_l, get_r) -> list:
+    """(result layout, entry) for each result the sigmas of ``tables`` reach: the first cheapest, its cost the
+    operands' entries' (looked up by ``get_l``, ``get_r``: None where an operand cannot be reached) plus the
+    einsum's weight; each sigma ``(left's key, right's key or None, result's key, einsum, weight)``."""
+    best: dict = {}     # result's key -> (cost, left's entry, right's entry, einsum): the first cheapest
+    for table in tables:
+        for kl, kr, kres, e, t in table:
+            ent_l = get_l(kl)
             if ent_l is None:
                 continue
-            if lay_r is None:
+            if kr is None:
                 ent_r, cost = None, ent_l.cost + t
             else:
-                ent_r = get_r(lay_r)
+                ent_r = get_r(kr)
                 if ent_r is None:
                     continue
                 cost = ent_l.cost + ent_r.cost + t
-            got = best.get(res)
+            got = best.get(kres)
             if got is None or cost < got[0]:
-                best[res] = (cost, ent_l, ent_r, e)
-    return [(res, Entry(cost, ent_l.steps + (ent_r.steps if ent_r is not None else ()) + (e,)))
-            for res, (cost, ent_l, ent_r, e) in best.items()]
+                best[kres] = (cost, ent_l, ent_r, e)
+    return [(e.output, Entry(cost, ent_l.steps + (ent_r.steps if ent_r is not None else ()) + (e,)))
+            for cost, ent_l, ent_r, e in best.values()]
 
 
 @caching.memoize(maxsize=512)
@@ -339,36 +348,10 @@ def _local_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker) -> tu
     return tuple(out)
 
 
-def _einsum_results_numbered(lkey, dist_left, rkey, dist_right, keep_opts, dims_out, name, dtype, mesh, ranker, g):
-    """:func:`_einsum_results` where both operands' searches numbered their layouts as the ranker's graph
-    does now: the same sigmas in the same order, each operand and result looked up by its number (a layout
-    hashed in Python at every lookup was most of the time)."""
-    best: dict[int, tuple] = {}     # result's number -> (cost, left's entry, right's entry, einsum): the first cheapest
-    get_l, get_r = dist_left.ids.get, dist_right.ids.get if rkey is not None else None
-    for keep in keep_opts:
-        for il, ir, ires, e, t in _numbered_einsums(lkey, rkey, keep, dims_out, name, dtype, mesh, ranker,
-                                                    g.generation):
-            ent_l = get_l(il)
-            if ent_l is None:
-                continue
-            if ir < 0:
-                ent_r, cost = None, ent_l.cost + t
-            else:
-                ent_r = get_r(ir)
-                if ent_r is None:
-                    continue
-                cost = ent_l.cost + ent_r.cost + t
-            got = best.get(ires)
-            if got is None or cost < got[0]:
-                best[ires] = (cost, ent_l, ent_r, e)
-    return [(e.output, Entry(cost, ent_l.steps + (ent_r.steps if ent_r is not None else ()) + (e,)))
-            for cost, ent_l, ent_r, e in best.values()]
-
-
 @caching.memoize(maxsize=512)
 def _numbered_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker, generation) -> tuple:
     """:func:`_local_einsums` with each layout's number in the ranker's graph, numbering ``generation``:
-    ``(left's number, right's or -1, result's, einsum, its search weight)``."""
+    ``(left's number, right's or None, result's, einsum, its search weight)``."""
     of = graph(ranker).of
-    return tuple((of(lay_l), -1 if lay_r is None else of(lay_r), of(res), e, t)
+    return tuple((of(lay_l), None if lay_r is None else of(lay_r), of(res), e, t)
                  for lay_l, lay_r, res, e, t in _local_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker))
