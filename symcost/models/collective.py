@@ -22,10 +22,17 @@ def collective_seconds(hw, kind: str, nbytes: float, group: int, axis_mesh: str,
     ``hw``, priced by the collectives registry and the axis's link model with the preset's efficiency."""
     if group == 1:
         return 0.0
+    return _collective(hw, kind, float(nbytes), axis, placed(hw, axis_mesh))
+
+
+@caching.memoize(maxsize=1024)
+def placed(hw, axis_mesh: str):
+    """``axis_mesh`` (written as ``A=8,I=4``) placed on ``hw``: each axis's link kind, count and wraparound
+    settled. A run search prices tens of thousands of runs over a few dozen such meshes, so each is placed
+    once."""
     from ..mesh import parse_mesh
     from ..topology import place
-    mesh = place(parse_mesh(axis_mesh), hw).mesh
-    return _collective(hw, kind, float(nbytes), axis, mesh)
+    return place(parse_mesh(axis_mesh), hw).mesh
 
 
 @caching.memoize(maxsize=4096)
@@ -54,4 +61,4 @@ def _collective(hw, kind, nbytes, axis, mesh) -> float:
 
 
 
-__all__ = ["collective_seconds"]
+__all__ = ["collective_seconds", "placed"]

@@ -23,7 +23,7 @@ from .. import caching
 from ..errors import UsageError
 from . import experts
 from .config import ModelConfig
-from .collective import collective_seconds
+from .collective import collective_seconds, placed
 from .layer_cost import ATTENTION, RECOMPUTE, LayerCost
 from .schedule import Schedule, default_schedule
 from .step import TrainingStep
@@ -169,9 +169,7 @@ class Run:
     def link(self, span: int) -> str:
         """The link kind of a group whose outermost axis makes the run's innermost ``span`` devices (the
         placement of :func:`symcost.topology.place`: inner axes fill the fast domain first)."""
-        from ..mesh import parse_mesh
-        from ..topology import place
-        return place(parse_mesh(f"A={span}"), self.hw).mesh.axes[0].kind
+        return placed(self.hw, f"A={span}").axes[0].kind
 
     def _collective(self, kind: str, nbytes: float, group: int, inner: int) -> float:
         """A collective over ``group`` devices laid out outside ``inner`` consecutive ones (DP outside TP x CP
