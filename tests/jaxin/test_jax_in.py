@@ -199,11 +199,21 @@ for name, (fn, args, specs, mesh) in cases.items():
     one = from_jax(fn, *args, mesh=one_device(mesh), in_specs=specs_by).derive()
     out[name] = {"symcost": c["symcost"], "xla": c["xla"], "flops": program_flops(one),
                  "xla_flops": xla_flops(fn, args, mesh), "reuse": t.reuse}
+# the command line's --xla-check, on the same eight devices (what `python -m symcost.cli` runs)
+import contextlib, io
+from symcost.cli import main
+printed, said = io.StringIO(), io.StringIO()
+with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(said):
+    code = main(XLA_CHECK + ["--json"])
+out["xla_check"] = {"code": code, "stdout": printed.getvalue(), "stderr": said.getvalue()}
 print(json.dumps(out))
 """
 
 
-TRUTH = TRUTH.replace("LLAMA_SPECS", LLAMA_SPECS)
+#: ``symcost trace --xla-check`` of the FSDP layer: run in the subprocess above with eight devices, and alone
+XLA_CHECK = ["trace", "examples/jax_layers.py:fsdp", "--args", "x=bf16[256,1024],w_in=bf16[1024,4096],w_out=bf16[4096,1024]",
+             "--specs", "x=B_X,D;w_in=D_X,F;w_out=F,D_X", "--mesh", "X=8", "--xla-check"]
+TRUTH = TRUTH.replace("LLAMA_SPECS", LLAMA_SPECS).replace("XLA_CHECK + ", repr(XLA_CHECK) + " + ")
 
 
 @pytest.fixture(scope="module")
@@ -423,18 +433,17 @@ def test_a_mesh_axis_is_no_dimension_name():
 
 
 @NEEDS_JAX
-def test_trace_xla_check_prints_xlas_collectives_beside_the_plans():
-    cmd = [sys.executable, "-m", "symcost.cli", "trace", "examples/jax_layers.py:fsdp", "--args",
-           "x=bf16[256,1024],w_in=bf16[1024,4096],w_out=bf16[4096,1024]", "--specs", "x=B_X,D;w_in=D_X,F;w_out=F,D_X",
-           "--mesh", "X=8", "--xla-check"]
-    res = subprocess.run(cmd + ["--json"], capture_output=True, text=True, env=EIGHT, cwd=ROOT, timeout=300, check=False)
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
+def test_trace_xla_check_prints_xlas_collectives_beside_the_plans(truth):
+    """On eight devices (the ``truth`` subprocess ran the command there) XLA's collectives are the plan's; on
+    one, the command says how to get eight."""
+    assert truth["xla_check"]["code"] == 0, truth["xla_check"]["stderr"]
+    out = json.loads(truth["xla_check"]["stdout"])
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(out, json.loads((ROOT / "symcost" / "schemas" / "trace.json").read_text()))
     xla = out["xla"]
     assert xla["same"] and xla["xla"] == [["all-gather", ["X"]]] * 2
     assert xla["flops"] == pytest.approx(xla["xla_flops"], rel=0.02)
+    cmd = [sys.executable, "-m", "symcost.cli"] + XLA_CHECK
     alone = subprocess.run(cmd, capture_output=True, text=True, env={**EIGHT, "XLA_FLAGS": ""}, cwd=ROOT, timeout=300,
                            check=False)
     assert alone.returncode == 1

@@ -205,20 +205,6 @@ def test_gradient_reduction_hides_behind_the_last_backward_only_when_overlapped(
         after._collective("AllReduce", 4 * after.params_per_device(), 4, 8))
 
 
-def test_strategy_memory_names_the_saved_activations_apart(capsys):
-    """--strategy's memory line says which part is parameters, gradients and optimizer state and which is
-    the activations the strategy's backward pass keeps (it used to call the sum "parameters, gradients,
-    optimizer")."""
-    code = main(["model", "llama3-70b", "--train", "--hw", "tpu-v5p", "--chips", "8960", "--tp", "2", "--pp", "35",
-                 "--batch", "4194304", "--memory", "book", "--checkpoints-per-layer", "4", "--strategy",
-                 "derivations/fsdp_tp.sc"])
-    out = capsys.readouterr().out
-    assert code in (0, 1)
-    line = next(x for x in out.splitlines() if "its memory per chip" in x)
-    assert "one layer's parameters, gradients and optimizer state 1.03 MB" in line
-    assert "the activations its backward pass keeps 80.5 MB" in line and "total 81.6 MB" in line
-
-
 def test_in_flight_never_exceeds_the_microbatches_property():
     pytest.importorskip("hypothesis")
     from hypothesis import given, settings, strategies as st

@@ -141,3 +141,17 @@ def test_model_train_checks_a_strategy(capsys):
     assert s["compute_bound"] is True and s["t_math"] > s["t_comms"]
     # 6 N D: 6 x 70.55e9 x 15e12 = 6.3e24 (plus attention at 8k context)
     assert out["train"]["flops_total"] == pytest.approx(6 * 70.55e9 * 15e12, rel=0.2)
+
+
+def test_strategy_memory_names_the_saved_activations_apart(capsys):
+    """--strategy's memory line says which part is parameters, gradients and optimizer state and which is
+    the activations the strategy's backward pass keeps (it used to call the sum "parameters, gradients,
+    optimizer")."""
+    code = main(["model", "llama3-70b", "--train", "--hw", "tpu-v5p", "--chips", "8960", "--tp", "2", "--pp", "35",
+                 "--batch", "4194304", "--memory", "book", "--checkpoints-per-layer", "4", "--strategy",
+                 "derivations/fsdp_tp.sc"])
+    out = capsys.readouterr().out
+    assert code in (0, 1)
+    line = next(x for x in out.splitlines() if "its memory per chip" in x)
+    assert "one layer's parameters, gradients and optimizer state 1.03 MB" in line
+    assert "the activations its backward pass keeps 80.5 MB" in line and "total 81.6 MB" in line
