@@ -100,10 +100,10 @@ class Mesh:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return self._names
+        return self._names  # type: ignore[attr-defined]  # set in __post_init__
 
     def __contains__(self, name: str) -> bool:
-        return name in self._named
+        return name in self._named  # type: ignore[attr-defined]
 
     def axis(self, name: str) -> Axis:
         for a in self.axes:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from typing import NamedTuple
 
@@ -33,7 +33,7 @@ class Entry:
 
     __slots__ = ("cost", "_steps", "_parts")
 
-    def __init__(self, cost: float, steps: tuple = (), parts: tuple | None = None):
+    def __init__(self, cost: float, steps: tuple = (), parts: tuple | None = None) -> None:
         self.cost = cost
         self._steps, self._parts = (steps, None) if parts is None else (None, parts)
 
