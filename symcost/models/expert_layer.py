@@ -43,51 +43,73 @@ def moe_block(cfg, *, x: str = "Rn", batch: str = "", seq: str = "", inner: str 
     - ``shared``: the axes that split the shared experts' width L (default ``width``);
     - ``fsdp``: the axes that split the weights' D.
 
-    ``elementwise``: the router's softmax and top-k and the experts' activation, as the engine's elementwise
-    statements (without it the router's weights ``Gk`` are an input and the experts' matmuls follow each
-    other, as the book counts a layer)."""
+    ``elementwise``: the router's softmax and top-k, the tokens' way to their experts and back (the
+    permutation, the views, the weighted sum) and the activations, as the engine's statements. Without it
+    the layer's matmuls alone, as the book counts a layer and a matmul-only trace has them: the router's
+    logits, the experts' matmuls on their tokens ``Xe`` (an input; gathered back where the experts are
+    split) and the shared experts'."""
     inner = seq if inner is None else inner
     shared = width if shared is None else shared
-    gated = cfg.gated
     a2a = bool(experts) and batch == experts
     mb = "" if a2a else batch                         # the AllToAll moves the split from M to E
-    e, f = experts, fsdp
-    weights = [f"Wr{w}[D{f}, Er]", f"W1{w}[E{e}, D{f}, F{width}]"] + (
-        [f"W2{w}[E{e}, D{f}, F{width}]"] if gated else []) + [f"W3{w}[E{e}, F{width}, D{f}]"]
-    if cfg.shared_experts:
-        weights += [f"Ws1{w}[D{f}, L{shared}]"] + ([f"Ws2{w}[D{f}, L{shared}]"] if gated else []) + [
-            f"Ws3{w}[L{shared}, D{f}]"]
-    tok, sent, ex = f"B{batch}, T{seq}", f"M{mb}, I{seq}, E{e}", f"M{mb}, I{inner}, E{e}"
+    tok, sent, ex = f"B{batch}, T{seq}", f"M{mb}, I{seq}, E{experts}", f"M{mb}, I{inner}, E{experts}"
     lines = [f"Lg[{tok}, Er] = {x}[{tok}, D] *_D Wr[D, Er]"]
     if elementwise:
-        lines.append(f"Gk[{tok}, J] = TopK_Er(Lg[{tok}, Er])")
-    lines += [f"Xk[{tok}, J, D] = {x}[{tok}, D] * Gk[{tok}, J]",
-              f"Xr[M{batch}, I{seq}, E, D] = View(Xk[{tok}, J, D])"]
-    if a2a:
-        lines.append(f"AllToAll{e}(Xr[M{e}, I{seq}, E, D]) -> Xe[{sent}, D]")
-    else:
-        lines.append(f"Xe[{sent}, D] = View(Xr[{sent}, D])")
+        lines += [f"Gk[{tok}, J] = TopK_Er(Lg[{tok}, Er])", f"Xk[{tok}, J, D] = {x}[{tok}, D] * Gk[{tok}, J]",
+                  f"Xr[M{batch}, I{seq}, E, D] = View(Xk[{tok}, J, D])"]
+        lines.append(f"AllToAll{experts}(Xr[M{experts}, I{seq}, E, D]) -> Xe[{sent}, D]" if a2a
+                     else f"Xe[{sent}, D] = View(Xr[{sent}, D])")
+    elif a2a:
+        lines.append(f"AllToAll{experts}(Xr[M{experts}, I{seq}, E, D]) -> Xe[{sent}, D]")
     if inner != seq:
         lines.append(f"Xe[{ex}, D] = Xe[{sent}, D]")
-    lines += _mlp(gated, f"[{ex}, F{width}]", f"Xe[{ex}, D]", ("U1", "U2", "Ua", "Ug"), ("W1[E, D, F]", "W2[E, D, F]"),
-                  elementwise)
+    lines += _mlp(cfg.gated, f"[{ex}, F{width}]", f"Xe[{ex}, D]", ("U1", "U2", "Ua", "Ug"),
+                  ("W1[E, D, F]", "W2[E, D, F]"), elementwise)
     lines.append(f"Ze[{sent}, D] = {'Ug' if elementwise else 'U1'}[{ex}, F{width}] *_F W3[E, F, D]")
-    if a2a:
-        lines.append(f"AllToAll{e}(Ze[{sent}, D]) -> Zb[M{e}, I{seq}, E, D]")
-    else:
-        lines.append(f"Zb[M{mb}, I{seq}, E, D] = View(Ze[M{mb}, I{seq}, E, D])")
-    out = "Zr" if cfg.shared_experts else "Z"
-    lines += [f"Zk[{tok}, J, D] = View(Zb[M{batch}, I{seq}, E, D])",
-              f"{out}[{tok}, D] = Zk[{tok}, J, D] *_J Gk[{tok}, J]"]
+    lines += _back(cfg, tok, sent, batch, mb, experts, seq, a2a, elementwise)
     if cfg.shared_experts:
-        whole = f"B{batch}, T{inner}"
-        if inner != seq:
-            lines.append(f"{x}[{whole}, D] = {x}[{tok}, D]")
-        lines += _mlp(gated, f"[{whole}, L{shared}]", f"{x}[{whole}, D]", ("S1", "S2", "Sa", "Sg"),
-                      ("Ws1[D, L]", "Ws2[D, L]"), elementwise)
-        lines += [f"Zs[{tok}, D] = {'Sg' if elementwise else 'S1'}[{whole}, L{shared}] *_L Ws3[L, D]",
-                  f"Z[{tok}, D] = Add(Zr[{tok}, D], Zs[{tok}, D])"]
-    return weights, lines
+        lines += _shared(cfg, x, tok, f"B{batch}, T{inner}", shared, elementwise)
+    return _weights(cfg, experts, width, shared, fsdp, w), lines
+
+
+def _weights(cfg, e: str, width: str, shared: str, f: str, w: str) -> list[str]:
+    """The declarations: the router, the routed experts (split over ``e`` and ``width``), the shared ones."""
+    gated = cfg.gated
+    out = [f"Wr{w}[D{f}, Er]", f"W1{w}[E{e}, D{f}, F{width}]"] + (
+        [f"W2{w}[E{e}, D{f}, F{width}]"] if gated else []) + [f"W3{w}[E{e}, F{width}, D{f}]"]
+    if cfg.shared_experts:
+        out += [f"Ws1{w}[D{f}, L{shared}]"] + ([f"Ws2{w}[D{f}, L{shared}]"] if gated else []) + [
+            f"Ws3{w}[L{shared}, D{f}]"]
+    return out
+
+
+def _back(cfg, tok: str, sent: str, batch: str, mb: str, e: str, seq: str, a2a: bool, elementwise: bool) -> list[str]:
+    """The experts' outputs back to their tokens: by an AllToAll, or gathered over the experts' axes; then
+    (``elementwise``) each token's k results summed with the router's weights, ending in ``Z`` (``Zr``
+    where shared experts are added after)."""
+    if a2a:
+        lines = [f"AllToAll{e}(Ze[{sent}, D]) -> Zb[M{e}, I{seq}, E, D]"]
+    elif elementwise:
+        lines = [f"Zb[M{mb}, I{seq}, E, D] = View(Ze[M{mb}, I{seq}, E, D])"]
+    else:
+        return [f"Ze[M{mb}, I{seq}, E, D] = Ze[{sent}, D]"] if e else []
+    if not elementwise:
+        return lines
+    out = "Zr" if cfg.shared_experts else "Z"
+    return lines + [f"Zk[{tok}, J, D] = View(Zb[M{batch}, I{seq}, E, D])",
+                    f"{out}[{tok}, D] = Zk[{tok}, J, D] *_J Gk[{tok}, J]"]
+
+
+def _shared(cfg, x: str, tok: str, whole: str, shared: str, elementwise: bool) -> list[str]:
+    """The shared experts, a dense MLP of width L on every token (its tokens gathered first where the MLP
+    receives them split), added to the routed experts' result."""
+    lines = [f"{x}[{whole}, D] = {x}[{tok}, D]"] if whole != tok else []
+    lines += _mlp(cfg.gated, f"[{whole}, L{shared}]", f"{x}[{whole}, D]", ("S1", "S2", "Sa", "Sg"),
+                  ("Ws1[D, L]", "Ws2[D, L]"), elementwise)
+    lines.append(f"Zs[{tok}, D] = {'Sg' if elementwise else 'S1'}[{whole}, L{shared}] *_L Ws3[L, D]")
+    if elementwise:
+        lines.append(f"Z[{tok}, D] = Add(Zr[{tok}, D], Zs[{tok}, D])")
+    return lines
 
 
 def _mlp(gated: bool, dims: str, x: str, names: tuple, weights: tuple, elementwise: bool) -> list[str]:
