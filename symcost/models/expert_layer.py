@@ -126,12 +126,15 @@ def _mlp(gated: bool, dims: str, x: str, names: tuple, weights: tuple, elementwi
 
 def moe_sizes(cfg, batch: int, seq: int) -> dict:
     """The dimensions of :func:`moe_block` for ``batch`` sequences of ``seq`` tokens: ``Er = E`` routed
-    experts, ``J = k`` experts a token, ``M x I = B T k / E`` tokens an expert (``M = B``; ``I`` rounded to a
-    whole token, at least one, where ``T k / E`` is not whole: a serving step binds the exact share when it
-    prices), F an expert's width, L the shared experts' together."""
+    experts, ``J = k`` experts a token, ``M x I = B T k / E`` tokens an expert (``I = T k / E`` a sequence
+    and ``M = B`` where that is whole, as in training; where it is not, as when decoding a token a
+    sequence, ``I`` is one and ``M`` the tokens an expert sees, rounded, at least one: a serving step binds
+    the exact share when it prices), F an expert's width, L the shared experts' together."""
     width = cfg.F_expert or cfg.F
-    return {"E": cfg.E, "Er": cfg.E, "J": cfg.k, "M": int(batch), "I": max(1, round(seq * cfg.k / cfg.E)),
-            "F": width, "L": max(1, cfg.shared_experts) * width}
+    per_sequence = max(1, round(seq * cfg.k / cfg.E))
+    groups = max(1, round(batch * seq * cfg.k / (cfg.E * per_sequence)))
+    return {"E": cfg.E, "Er": cfg.E, "J": cfg.k, "M": groups, "I": per_sequence, "F": width,
+            "L": max(1, cfg.shared_experts) * width}
 
 
 def training_sizes(cfg, microbatch: int, seq: int, ep: int) -> dict:
