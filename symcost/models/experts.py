@@ -5,7 +5,7 @@ to ``k`` of ``E`` experts of width ``F_expert`` (plus the shared experts every t
 MLP work is that of a dense MLP of width ``(k + shared) F_expert`` (uniform routing, as the book assumes);
 the experts' weights, ``E`` of them, are split over the ``ep`` expert-parallel ranks (carved out of the
 data-parallel replicas, as Megatron does): a mesh axis of the layer's plan
-(:func:`symcost.models.expert_layer.training_block`),
+(:func:`symcost.models.expert_layer.moe_block`, the statements a serving layer runs too),
 over which the plan moves each token's ``k`` copies of ``D`` values to their experts and back, two
 AllToAlls forward and their transposes backward, priced by the collectives registry on that axis's links.
 

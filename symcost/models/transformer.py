@@ -7,7 +7,7 @@
 The layer is the book's: Q/K/V/O projections with K key/value heads of G query heads each, the two
 attention einsums against the keys and values ``Kc[B, S, K, H]`` / ``Vc[B, S, K, H]`` (the KV cache when
 decoding, the sequence itself in training or prefill, with S = T), and a gated MLP (U1, U2 -> W3). An
-MoE layer routes R = B T k / E tokens to each of E experts. Every count here -- parameters, FLOPs, KV
+MoE layer routes M x I = B T k / E tokens to each of E experts. Every count here -- parameters, FLOPs, KV
 bytes -- is read off the derived plan of that program, so another sharding or dtype changes them by
 derivation. The elementwise work a server runs between the matmuls (norms, rotary embedding, the MLP's
 activation and gate, residual adds) is in the layer as the engine's elementwise statements, so a decode or
