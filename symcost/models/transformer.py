@@ -346,10 +346,13 @@ def forward_flops(cfg: ModelConfig, *, batch=1, seq=1, context=None, causal: boo
         plan = derive_program(layer_program(cfg, {}, moe=moe), mesh="X=1", dims=sizes(cfg, batch=batch, seq=seq,
                       context=context, experts_moe=moe), moves="none")
         layer = 0.0
+        # the tokens an expert sees exactly, B T k / E (the plan's sizes are whole numbers)
+        exact = {sp.Symbol("M", positive=True, integer=True): batch,
+                 sp.Symbol("I", positive=True, integer=True): sp.Rational(seq * cfg.k, cfg.E)} if moe else {}
         for s in plan.steps:
             if not s.is_einsum:
                 continue
-            f = plan.evaluate(s.flops)
+            f = plan.evaluate(sp.sympify(s.flops).xreplace(exact))
             if s.tensor in context_einsums(cfg):
                 if not attention:
                     continue

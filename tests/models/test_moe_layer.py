@@ -56,7 +56,7 @@ def test_the_router_is_in_the_layers_compute():
     layer's plan; in the training layer's model FLOPs (one microbatch of 4 x 4096 tokens a rank, EP 8, TP
     8); and in the FLOPs a token costs, a Mixtral layer's matmuls being 2 x (attention's weights + the
     router's D E + k experts' 3 D F) + the permutation and the weighted sum of the k results (2 k D
-    each), plus the unembedding."""
+    each), plus the unembedding; at one token a sequence (``T k / E`` not whole) the same."""
     dims = sizes(MIXTRAL, batch=4, seq=512)
     plan = derive_program(layer_program(MIXTRAL, {}), mesh="X=1", dims=dims, moves="none")
     (lg,) = [s for s in plan.steps if s.tensor == "Lg" and s.is_einsum]
@@ -74,6 +74,9 @@ def test_the_router_is_in_the_layers_compute():
     attention = param_counts(MIXTRAL)["attention"] / L
     per_token = forward_flops(MIXTRAL, batch=1, seq=4096, attention=False) / 4096
     assert per_token == L * (2 * attention + 2 * D * E + 2 * k * 3 * D * F + 2 * 2 * k * D) + 2 * D * MIXTRAL.V
+    # one token (a decode step's): its k experts, not one token's worth for each of the E
+    one = forward_flops(MIXTRAL, batch=1, seq=1, attention=False)
+    assert one == pytest.approx(per_token, rel=1e-12)
 
 
 def _prod(plan, step) -> float:
