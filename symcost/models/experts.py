@@ -3,10 +3,10 @@
 An MoE model's first ``dense_layers`` layers have an ordinary MLP of width F; the others route each token
 to ``k`` of ``E`` experts of width ``F_expert`` (plus the shared experts every token uses), chosen by a
 router that scores all ``E``. A token's MLP work is the router's, its ``k`` experts' and the shared
-experts' (uniform routing, as the book assumes); the experts' weights, ``E`` of them, are split over the ``ep`` expert-parallel ranks (carved out of the
-data-parallel replicas, as Megatron does): a mesh axis of the layer's plan
-(:func:`symcost.models.expert_layer.moe_block`, the statements a serving layer runs too),
-over which the plan moves each token's ``k`` copies of ``D`` values to their experts and back, two
+experts' (uniform routing, as the book assumes); the experts' weights, ``E`` of them, are split over
+the ``ep`` expert-parallel ranks (carved out of the data-parallel replicas, as Megatron does): a mesh
+axis of the layer's plan (:func:`symcost.models.expert_layer.moe_block`, the statements a serving layer
+runs too), over which the plan moves each token's ``k`` copies of ``D`` values to their experts and back, two
 AllToAlls forward and their transposes backward, priced by the collectives registry on that axis's links.
 
     >>> from symcost.models.config import load_model_config
