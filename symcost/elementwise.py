@@ -52,6 +52,9 @@ class Rule:
 #: FLOPs per element are counted from each formula (an exp, tanh or reciprocal square root as one FLOP):
 #: LayerNorm = mean, variance (3), normalise (2), scale and shift (2); GeLU's tanh form
 #: 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 8 (+6 for its derivative); SiLU x sigmoid(x) = 4.
+#: TopK (a router: softmax over the experts, then each token's k largest, their indices and weights
+#: written) = softmax's 5 and one comparison an element in the selection pass; the result's last dimension
+#: is the k selected (``Gk[B, T, J] = TopK_Er(Lg[B, T, Er])``), its backward softmax's through the k.
 RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("LayerNorm", 1, 8, 14, "inputs", reduces=True, summary="normalise over a dimension (mean and variance)"),
     Rule("RMSNorm", 1, 4, 8, "inputs", reduces=True, summary="normalise by the root mean square over a dimension"),
@@ -66,6 +69,8 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("Rotary", 1, 3, 3, "none", linear=True, relabels=True, summary="rotary position embedding"),
     Rule("Dropout", 1, 2, 1, "mask", linear=True, summary="dropout (writes a one-byte mask the backward pass reads)"),
     Rule("View", 1, 0, 0, "none", linear=True, relabels=True, summary="a view: renames dimensions, moves nothing"),
+    Rule("TopK", 1, 6, 4, "output", reduces=True, relabels=True,
+         summary="a router's softmax and top-k over the experts (each token's k expert weights)"),
     Rule("CrossEntropy", 1, 6, 3, "inputs", reduces=True, drops=True,
          summary="softmax cross-entropy over the vocabulary (one loss a token)"),
 )}

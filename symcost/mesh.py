@@ -90,17 +90,20 @@ class Mesh:
     __getstate__ = caching.state_without_hash
 
     def __post_init__(self):
-        names = [a.name for a in self.axes]
+        names = tuple(a.name for a in self.axes)
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise UsageError(f"mesh axis {sorted(dup)[0]!r} is given twice")
+        # read by every move and einsum the planner weighs: the names kept as the axes' own (not a field)
+        object.__setattr__(self, "_names", names)
+        object.__setattr__(self, "_named", frozenset(names))
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.axes)
+        return self._names  # type: ignore[attr-defined]  # set in __post_init__
 
     def __contains__(self, name: str) -> bool:
-        return any(a.name == name for a in self.axes)
+        return name in self._named  # type: ignore[attr-defined]
 
     def axis(self, name: str) -> Axis:
         for a in self.axes:

@@ -286,7 +286,7 @@ class _Walk:
             written = tuple(d.name for d in stmt.output.dims)
             if len(written) != len(out_dims) or (written != out_dims and not kind.relabels):
                 raise self.error(f"{stmt.op} gives [{', '.join(out_dims)}], not [{', '.join(written)}]"
-                                 + ("" if kind.relabels else "; only View and Rotary rename dimensions"),
+                                 + ("" if kind.relabels else "; only View, Rotary and TopK rename dimensions"),
                                  stmt.output.span)
             target = replace(self.layout(stmt.output), dtype=stmt.output.dtype or first.dtype)
         want = elementwise.operand_layouts(target, layouts, reduce if kind.drops else None)

@@ -1,27 +1,22 @@
 """Mixture-of-experts layers in a training run: expert parallelism (``ep``) and what it costs.
 
 An MoE model's first ``dense_layers`` layers have an ordinary MLP of width F; the others route each token
-to ``k`` of ``E`` experts of width ``F_expert`` (plus the shared experts every token uses). A token's
-MLP work is that of a dense MLP of width ``(k + shared) F_expert`` (uniform routing, as the book assumes);
-the experts' weights, ``E`` of them, are split over the ``ep`` expert-parallel ranks (carved out of the
-data-parallel replicas, as Megatron does): a mesh axis of the layer's plan
-(:func:`symcost.models.expert_layer.training_block`),
-over which the plan moves each token's ``k`` copies of ``D`` values to their experts and back, two
+to ``k`` of ``E`` experts of width ``F_expert`` (plus the shared experts every token uses), chosen by a
+router that scores all ``E``. A token's MLP work is the router's, its ``k`` experts' and the shared
+experts' (uniform routing, as the book assumes); the experts' weights, ``E`` of them, are split over
+the ``ep`` expert-parallel ranks (carved out of the data-parallel replicas, as Megatron does): a mesh
+axis of the layer's plan (:func:`symcost.models.expert_layer.moe_block`, the statements a serving layer
+runs too), over which the plan moves each token's ``k`` copies of ``D`` values to their experts and back, two
 AllToAlls forward and their transposes backward, priced by the collectives registry on that axis's links.
 
     >>> from symcost.models.config import load_model_config
     >>> ds = load_model_config("deepseek-v3")
-    >>> active_width(ds), round(routed_params(ds) / 1e9, 1)
-    (18432, 653.9)
+    >>> round(routed_params(ds) / 1e9, 1)
+    653.9
 """
 from __future__ import annotations
 
 from ..errors import UsageError
-
-
-def active_width(cfg) -> int:
-    """The MLP width a token sees in an MoE layer: its k routed experts and the shared ones."""
-    return (cfg.k + cfg.shared_experts) * (cfg.F_expert or cfg.F)
 
 
 def moe_layers(cfg) -> int:
@@ -52,4 +47,4 @@ def check(cfg, ep: int, replicas: int) -> None:
                          f"parallelism splits them")
 
 
-__all__ = ["active_width", "moe_layers", "routed_params", "check"]
+__all__ = ["moe_layers", "routed_params", "check"]

@@ -146,7 +146,7 @@ class Serving:
     def held_param_bytes(self) -> float:
         """Bytes of weights the slice holds, copies included: each weight's block on every device, read off
         the layout of its ``param`` in the layer and head programs (a weight the mesh does not split is
-        held once a device; the shared experts as the routed ones are laid out)."""
+        held once a device; an MoE layer's router and shared experts as their own ``param`` lays them out)."""
         if self._held is None:
             from ..memory import memory_per_device
             one = self._padded(1)
@@ -159,8 +159,6 @@ class Serving:
                 mlp = [n for n in WEIGHTS_MLP if n in {l.name for l in plan.layouts}]
                 b_attn = float(plan.evaluate(memory_per_device(plan, attn)["params"]))
                 b_mlp = float(plan.evaluate(memory_per_device(plan, mlp)["params"]))
-                if moe:
-                    b_mlp *= (self.cfg.E + self.cfg.shared_experts) / self.cfg.E
                 total += count * (b_attn + b_mlp)
             head = self._plan("head", one, 1, 1)
             copies = 1 if self.cfg.tied_embeddings else 2
@@ -258,20 +256,21 @@ class Serving:
         The routed experts are split over the ``experts`` axes (``n`` groups of E/n; none by default) and
         each expert's F over the other model axes, so a device holds a slice of every expert of its group.
         A group reads ``p`` experts: of its E/n, those reached (:func:`touched_experts`, at least one
-        where the experts are split: the step waits for a group that holds a reached expert), and its
-        share s/n of the shared experts; each device of the group reads its slice of each. The plan is
-        priced with E = n x floor(p) and n x ceil(p) experts (each seeing its tokens, R = B T (k + s) / E,
-        so the FLOPs stay the tokens') and the two steps weighed to p: the expected step over the batches'
-        routings."""
+        where the experts are split: the step waits for a group that holds a reached expert); each device
+        of the group reads its slice of each. The plan's experts are priced with E = n x floor(p) and
+        n x ceil(p) (each seeing its tokens, M x I = B T k / E, so the FLOPs stay the tokens') and the two
+        steps weighed to p: the expected step over the batches' routings. The router scores all ``Er``
+        experts and the shared experts (their own statements) see every token, whichever are reached."""
         cfg = self.cfg
         n = self._group(self.sharding.experts)
         touched = touched_experts(cfg.E, cfg.k, tokens)
-        p = min(cfg.E / n, max(1.0, touched / n)) + cfg.shared_experts / n
+        p = min(cfg.E / n, max(1.0, touched / n))
         lo, hi = math.floor(p), math.ceil(p)
+        batch = over["B"]
 
         def at(per: int) -> tuple:
             experts = n * per
-            return self._roofline(plan, {**over, "E": experts, "R": tokens * (cfg.k + cfg.shared_experts) / experts})
+            return self._roofline(plan, {**over, "E": experts, "M": batch, "I": tokens * cfg.k / (batch * experts)})
         low = at(lo)
         if hi == lo:
             return low, touched + cfg.shared_experts

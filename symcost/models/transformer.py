@@ -7,11 +7,13 @@
 The layer is the book's: Q/K/V/O projections with K key/value heads of G query heads each, the two
 attention einsums against the keys and values ``Kc[B, S, K, H]`` / ``Vc[B, S, K, H]`` (the KV cache when
 decoding, the sequence itself in training or prefill, with S = T), and a gated MLP (U1, U2 -> W3). An
-MoE layer routes R = B T k / E tokens to each of E experts. Every count here -- parameters, FLOPs, KV
+MoE layer routes M x I = B T k / E tokens to each of E experts. Every count here -- parameters, FLOPs, KV
 bytes -- is read off the derived plan of that program, so another sharding or dtype changes them by
 derivation. The elementwise work a server runs between the matmuls (norms, rotary embedding, the MLP's
 activation and gate, residual adds) is in the layer as the engine's elementwise statements, so a decode or
 prefill step pays each of their kernels and bytes; ``elementwise=False`` gives the book's matmuls alone.
+An MoE layer's MLP -- the router, the routed and the shared experts -- is
+:func:`symcost.models.expert_layer.moe_block`, the same statements a training layer runs.
 """
 from __future__ import annotations
 
@@ -27,15 +29,15 @@ from ..layout import global_bytes
 from ..notation import format_axes, parse
 from ..program import derive_program
 from . import mla
-from .expert_layer import training_block
+from .expert_layer import ROUTED, ROUTER, SHARED, moe_block, moe_sizes
 from .config import ModelConfig
 
 WEIGHTS_ATTN = ("Wq", "Wk", "Wv", "Wo")
-WEIGHTS_MLP = ("W1", "W2", "W3")
+#: the MLP's weights: a dense MLP's W1, W2, W3 (an MoE layer's routed experts), and an MoE layer's router and
+#: shared experts
+WEIGHTS_MLP = ROUTED + ROUTER + SHARED
 #: the einsums of attention proper (their FLOPs grow with the context; causal masking halves them)
 ATTENTION = ("A", "Ctx")
-#: the MLP einsums of an MoE layer (shared experts see every token)
-EXPERT_EINSUMS = ("U1", "U2", "Out")
 #: activations checkpointed by ``checkpoints-per-layer`` k: the first k of these (book Part 4: one
 #: checkpoint a layer is the layer's output; Part 5 Question 2: the three big MLP matmuls' outputs)
 CHECKPOINT_ORDER = ("Out", "U1", "U2", "Y", "Ctx", "Q", "Kn", "Vn")
@@ -87,10 +89,11 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     rotary embedding of the new queries and keys in a gated (LLaMA-style) model (a GPT-style model adds
     learned positions once, at the embedding), the residual adds (``R``, ``Out``) and the MLP's activation
     (:func:`activation`). Softmax is not written: flash attention keeps the scores on chip and runs them
-    within the kernel of the scores' einsum (:func:`on_chip`). An MoE layer has the norms, the rotary
-    embedding, the first residual add and its experts' activation; routing the experts' outputs back to
-    their tokens (and the residual add after it) is outside the program, as the router is. Without
-    ``elementwise``: the matmuls alone, as the book counts a layer."""
+    within the kernel of the scores' einsum (:func:`on_chip`). An MoE layer's MLP is
+    :func:`symcost.models.expert_layer.moe_block` (its router, its softmax and top-k, the tokens to their
+    experts and back, the shared experts) with the routed experts split over ``sharding.experts`` and each
+    expert's F over the other model axes, the shared experts' width over every model axis, the tokens whole
+    on each device. Without ``elementwise``: the matmuls alone, as the book counts a layer."""
     sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))
     kv_dtype = kv_dtype or dtype
     b, kb = format_axes(sh.batch), format_axes(sh.kv_batch or sh.batch)
@@ -124,15 +127,18 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
                 f"R[B{b}, T, D] = Add(X[B{b}, T, D], Y[B{b}, T, D])",
                 f"Rn[B{b}, T, D] = {norm_kind(cfg)}_D(R[B{b}, T, D])"]
     y = "Rn" if elementwise else "Y"
-    e, ef = format_axes(sh.experts), format_axes(sh.expert_width)
     if moe:
-        lines.append(f"param W1{w}[E{e}, D{f}, F{ef}], W2{w}[E{e}, D{f}, F{ef}], W3{w}[E{e}, F{ef}, D{f}]")
+        weights, mlp = moe_block(cfg, x=y, batch=b, experts=format_axes(sh.experts),
+                                 width=format_axes(sh.expert_width), shared=m, fsdp=f, w=w, elementwise=elementwise)
+        lines.append("param " + ", ".join(weights))
     else:
         lines.append(f"param W1{w}[D{f}, F{m}]" + (f", W2{w}[D{f}, F{m}]" if cfg.gated else "")
                      + f", W3{w}[F{m}, D{f}]")
     lines += attn
-    if moe:  # R = B T k / E tokens reach each expert (uniform routing)
-        lines += expert_statements(e, ef, activation(cfg, f"E{e}, R", f"F{ef}") if elementwise else ())
+    if moe:
+        lines += mlp
+        if elementwise:
+            lines.append(f"Out[B{b}, T, D] = Add(R[B{b}, T, D], Z[B{b}, T, D])")
         return "\n".join(lines)
     lines.append(f"U1[B{b}, T, F{m}] = {y}[B, T, D] *_D W1[D, F]")
     if cfg.gated:
@@ -145,20 +151,6 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     return "\n".join(lines)
 
 
-def expert_statements(e: str, ef: str, act=()) -> list[str]:
-    """An MoE layer's routed experts: ``R`` tokens reach each of ``E`` experts, the experts split over the
-    axes ``e`` and each expert's F over ``ef`` (its output reduced over them, as a tensor-parallel MLP's);
-    with the experts split, every device takes the experts' outputs back (an AllGather over ``e``, the
-    bytes of the AllToAll that returns each token's k results) before it sums a token's k of them. ``act``:
-    the experts' activation between their matmuls (:func:`activation`), if written."""
-    lines = [f"U1[E{e}, R, F{ef}] = Xe[E{e}, R, D] *_D W1[E, D, F]",
-             f"U2[E{e}, R, F{ef}] = Xe[E{e}, R, D] *_D W2[E, D, F]", *act,
-             f"Out[E{e}, R, D] = {'Ug' if act else 'U1'}[E, R, F] *_F W3[E, F, D]"]
-    if e:
-        lines.append(f"Out[E, R, D] = Out[E{e}, R, D]")
-    return lines
-
-
 def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = (), seq_parallel: bool = False,
                      dtype: str = "bf16", moe: bool = False, ep_axes: tuple = ()) -> str:
     """One layer as a training run executes it: :func:`layer_program`'s projections, attention and MLP with the
@@ -168,9 +160,9 @@ def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = 
     parallelism); ``cp_axes`` split the tokens (context parallelism: each rank gathers the keys and values);
     ``seq_parallel`` also splits the tokens over ``tp_axes`` between the tensor-parallel regions, gathered
     once before each region (Megatron's g) and reduce-scattered after it. An MoE layer (``moe``) has
-    :func:`symcost.models.expert_layer.training_block` for its MLP: its experts split over ``ep_axes``, which also
-    split the batch (expert parallelism carved out of the data-parallel ranks), tokens sent to their
-    experts and back by AllToAlls over them.
+    :func:`symcost.models.expert_layer.moe_block` for its MLP (the statements a serving layer runs): its
+    router, its experts split over ``ep_axes``, which also split the batch (expert parallelism carved out of
+    the data-parallel ranks), tokens sent to their experts and back by AllToAlls over them.
 
     A GPT-style model (ungated MLP) has LayerNorm, GeLU and dropout (Megatron's GPT runs train with
     dropout 0.1); a gated one RMSNorm, SiLU and the gate's product, and no dropout (LLaMA's configs set
@@ -182,7 +174,9 @@ def training_program(cfg: ModelConfig, *, tp_axes: tuple = (), cp_axes: tuple = 
     norm = norm_kind(cfg)
     drop = not cfg.gated
     if moe:
-        mlp_params, mlp = training_block(cfg, ep_axes=tuple(ep_axes), tp_axes=tuple(tp_axes), c=c, o=o, w=w)
+        b = format_axes(tuple(ep_axes))
+        weights, mlp = moe_block(cfg, batch=b, seq=o, inner=c, experts=b, width=m, w=w)
+        mlp_params = ", ".join(weights)
     else:
         mlp_params = f"W1{w}[D, F{m}]" + (f", W2{w}[D, F{m}]" if cfg.gated else "") + f", W3{w}[F{m}, D]"
         mlp = [f"U1[B, T{c}, F{m}] = Rn[B, T{c}, D] *_D W1[D, F{m}]"]
@@ -248,8 +242,8 @@ def sizes(cfg: ModelConfig, *, batch=1, seq=1, context=None, experts_moe: bool |
            "S": int(context if context is not None else seq)}
     out.update(mla.sizes(cfg))
     if cfg.is_moe:
-        out["E"] = cfg.E
-        out["R"] = max(1, int(round(batch * seq * cfg.k / cfg.E)))
+        moe = moe_sizes(cfg, batch, seq)
+        out.update({k: v for k, v in moe.items() if k != "F"})
     return out
 
 
@@ -284,14 +278,15 @@ def param_counts(cfg: ModelConfig) -> Mapping[str, int]:
     head = derive_program(head_program(cfg, {}), mesh="X=1", moves="none")
     unembed = _elements({l.name: l for l in head.layouts}["Wu"], dims)
     embedding = unembed if cfg.tied_embeddings else 2 * unembed
-    if cfg.is_moe:
+    if cfg.is_moe:     # the router, every routed expert and the shared ones; a token uses k of the E routed
         moe = derive_program(layer_program(cfg, {}, moe=True), mesh="X=1", moves="none")
         mlay = {l.name: l for l in moe.layouts}
         mdims = sizes(cfg)
-        per_expert = sum(_elements(mlay[n], mdims) for n in WEIGHTS_MLP) / cfg.E
+        routed = sum(_elements(mlay[n], mdims) for n in ROUTED if n in mlay)
+        always = sum(_elements(mlay[n], mdims) for n in ROUTER + SHARED if n in mlay)
         moe_layers = cfg.L - cfg.dense_layers
-        mlp = cfg.dense_layers * mlp_dense + moe_layers * per_expert * (cfg.E + cfg.shared_experts)
-        mlp_active = cfg.dense_layers * mlp_dense + moe_layers * per_expert * (cfg.k + cfg.shared_experts)
+        mlp = cfg.dense_layers * mlp_dense + moe_layers * (routed + always)
+        mlp_active = cfg.dense_layers * mlp_dense + moe_layers * (routed * cfg.k / cfg.E + always)
     else:
         mlp = mlp_active = cfg.L * mlp_dense
     attention = cfg.L * attn
@@ -351,16 +346,17 @@ def forward_flops(cfg: ModelConfig, *, batch=1, seq=1, context=None, causal: boo
         plan = derive_program(layer_program(cfg, {}, moe=moe), mesh="X=1", dims=sizes(cfg, batch=batch, seq=seq,
                       context=context, experts_moe=moe), moves="none")
         layer = 0.0
+        # the tokens an expert sees exactly, B T k / E (the plan's sizes are whole numbers)
+        exact = {sp.Symbol("M", positive=True, integer=True): batch,
+                 sp.Symbol("I", positive=True, integer=True): sp.Rational(seq * cfg.k, cfg.E)} if moe else {}
         for s in plan.steps:
             if not s.is_einsum:
                 continue
-            f = plan.evaluate(s.flops)
+            f = plan.evaluate(sp.sympify(s.flops).xreplace(exact))
             if s.tensor in context_einsums(cfg):
                 if not attention:
                     continue
                 f *= 0.5 if causal else 1.0
-            if moe and s.tensor in EXPERT_EINSUMS:
-                f *= (cfg.k + cfg.shared_experts) / cfg.k  # shared experts see every token
             layer += f
         out += count * layer
     head = derive_program(head_program(cfg, {}), mesh="X=1", dims=dims, moves="none")

@@ -11,6 +11,7 @@ names), pointing at the text.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import cast
 from pathlib import Path
 
@@ -295,6 +296,60 @@ def parse(text: str) -> Program:
 
 @caching.memoize(maxsize=512)
 def _parse(text: str) -> Program:
+    """A program, line by line where it can be: no statement spans two lines, so each line is parsed
+    once (kept: the programs a search writes share most of their lines) and its spans moved down to where
+    it stands. Any error is reported by the whole text's parse, which points at it in the program."""
+    stmts: list = []
+    for i, line in enumerate(text.split("\n")):
+        got = _line(line.removesuffix("\r"))
+        if got is None:
+            return _parsed_whole(text)
+        stmts.extend(_moved(st, i) for st in got) if i else stmts.extend(got)
+    if not stmts:
+        raise NotationError("the program has no statements", text=text or " ", line=1, column=1)
+    return Program(tuple(stmts), text)
+
+
+@caching.memoize(maxsize=4096)
+def _line(line: str) -> tuple | None:
+    """The statements of one line, their spans on line 1; None where the line is not a program of its own
+    (an error, reported where the whole text is parsed)."""
+    if not line.strip():
+        return ()
+    try:
+        tree = _parser().parse(line)
+        builder = _Builder(line)
+        return tuple(builder.statement(ch) for ch in tree.children)
+    except (lark.exceptions.UnexpectedInput, NotationError):
+        return None
+
+
+def _moved(record, lines: int):
+    """``record`` (a statement, a tensor, a dimension, a span) with every span ``lines`` lines further down."""
+    if isinstance(record, Span):
+        return record if record.line == 0 else Span(record.line + lines, record.column, record.end_line + lines,
+                                                    record.end_column)
+    if isinstance(record, tuple):
+        return tuple(_moved(r, lines) for r in record)
+    fields = _SPANNED.get(type(record))
+    if fields is None:
+        return record
+    return replace(record, **{f: _moved(getattr(record, f), lines) for f in fields})
+
+
+#: the fields of each record that hold spans or records with spans
+_SPANNED: dict = {
+    DimRef: ("span",),
+    TensorRef: ("dims", "span", "unreduced_span"),
+    Einsum: ("operands", "output", "span", "op_spans"),
+    Collective: ("operand", "output", "span", "name_span"),
+    Apply: ("operands", "output", "span", "name_span"),
+    Declaration: ("tensors", "span"),
+    Ranking: ("span",),
+}
+
+
+def _parsed_whole(text: str) -> Program:
     try:
         tree = _parser().parse(text)
     except lark.exceptions.UnexpectedInput as err:

@@ -80,6 +80,18 @@ class PinnedSpace(Space):
         return Program(tuple(statements), str(Program(tuple(statements))))
 
 
+    def layouts(self, cand) -> dict[str, str]:
+        if not isinstance(cand, Pinned):
+            return super().layouts(cand)
+        prog = self.program_for(cand)
+        out: dict[str, str] = {}
+        for i, j in sorted(self.open_tensors):
+            st = prog.statements[i]
+            t = st.tensors[j] if not isinstance(st, Einsum) or j < len(st.operands) else st.output
+            out.setdefault(t.name, str(t))
+        return out
+
+
 def _written(t: TensorRef, split, axes) -> TensorRef:
     """``t`` with the axes each dimension is split over (in mesh order)."""
     if split is None:

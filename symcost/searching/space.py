@@ -182,12 +182,13 @@ class Space:
 
     def layouts(self, cand: Candidate) -> dict[str, str]:
         """``{tensor: its written layout}`` for the open tensors."""
-        prog = self.program_for(cand)
+        splits = {g: cand.split(g) for g in GROUPS}
         out = {}
         for i, j in sorted(self.open_tensors):
-            st = prog.statements[i]
+            st = self.program.statements[i]
             t = st.tensors[j] if not isinstance(st, Einsum) or j < len(st.operands) else st.output
-            out.setdefault(t.name, str(t))
+            if t.name not in out:
+                out[t.name] = str(_with(t, splits["param" if isinstance(st, Declaration) else "activation"]))
         return out
 
 

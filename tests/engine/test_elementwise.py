@@ -35,7 +35,7 @@ def test_a_norm_needs_its_dimension_whole():
     ("P = Add(A[B, S])", "Add takes 2 operands, not 1"),
     ("P = GeLU_S(A[B, S])", "GeLU works on each element; it takes no dimension"),
     ("P = LayerNorm_Q(A[B, S])", "has no dimension Q"),
-    ("P[B, Q] = GeLU(A[B, S])", "only View and Rotary rename dimensions"),
+    ("P[B, Q] = GeLU(A[B, S])", "only View, Rotary and TopK rename dimensions"),
 ])
 def test_bad_elementwise_statements_say_why(text, words):
     with pytest.raises(SymcostError, match=words):

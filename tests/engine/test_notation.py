@@ -138,3 +138,60 @@ def test_parse_of_str_round_trips(dims, dtype, unreduced):
     t = parse_tensor(text)
     assert parse_tensor(str(t)) == t
     assert str(t) == text
+
+
+# ---------------------------------------------------------------- a program parsed line by line
+
+def _spans(record, out: list) -> list:
+    """Every span a record holds, in order (spans are left out of records' equality)."""
+    import dataclasses
+
+    from symcost.notation.records import Span
+    if isinstance(record, Span):
+        out.append(record)
+    elif isinstance(record, tuple):
+        for r in record:
+            _spans(r, out)
+    elif dataclasses.is_dataclass(record):
+        for f in dataclasses.fields(record):
+            _spans(getattr(record, f.name), out)
+    return out
+
+
+def _programs() -> list[str]:
+    import contextlib
+    import io
+
+    from symcost.cli import main
+    from conftest import ROOT
+    texts = [p.read_text() for d in ("examples", "derivations") for p in sorted((ROOT / d).glob("*.sc"))]
+    for model in ("llama3-8b", "mixtral-8x7b", "deepseek-v3", "gpt3-175b"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["model", model, "--program"]) == 0
+        texts.append(out.getvalue())
+    texts += ["A[I, J_X] * B[J, K] -> C[I, K]; AllReduce_X(C[I, K]{U_X}) -> C[I, K]  # two on a line\r\n\r\n"
+              "  param W[D, F]\r\nY = X[B, D] *_D W[D, F]\r\n",
+              "\n\n# a comment\nSend_{Z,2}(A[B_X, D]) -> A[B_X, D]\nrank B=64\n"]
+    return texts
+
+
+def test_a_program_parsed_line_by_line_is_the_whole_texts_parse_spans_included():
+    """No statement spans two lines, so each line is parsed once and kept (the programs a search writes
+    share most of their lines), its spans moved down to its line: the same records, the same carets."""
+    from symcost.notation import parser
+    texts = _programs()
+    assert len(texts) > 12
+    for text in texts:
+        whole, by_line = parser._parsed_whole(text), parser._parse(text)
+        assert by_line == whole
+        assert _spans(by_line.statements, []) == _spans(whole.statements, []), text
+        assert by_line.text == whole.text
+
+
+@pytest.mark.parametrize("text", ["A[I, J_X] * B[J, K] -> C[I, K]\nB[J, K] *_ -> D[J]",
+                                  "A[I, J] -> B[I, J]\n\nFoo_X(A[I, J]) -> A[I, J]"])
+def test_an_error_on_a_later_line_points_at_that_line(text):
+    with pytest.raises(NotationError) as err:
+        parse(text)
+    assert err.value.line == len(text.splitlines()) and "^" in str(err.value)

@@ -1,0 +1,122 @@
+"""An MoE layer's MLP is written once (``models.expert_layer.moe_block``) for training and serving, its
+router priced as the rest of the layer is: the gate logits an einsum against ``Wr[D, Er]`` (its FLOPs in
+the layer's compute, its weight in the parameters and in memory), its softmax and top-k an elementwise
+kernel (``TopK``: its floor and its bytes)."""
+import pytest
+
+from symcost.elementwise import vector_flops
+from symcost.env import Env
+from symcost.hardware import hardware
+from symcost.models import expert_layer, transformer
+from symcost.models.config import load_model_config
+from symcost.models.inference import Serving
+from symcost.models.layer_cost import LayerCost
+from symcost.models.transformer import forward_flops, layer_program, param_counts, sizes, training_program
+from symcost.pricing import kernel_starts, op_cost
+from symcost.program import derive_program
+
+MIXTRAL = load_model_config("mixtral-8x7b")
+DS = load_model_config("deepseek-v3")
+H100 = hardware("h100")
+
+
+def _block(text: str) -> list[str]:
+    """The MLP statements of a layer program: from the router's logits to the MLP's result ``Z``."""
+    lines = text.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("Lg["))
+    end = max(i for i, l in enumerate(lines) if l.startswith("Z["))
+    return lines[start:end + 1]
+
+
+def test_training_and_serving_write_their_experts_with_one_writer(monkeypatch):
+    """Both layer programs call the one writer and use what it returns, statement for statement; laid out
+    on no mesh, the training layer's MLP and the serving layer's are the same statements."""
+    calls = []
+
+    def recording(cfg, **kw):
+        out = expert_layer.moe_block(cfg, **kw)
+        calls.append(out)
+        return out
+    monkeypatch.setattr(transformer, "moe_block", recording)
+    for cfg in (MIXTRAL, DS):
+        calls.clear()
+        train = training_program(cfg, tp_axes=("Y",), seq_parallel=True, moe=True, ep_axes=("X",))
+        serve = layer_program(cfg, transformer.Sharding(model=("Y", "Z"), heads=("Y",), kv_batch=("Z",),
+                                                        experts=("Z",)))
+        (tw, tl), (sw, sl) = calls
+        assert _block(train) == tl and _block(serve) == sl
+        assert all(w in train.splitlines()[0] for w in tw)
+        assert "param " + ", ".join(sw) in serve.splitlines()
+    assert _block(training_program(DS, moe=True)) == _block(layer_program(DS, {}))
+    assert _block(training_program(MIXTRAL, moe=True)) == _block(layer_program(MIXTRAL, {}))
+
+
+def test_the_router_is_in_the_layers_compute():
+    """The gate logits Lg[B, T, Er] = Rn[B, T, D] *_D Wr[D, Er] are 2 B T D E FLOPs forward: in the serving
+    layer's plan; in the training layer's model FLOPs (one microbatch of 4 x 4096 tokens a rank, EP 8, TP
+    8); and in the FLOPs a token costs, a Mixtral layer's matmuls being 2 x (attention's weights + the
+    router's D E + k experts' 3 D F) + the permutation and the weighted sum of the k results (2 k D
+    each), plus the unembedding; at one token a sequence (``T k / E`` not whole) the same."""
+    dims = sizes(MIXTRAL, batch=4, seq=512)
+    plan = derive_program(layer_program(MIXTRAL, {}), mesh="X=1", dims=dims, moves="none")
+    (lg,) = [s for s in plan.steps if s.tensor == "Lg" and s.is_einsum]
+    assert plan.evaluate(lg.flops) == 2 * 4 * 512 * 4096 * 8
+    lay = LayerCost(MIXTRAL, H100, tp=8, microbatch=4, seq=4096, ep=8, moe=True)
+    tplan = lay.plan()
+    (router,) = [s for s in tplan.steps if s.phase == "forward" and s.tensor == "Lg" and s.is_einsum]
+    assert router.op.dims == ("B", "T", "D", "Er")
+    whole = 2 * 4 * 4096 * 4096 * 8                     # a rank's microbatch: the plan's B is 8 of them
+    assert 2 * dict(tplan.sizes)["B"] * 4096 * 4096 * 8 / 8 == whole
+    einsums = [s for s in tplan.steps if s.phase == "forward" and s.is_einsum]
+    assert lay.einsum_flops_all()[0] == pytest.approx(sum(2.0 * _prod(tplan, s) / 8 for s in einsums))
+    assert 2.0 * _prod(tplan, router) / 8 == whole
+    L, D, E, k, F = MIXTRAL.L, MIXTRAL.D, MIXTRAL.E, MIXTRAL.k, MIXTRAL.F_expert
+    attention = param_counts(MIXTRAL)["attention"] / L
+    per_token = forward_flops(MIXTRAL, batch=1, seq=4096, attention=False) / 4096
+    assert per_token == L * (2 * attention + 2 * D * E + 2 * k * 3 * D * F + 2 * 2 * k * D) + 2 * D * MIXTRAL.V
+    # one token (a decode step's): its k experts, not one token's worth for each of the E
+    one = forward_flops(MIXTRAL, batch=1, seq=1, attention=False)
+    assert one == pytest.approx(per_token, rel=1e-12)
+
+
+def _prod(plan, step) -> float:
+    sz = dict(plan.sizes)
+    out = 1.0
+    for d in step.op.dims:
+        out *= sz[d]
+    return out
+
+
+def test_the_routers_weights_are_held_and_counted():
+    """Wr[D, E] is a parameter of every MoE layer: Mixtral's 46.7e9 are its experts, attention and
+    embeddings and 32 x 4096 x 8 router weights; one chip holds all of it (2 bytes each), and on 8 chips
+    each holds the whole router (too small to split), so the slice holds it 8 times."""
+    p = param_counts(MIXTRAL)
+    L, D, E, F = MIXTRAL.L, MIXTRAL.D, MIXTRAL.E, MIXTRAL.F_expert
+    assert p["total"] == p["attention"] + p["embedding"] + L * (E * 3 * D * F + D * E)
+    assert p["active"] == p["attention"] + p["embedding"] + L * (2 * 3 * D * F + D * E)
+    assert p["total"] == pytest.approx(46.7e9, rel=1e-3)
+    one = Serving(MIXTRAL, hardware("h200"), chips=1)
+    assert one.held_param_bytes == 2 * p["total"]
+    eight = Serving(MIXTRAL, H100, chips=8)
+    assert eight.held_param_bytes == pytest.approx(2 * p["total"] + 7 * L * D * E * 2, rel=1e-12)
+
+
+def test_the_routers_softmax_and_top_k_is_an_elementwise_kernel():
+    """TopK_Er(Lg[B, T, Er]) -> Gk[B, T, J] reads the E logits and writes the k weights a token (bf16), six
+    vector FLOPs a logit, and launches a kernel of its own (it waits on the router's matmul) that pays the
+    preset's floor; the experts' outputs are summed with those weights as training sums them."""
+    s = Serving(MIXTRAL, H100, chips=1)
+    plan = s._plan("layer", 16, 1, 4096, moe=True)
+    env = Env.numeric(plan.mesh, dict(plan.sizes), H100.bindings("bf16"), H100.efficiency)
+    ops = [st.op for st in plan.steps]
+    (i,) = [n for n, st in enumerate(plan.steps) if st.tensor == "Gk"]
+    gk = plan.steps[i]
+    assert gk.is_elementwise and gk.op.kind == "TopK"
+    c = op_cost(gk.op, env)
+    assert float(c.bytes) == 16 * (8 + 2) * 2
+    assert float(vector_flops(gk.op, env)) == 6 * 16 * 8
+    costs = [op_cost(op, env) for op in ops]
+    assert kernel_starts(costs)[i]
+    (z,) = [st for st in plan.steps if st.tensor == "Z"]
+    assert z.is_einsum and {t.name for t in z.op.inputs} == {"Zk", "Gk"}
