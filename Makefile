@@ -34,8 +34,8 @@ test: $(STAMP) lint
 	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope -m "not timing"
 	@rm -rf .test-calibration
 
-# the fast tier for your own loop: everything but the tests marked slow (about 125 s of CPU: about 62 s on
-# 2 free cores)
+# the fast tier for your own loop: everything but the tests marked slow (about 100 s of CPU, two workers
+# that finish within a second of each other: about 52 s on 2 free cores; docs/benchmarks.md, Tests)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadscope -m "not slow"
 

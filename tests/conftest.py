@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 # A test process derives thousands of plans and keeps what the engine keeps between them (SymPy's caches,
-# the process's planning context, parsed programs): close to a million long-lived objects, which each full
+# the process's planning context, parsed programs): half a million to a million long-lived objects, which each full
 # collection of CPython's cyclic garbage collector walks. At the default thresholds (700, 10, 10) a full
 # collection ran every hundred young ones, and took about a sixth of the fast tier's CPU time; here it runs
 # a hundred times less often (young collections as usual, so short-lived cycles are freed as soon as before).
