@@ -108,25 +108,31 @@ def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap,
             alternatives, choices=None, efficiency: bool = False) -> Plan:
     bound = bind(text, mesh, dims, hw)
 
-    def planned(choices=None, kept: bool = alternatives) -> ties.Planned:
-        trace = plan_program(bound, overlap=overlap, objective=objective, moves=moves, strict=strict,
-                             alternatives=kept, choices=choices, efficiency=efficiency)
+    def traced(choices=None, kept: bool = alternatives):
+        return plan_program(bound, overlap=overlap, objective=objective, moves=moves, strict=strict,
+                            alternatives=kept, choices=choices, efficiency=efficiency)
+
+    def finished(trace) -> ties.Planned:
         if not backward:
             names = set(trace.param_layouts) or set(default_params(trace))
             return ties.Planned(trace, tuple(flagged(trace.steps, names)))
         return ties.planned(trace, resolve_params(trace, params), reuse, input_grads)
 
-    def quick(choices=None) -> ties.Planned:
-        return planned(choices, False)
+    def planned(choices=None) -> ties.Planned:
+        return finished(traced(choices))
 
-    best = planned(choices)
-    notes = ()
-    if backward and best.trace.ties and choices is None:
-        if not alternatives:
-            best, notes = ties.weighed(best, planned, reuse, input_grads)
-        else:   # weighed where each alternative is spliced in (a trace without runner-ups), then planned once
-            weighed, notes = ties.weighed(quick(), quick, reuse, input_grads)
-            best = planned({t.at: t.chosen for t in weighed.trace.ties})
+    def quick(choices=None) -> ties.Planned:
+        return finished(traced(choices, False))
+
+    first = traced(choices)
+    notes: tuple = ()
+    if not (backward and first.ties and choices is None):
+        best = finished(first)
+    elif not alternatives:
+        best, notes = ties.weighed(finished(first), planned, reuse, input_grads)
+    else:   # weighed where each alternative is spliced in (a trace without runner-ups), then planned once
+        weighed, notes = ties.weighed(quick(), quick, reuse, input_grads)
+        best = planned({t.at: t.chosen for t in weighed.trace.ties})
     plan = _plan_of(best.trace, text, best.steps, overlap, objective)
     if backward:
         memory = memory_per_device(plan, list(best.params), optimizer="adam", saved=tuple(best.saved.values()))
