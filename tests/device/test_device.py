@@ -296,27 +296,40 @@ class _Commands:
 
     def __init__(self, log: Path):
         self.log = log.open("w")
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_worker.py"))],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=EIGHT,
-                                     cwd=ROOT, text=True)
+        self.proc = self._start()
+
+    def _start(self) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_worker.py"))],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=EIGHT, cwd=ROOT,
+                                text=True)
 
     def __call__(self, *argv, timeout=600) -> subprocess.CompletedProcess:
+        if self.proc.poll() is not None:          # a command that did not answer took the last one down
+            self.proc = self._start()
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps([str(a) for a in argv]) + "\n")
         self.proc.stdin.flush()
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
         if not line:
-            self.close()
-            raise AssertionError(f"symcost {' '.join(map(str, argv))}: no answer in {timeout} s "
-                                 f"(the command process's stderr: {Path(self.log.name).read_text()[-2000:]})")
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"symcost {' '.join(map(str, argv))}: no answer (the process exited, or the "
+                                 f"command ran past {timeout} s; its stderr: "
+                                 f"{Path(self.log.name).read_text()[-2000:]})")
         got = json.loads(line)
         return subprocess.CompletedProcess(list(argv), got["code"], got["stdout"], got["stderr"])
 
     def close(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()               # the process ends at the end of its input
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
-        self.proc.wait()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         self.log.close()
 
 
