@@ -76,7 +76,7 @@ def _einsum(out_dims, ins: list) -> np.ndarray:
     letter = _letters(out_dims, *(d for d, _ in ins))
     have = [d for d in out_dims if any(d in ds for ds, _ in ins)]
     sub = ",".join("".join(letter[d] for d in ds) for ds, _ in ins) + "->" + "".join(letter[d] for d in have)
-    got = np.einsum(sub, *(a for _, a in ins))
+    got = np.einsum(sub, *(a for _, a in ins), optimize=True)
     if len(have) == len(out_dims):
         return got
     raise ValueError(f"no operand has dimension(s) {sorted(set(out_dims) - set(have))}")

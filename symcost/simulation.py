@@ -176,8 +176,9 @@ class Devices:
         if isinstance(op, LocalEinsum):
             ins = [self.read(t, op.output.name) for t in op.inputs]
             sub = op.subscripts()
-            blocks = {d: np.einsum(sub, *(self.blocks[k][d] for k in ins)) for d in devices}
-            full = np.einsum(sub, *(self.full[k] for k in ins))
+            # optimize: a product through BLAS where it is one (the full arrays of a real layer's sizes)
+            blocks = {d: np.einsum(sub, *(self.blocks[k][d] for k in ins), optimize=True) for d in devices}
+            full = np.einsum(sub, *(self.full[k] for k in ins), optimize=True)
         elif isinstance(op, Elementwise):
             for t in op.inputs + (op.output,):
                 shape = full_shape(t, self.sizes)

@@ -98,12 +98,16 @@ def time_runnable(r: programs.Runnable, runs: int) -> Timing:
 
 
 def run_steps(plan, low, names, jmesh, key, runs: int) -> tuple[StepResult, ...]:
-    """Each step of ``plan`` alone on its own inputs (the local slice steps too: they cost nothing)."""
+    """Each step of ``plan`` alone on its own inputs (the local slice steps too: they cost nothing). Steps
+    that are the same program at the same shapes (a layer's same-shaped projections, forward and backward)
+    are compiled once."""
     jx = runtime.jax()
     out = []
+    compiled: dict = {}
     for s, lw in zip(plan.steps, low.steps):
         key, sub = jx.random.split(key)
-        r = programs.build(jmesh, plan.mesh, lw.inputs, (lw.output,), lw.lines, names, low.sizes, sub, s.signature())
+        r = programs.build(jmesh, plan.mesh, lw.inputs, (lw.output,), lw.lines, names, low.sizes, sub, s.signature(),
+                           compiled)
         out.append(StepResult(s.signature(), s.kind, time_runnable(r, runs), predicted(plan, s.seconds), s.phase))
     return tuple(out)
 

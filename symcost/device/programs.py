@@ -19,6 +19,7 @@ from ..export.jax import Lowering, layout_key, lower
 from . import runtime
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VAR = re.compile(r"(?<!')\bt\d+\b(?!')")     # a numbered variable, never a quoted axis name
 
 
 class Names:
@@ -107,17 +108,41 @@ def jax_mesh(mesh):
     return runtime.make_mesh([a.size for a in mesh.axes], mesh.names)
 
 
-def build(jmesh, mesh, inputs, outputs, lines, names, sizes, key, signature: str) -> Runnable:
+def _canonical(params, lines, results) -> tuple:
+    """The text of a program with its variables renumbered in order of first use: two steps that differ
+    only in which tensors they read (a layer's same-shaped projections) read the same."""
+    table: dict = {}
+
+    def rename(m):
+        return table.setdefault(m.group(0), f"v{len(table)}")
+    return tuple(tuple(_VAR.sub(rename, x) for x in part) for part in (params, lines, results))
+
+
+def build(jmesh, mesh, inputs, outputs, lines, names, sizes, key, signature: str, compiled: dict | None = None
+          ) -> Runnable:
     """Compile ``lines`` over ``inputs`` -> ``outputs`` (layouts) as a jitted shard_map on ``jmesh`` and
-    make its random inputs (ahead of time: compilation is not timed)."""
+    make its random inputs (ahead of time: compilation is not timed). ``compiled``: the executables built
+    so far on ``jmesh``, by program text (variables renumbered), shapes, dtypes and shardings; a program
+    met again runs the executable it compiled to (the same one XLA would compile again) on its own inputs."""
     jx = runtime.jax()
     from jax.sharding import NamedSharding
-    body = compile_body([names(layout_key(t)) for t in inputs], lines, [names(layout_key(t)) for t in outputs],
-                        mesh.names)
-    f = runtime.sharded(body, jmesh, tuple(runtime.spec(t) for t in inputs), tuple(runtime.spec(t) for t in outputs))
+    params, results = [names(layout_key(t)) for t in inputs], [names(layout_key(t)) for t in outputs]
+    in_specs, out_specs = tuple(runtime.spec(t) for t in inputs), tuple(runtime.spec(t) for t in outputs)
+    dims = shapes(inputs, sizes)
     args = []
-    for t, shape in zip(inputs, shapes(inputs, sizes)):
+    for t, shape, sp in zip(inputs, dims, in_specs):
         key, sub = jx.random.split(key)
-        args.append(runtime.random_array(sub, shape, t.dtype, NamedSharding(jmesh, runtime.spec(t))))
-    compiled = jx.jit(f).lower(*args).compile()
-    return Runnable(compiled, tuple(args), signature)
+        args.append(runtime.random_array(sub, shape, t.dtype, NamedSharding(jmesh, sp)))
+    known = None
+    if compiled is not None:
+        known = (_canonical(params, lines, results), tuple(mesh.names),
+                 tuple((shape, t.dtype, str(sp)) for t, shape, sp in zip(inputs, dims, in_specs)),
+                 tuple(str(sp) for sp in out_specs))
+        if known in compiled:
+            return Runnable(compiled[known], tuple(args), signature)
+    body = compile_body(params, lines, results, mesh.names)
+    f = runtime.sharded(body, jmesh, in_specs, out_specs)
+    fn = jx.jit(f).lower(*args).compile()
+    if known is not None:
+        compiled[known] = fn
+    return Runnable(fn, tuple(args), signature)

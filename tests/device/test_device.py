@@ -5,6 +5,7 @@ import io
 import json
 import math
 import os
+import select
 import subprocess
 import sys
 import time
@@ -286,17 +287,71 @@ def test_calibrate_wants_a_toml_file(capsys):
 # ------------------------------------------------------------------------- end to end on 8 host devices
 
 
-def _run(*argv, timeout=600):
-    r = subprocess.run([sys.executable, "-m", "symcost.cli", *argv], capture_output=True, text=True, env=EIGHT,
-                       timeout=timeout, cwd=ROOT)
-    return r
+class _Commands:
+    """symcost's command line on the 8 host devices: ``cli(*argv)`` runs one command and returns what
+    ``subprocess.run`` would (``returncode``, ``stdout``, ``stderr``). The commands run one after another in
+    one process (tests/device/cli_worker.py, started with the environment that gives JAX 8 devices), each
+    from ``symcost.cli.main`` as ``python -m symcost.cli`` runs it: JAX is imported and the devices made
+    once a module, not once a command (about 1.6 s of each command's start)."""
+
+    def __init__(self, log: Path):
+        self.log = log.open("w")
+        self.proc = self._start()
+
+    def _start(self) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, str(Path(__file__).with_name("cli_worker.py"))],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=EIGHT, cwd=ROOT,
+                                text=True)
+
+    def __call__(self, *argv, timeout=600) -> subprocess.CompletedProcess:
+        if self.proc.poll() is not None:          # a command that did not answer took the last one down
+            self.proc = self._start()
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps([str(a) for a in argv]) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"symcost {' '.join(map(str, argv))}: no answer (the process exited, or the "
+                                 f"command ran past {timeout} s; its stderr: "
+                                 f"{Path(self.log.name).read_text()[-2000:]})")
+        got = json.loads(line)
+        return subprocess.CompletedProcess(list(argv), got["code"], got["stdout"], got["stderr"])
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()               # the process ends at the end of its input
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.log.close()
 
 
 @pytest.fixture(scope="module")
-def calibrated(tmp_path_factory):
+def cli(tmp_path_factory):
+    commands = _Commands(tmp_path_factory.mktemp("cli") / "stderr.txt")
+    yield commands
+    commands.close()
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory, cli):
     """One quick calibration on 8 CPU host devices: its preset file and its --json. ``make test`` names a
     folder in SYMCOST_TEST_CALIBRATION so that its two runs of pytest (the timing tests alone, then the rest)
-    share one calibration of these devices: the first writes it there, the second reads it."""
+    share one calibration of these devices: the first writes it there, the second reads it.
+
+    It is ``calibrate --quick --runs 3``, the command as a user runs it: each dtype's matmul sweep doubles
+    past its listed sizes, which the timing test of the peak needs, and stops before a call expected to
+    take over two seconds (on these devices it goes to 2048^3; the 4096^3 bf16 matmul it used to run took 4
+    to 8 s a call, 20 to 40 s of the calibration's 40 to 80 s with its warm-up, and was slower than 2048^3
+    a device); every collective is fitted over four sizes (the fit tests need three or more, from at most
+    8 kB to at least 1 MB); three timed runs a point (medians of three, as the tests check)."""
     if not HAS_JAX:
         pytest.skip("calibrate needs the jax extra: pip install 'symcost[jax]'")
     kept = os.environ.get("SYMCOST_TEST_CALIBRATION")
@@ -304,7 +359,7 @@ def calibrated(tmp_path_factory):
     out, report = folder / "cpu8.toml", folder / "cpu8.json"
     if kept and out.exists() and report.exists():
         return out, json.loads(report.read_text())
-    r = _run("calibrate", "--quick", "--out", str(out), "--json", "--runs", "3")
+    r = cli("calibrate", "--quick", "--out", str(out), "--json", "--runs", "3")
     assert r.returncode == 0, r.stderr
     report.write_text(r.stdout)
     return out, json.loads(r.stdout)
@@ -358,11 +413,11 @@ def test_each_fitted_line_reproduces_its_measured_points_within_its_residual(cal
 
 @pytest.mark.slow
 @NEEDS_JAX
-def test_measure_reports_what_it_ran(calibrated, tmp_path):
+def test_measure_reports_what_it_ran(cli, calibrated, tmp_path):
     import jsonschema
     path, _ = calibrated
     expr, mesh, dims = "In[B_X, D_Y] *_D W[D_Y, F] -> Out[B_X, F]", "X=2,Y=4", "B=256,D=512,F=256"
-    r = _run("measure", expr, "--mesh", mesh, "--dims", dims, "--hw", str(path), "--json", "--runs", "3")
+    r = cli("measure", expr, "--mesh", mesh, "--dims", dims, "--hw", str(path), "--json", "--runs", "3")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     jsonschema.validate(out, json.loads((SCHEMAS / "measure.json").read_text()))
@@ -382,11 +437,11 @@ def test_measure_reports_what_it_ran(calibrated, tmp_path):
 
 @pytest.mark.slow
 @NEEDS_JAX
-def test_measure_runs_a_models_layer_stack(calibrated, tmp_path):
+def test_measure_runs_a_models_layer_stack(cli, calibrated, tmp_path):
     import jsonschema
     path, _ = calibrated
     cfg = _tiny(tmp_path)
-    r = _run("measure", str(cfg), "--decode", "--batch", "8", "--seq", "64", "--chips", "8", "--layers", "2",
+    r = cli("measure", str(cfg), "--decode", "--batch", "8", "--seq", "64", "--chips", "8", "--layers", "2",
              "--hw", str(path), "--json", "--runs", "3")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -410,13 +465,13 @@ def test_measure_runs_a_models_layer_stack(calibrated, tmp_path):
 
 @pytest.mark.slow
 @NEEDS_JAX
-def test_measure_runs_a_training_step_forward_and_backward(calibrated, tmp_path):
+def test_measure_runs_a_training_step_forward_and_backward(cli, calibrated, tmp_path):
     path, _ = calibrated
     # eight key/value heads, so that every gradient's layout divides the 8 devices whatever the measured
     # preset makes the engine choose (with K=2 on Y=2,Z=4 a calibration's noise can tip the backward pass
     # to dWo over YZ, padded blocks that measure refuses to run -- a clear error, but not this test's point)
     cfg = _tiny(tmp_path, K=8)
-    r = _run("measure", str(cfg), "--train", "--batch", "8", "--seq", "64", "--chips", "8", "--layers", "1",
+    r = cli("measure", str(cfg), "--train", "--batch", "8", "--seq", "64", "--chips", "8", "--layers", "1",
              "--hw", str(path), "--json", "--runs", "3")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -428,10 +483,10 @@ def test_measure_runs_a_training_step_forward_and_backward(calibrated, tmp_path)
 @pytest.mark.slow
 @NEEDS_JAX
 @pytest.mark.skipif(not HAS_MPL, reason="plots need matplotlib: pip install 'symcost[plot]'")
-def test_measure_sweeps_and_plots(calibrated, tmp_path):
+def test_measure_sweeps_and_plots(cli, calibrated, tmp_path):
     path, _ = calibrated
     png = tmp_path / "sweep.png"
-    r = _run("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=1024,J=256,K=256",
+    r = cli("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=1024,J=256,K=256",
              "--hw", str(path), "--vs", "I", "--values", "256,1024", "--no-steps", "--runs", "3", "--plot", str(png))
     assert r.returncode == 0, r.stderr
     assert "sweep over I:" in r.stdout and "I=256" in r.stdout and f"wrote {png}" in r.stdout
@@ -442,30 +497,31 @@ def test_measure_sweeps_and_plots(calibrated, tmp_path):
 
 @pytest.mark.slow
 @NEEDS_JAX
-def test_measure_says_what_it_needs(calibrated):
+def test_measure_says_what_it_needs(cli, calibrated):
     path, _ = calibrated
-    r = _run("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=64", "--hw", str(path))
+    r = cli("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=64", "--hw", str(path))
     assert r.returncode == 2 and "J, K have no size" in r.stderr and "Traceback" not in r.stderr
-    r = _run("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=64,J=8,K=8")
+    r = cli("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=64,J=8,K=8")
     assert r.returncode == 2 and "give --hw FILE" in r.stderr
-    r = _run("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=16", "--dims", "I=64,J=8,K=8",
+    r = cli("measure", "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "--mesh", "X=16", "--dims", "I=64,J=8,K=8",
              "--hw", str(path))
     assert r.returncode == 2 and "needs 16 devices; JAX sees 8" in r.stderr
-    r = _run("measure", "llama3-8b", "--decode", "--prefill", "--batch", "1", "--hw", str(path))
+    r = cli("measure", "llama3-8b", "--decode", "--prefill", "--batch", "1", "--hw", str(path))
     assert r.returncode == 2 and "one of --decode, --prefill or --train" in r.stderr
 
 
 @pytest.mark.slow
 @pytest.mark.timing
 @NEEDS_JAX
-def test_the_cpu_calibration_reaches_the_peak_a_large_einsum_reaches(calibrated):
-    """The matmul sweep goes on past its listed sizes until two sizes agree (or a call takes a second), so
-    the preset's peak is not below what a large einsum on the same 8 host devices reaches (within 10 %):
-    each device's 1024^3 block of a sharded einsum, all devices at once, as the calibration runs them."""
+def test_the_cpu_calibration_reaches_the_peak_a_large_einsum_reaches(cli, calibrated):
+    """The matmul sweep goes on past its listed sizes until two sizes agree (or the next call would take over
+    two seconds), so the preset's peak is not below what a large einsum on the same 8 host devices reaches
+    (within 10 %): each device's 1024^3 block of a sharded einsum, all devices at once, as the calibration
+    runs them."""
     path, report = calibrated
     assert len(report["matmul"]["bf16"]) > 3 or report["peak_reached"]["bf16"]     # not stopped at 512^3
     hw = symcost.hardware(str(path))
-    r = _run("measure", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=8192,J=1024,K=1024",
+    r = cli("measure", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--mesh", "X=8", "--dims", "I=8192,J=1024,K=1024",
              "--hw", str(path), "--json", "--runs", "3", "--no-steps")
     assert r.returncode == 0, r.stderr
     rate = 2 * 1024 ** 3 / json.loads(r.stdout)["measured"]["seconds"]
@@ -486,9 +542,9 @@ MEASURE_FACTOR = 4.0
     ("A[I, J_X] * B[J_X, K] -> C[I, K]", "X=8", "I=2048,J=2048,K=2048"),
     ("In[B_X, D] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D]", "X=2,Y=4", "B=2048,D=1024,F=4096"),
 ])
-def test_measure_of_readme_examples_stays_within_the_stated_factor(calibrated, expr, mesh, dims):
+def test_measure_of_readme_examples_stays_within_the_stated_factor(cli, calibrated, expr, mesh, dims):
     path, _ = calibrated
-    r = _run("measure", expr, "--mesh", mesh, "--dims", dims, "--hw", str(path), "--json", "--runs", "3")
+    r = cli("measure", expr, "--mesh", mesh, "--dims", dims, "--hw", str(path), "--json", "--runs", "3")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert 1 / MEASURE_FACTOR <= out["ratio"] <= MEASURE_FACTOR

@@ -51,13 +51,24 @@ def test_3_a_tensor_a_written_collective_produces_is_produced():
         symcost.derive("AllGather_X(W[D_X, F]) -> T[D, F]\nT[D, F] = A[D, K] *_K B[K, F]", mesh="X")
 
 
+#: batch sizes each half of the sweep below derives: enough that the leak this test was written for (about
+#: 190 kB a derivation, 58 MB over 300) is three times its 3 MB bound over one half
+SWEEP_POINTS = 50
+
+
 @pytest.mark.slow
 def test_4_a_sweep_does_not_keep_every_ranker_alive():
     """A 300-point batch sweep held about 58 MB until clear_caches(): rankers were cache keys by identity.
     They are values now, every cache is bounded, and what a sweep holds is what its caches hold: a sweep in
     a planning context of its own leaves nothing behind, and one in the process's caches nothing that
     clear_caches() does not free. (How much the bounded caches hold before they are full depends on what
-    ran before in the process, so it is not what this test measures.)"""
+    ran before in the process, so it is not what this test measures.)
+
+    Each half derives :data:`SWEEP_POINTS` batch sizes, not 300 (tracemalloc makes a derivation about five
+    times slower): a leak of the old size, about 190 kB a derivation, is 9.7 MB over 50, still three times
+    the bound. Checked by leaking that much a derivation on purpose (``symcost.derive`` wrapped to keep a
+    190 kB buffer a call, once in a dict nothing frees, once in one clear_caches() empties): the first half
+    then holds 9.7 MB and fails, and the never-freed one fails the second half too."""
     text = "In[B_X, D_Y] *_D Win[D, F_Y] *_F Wout[F_Y, D] -> Out[B_X, D_Y]"
     symcost.derive(text, mesh="X=4,Y=4", dims="B=64,D=8192,F=32768")
 
@@ -71,7 +82,7 @@ def test_4_a_sweep_does_not_keep_every_ranker_alive():
         tracemalloc.stop()
         return out
 
-    def sweep(points=range(1, 151)):
+    def sweep(points=range(1, SWEEP_POINTS + 1)):
         for b in points:
             symcost.derive(text, mesh="X=4,Y=4", dims=f"B={64 * b},D=8192,F=32768")
         assert all(f.cache_info().currsize <= f.cache_info().maxsize for f in caching.registered())
@@ -81,7 +92,7 @@ def test_4_a_sweep_does_not_keep_every_ranker_alive():
             sweep()
 
     def then_cleared():
-        sweep(range(151, 301))
+        sweep(range(SWEEP_POINTS + 1, 2 * SWEEP_POINTS + 1))
         symcost.clear_caches()
 
     held = grown(in_context)
