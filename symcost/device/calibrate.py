@@ -29,7 +29,7 @@ from .fit import LineFit, fit_line
 
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
 PEAK_WITHIN = 0.03       # two sizes in a row this close (and this close to the best): the peak is reached
-MAX_CALL = 2.0           # seconds: the matmul sweep does not double into a call expected to take longer
+MAX_CALL = 4.0           # seconds: the matmul sweep does not double into a call expected to take longer
 MAX_N = 32768            # and never goes past this n
 KERNEL_CHAIN = 128       # kernels in each chain of the per-kernel floor
 
