@@ -347,11 +347,11 @@ def calibrated(tmp_path_factory, cli):
     share one calibration of these devices: the first writes it there, the second reads it.
 
     It is ``calibrate --quick --runs 3``, the command as a user runs it: each dtype's matmul sweep doubles
-    past its listed sizes, which the timing test of the peak needs, and stops before a call expected to
-    take over four seconds (on these devices it goes to 2048^3; the 4096^3 bf16 matmul it used to run took 4
-    to 8 s a call, 20 to 40 s of the calibration's 40 to 80 s with its warm-up, and was slower than 2048^3
-    a device); every collective is fitted over four sizes (the fit tests need three or more, from at most
-    8 kB to at least 1 MB); three timed runs a point (medians of three, as the tests check)."""
+    past its listed sizes, which the timing test of the peak needs, until one call takes over a second (on
+    these devices often a 4096^3 matmul of 4 to 8 s a call: a sweep that stopped before it, at 2048^3 or
+    1024^3 under load, left the peak below what a large einsum reaches, which that test catches); every
+    collective is fitted over four sizes (the fit tests need three or more, from at most 8 kB to at least
+    1 MB); three timed runs a point (medians of three, as the tests check)."""
     if not HAS_JAX:
         pytest.skip("calibrate needs the jax extra: pip install 'symcost[jax]'")
     kept = os.environ.get("SYMCOST_TEST_CALIBRATION")
@@ -514,8 +514,8 @@ def test_measure_says_what_it_needs(cli, calibrated):
 @pytest.mark.timing
 @NEEDS_JAX
 def test_the_cpu_calibration_reaches_the_peak_a_large_einsum_reaches(cli, calibrated):
-    """The matmul sweep goes on past its listed sizes until two sizes agree (or the next call would take over
-    four seconds), so the preset's peak is not below what a large einsum on the same 8 host devices reaches
+    """The matmul sweep goes on past its listed sizes until two sizes agree (or one call takes over a
+    second), so the preset's peak is not below what a large einsum on the same 8 host devices reaches
     (within 10 %): each device's 1024^3 block of a sharded einsum, all devices at once, as the calibration
     runs them."""
     path, report = calibrated
