@@ -25,9 +25,10 @@ demo: $(STAMP)
 # wall-clock times (marked timing) run alone first; the rest on two processes, a module to a process (its
 # fixtures made once), the property tests that take their size from the hypothesis profile at full size
 # (SYMCOST_HYPOTHESIS=ci: 500 examples, 25 else). Both passes share one calibration of the host devices.
-# From a fresh clone about 5 minutes on 2 cores (4 min 54 s and 5 min 20 s measured: the tests 4 min 17 s
-# and 4 min 41 s, the rest setting up .venv), 440 to 490 s of CPU; about 100 s of it the check that every
-# candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan derive finds alone (docs/benchmarks.md)
+# From a fresh clone about 6 minutes on 2 cores (5 min 51 s measured: the timing pass 72 s, most of it the
+# calibration of the host devices, the rest 4 min 1 s, then setting up .venv), about 550 s of CPU; about
+# 100 s of it the check that every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan derive
+# finds alone (docs/benchmarks.md)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
 	@rm -rf .test-calibration && mkdir .test-calibration
