@@ -41,13 +41,7 @@ def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
 
 def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> tuple[Step, ...]:
     """Steps of a route the rewriter chose, each with the reason it is there."""
-    return _explained(tuple(ops), mesh, target, phase, tuple(sizes))
-
-
-@caching.memoize(maxsize=4096)
-def _explained(ops: tuple, mesh, target, phase: str, sizes: tuple) -> tuple[Step, ...]:
-    """(kept: a route is explained once wherever its chain is planned again -- a derivation's runner-ups, the
-    candidates of a search; steps are values)"""
+    ops = tuple(ops)
     return tuple(Step(op, mesh, phase, why, sizes=sizes) for op, why in zip(ops, _reasons(ops, mesh, target)))
 
 

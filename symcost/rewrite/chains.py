@@ -319,7 +319,7 @@ def _cheapest(tables, get_l, get_r) -> list:
             got = best.get(kres)
             if got is None or cost < got[0]:
                 best[kres] = (cost, ent_l, ent_r, e)
-    return [(e.output, Entry(cost, parts=(ent_l, (e,)) if ent_r is None else (ent_l, ent_r, (e,))))
+    return [(e.output, Entry(cost, ent_l.steps + (ent_r.steps if ent_r is not None else ()) + (e,)))
             for cost, ent_l, ent_r, e in best.values()]
 
 

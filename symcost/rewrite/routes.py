@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import NamedTuple
 
@@ -26,34 +26,10 @@ from .ranking import Ranker
 INF = float("inf")
 
 
+@dataclass
 class Entry:
-    """A route found: its cost and its moves. The moves are joined only when read: a search settles many
-    routes and reads few, so a route is kept as the routes it extends (``parts``: entries, routes or tuples
-    of moves, in order) until its ``steps`` are asked for."""
-
-    __slots__ = ("cost", "_steps", "_parts")
-
-    def __init__(self, cost: float, steps: tuple = (), parts: tuple | None = None) -> None:
-        self.cost = cost
-        self._steps, self._parts = (steps, None) if parts is None else (None, parts)
-
-    @property
-    def steps(self) -> tuple:
-        s = self._steps
-        if s is None:
-            s = ()
-            for p in self._parts:
-                s += p if type(p) is tuple else p.steps
-            self._steps, self._parts = s, None
-        return s
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Entry) and (self.cost, self.steps) == (other.cost, other.steps)
-
-    __hash__ = None     # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Entry(cost={self.cost!r}, steps={self.steps!r})"
+    cost: float
+    steps: tuple
 
 
 class Found(dict):
@@ -137,15 +113,15 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
     heap = []
     counter = itertools.count()
     push, pop = heapq.heappush, heapq.heappop
-    for lay, ent in sources.items():      # (cost, order, layout, the layout it came from or -1, move or entry)
-        push(heap, (ent.cost, next(counter), of(lay), -1, ent))
+    for lay, ent in sources.items():      # (cost, order, layout, the layout it came from or -1, move or steps)
+        push(heap, (ent.cost, next(counter), of(lay), -1, ent.steps))
     looked, complete = 0, True
     while heap:
         cost, _, i, parent, m = pop(heap)
         if i in settled:
             continue
-        # a route is its parent's and one move more, its steps joined only if they are read
-        settled[i] = m if parent < 0 else Entry(cost, parts=(settled[parent], (m,)))
+        # a route's steps are written once, when its layout is settled, not at every push
+        settled[i] = Entry(cost, m if parent < 0 else settled[parent].steps + (m,))
         if i == goal or (accept is not None and accept(layouts[i])):
             break
         out = edges(i)     # priced once per layout and kept: every search of a plan shares them

@@ -79,17 +79,10 @@ class PinnedSpace(Space):
                 statements.append(replace(st, tensors=tuple(new)))
         return Program(tuple(statements), str(Program(tuple(statements))))
 
-
-    def layouts(self, cand) -> dict[str, str]:
+    def written(self, cand, t: TensorRef, group: str) -> TensorRef:
         if not isinstance(cand, Pinned):
-            return super().layouts(cand)
-        prog = self.program_for(cand)
-        out: dict[str, str] = {}
-        for i, j in sorted(self.open_tensors):
-            st = prog.statements[i]
-            t = st.tensors[j] if not isinstance(st, Einsum) or j < len(st.operands) else st.output
-            out.setdefault(t.name, str(t))
-        return out
+            return super().written(cand, t, group)
+        return _written(t, dict(cand.splits).get(t.name), cand.axes)
 
 
 def _written(t: TensorRef, split, axes) -> TensorRef:

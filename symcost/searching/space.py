@@ -180,16 +180,19 @@ class Space:
                 statements.append(st)
         return Program(tuple(statements), str(Program(tuple(statements))))
 
-    def layouts(self, cand: Candidate) -> dict[str, str]:
-        """``{tensor: its written layout}`` for the open tensors."""
-        splits = {g: cand.split(g) for g in GROUPS}
-        out = {}
+    def layouts(self, cand) -> dict[str, str]:
+        """``{tensor: its written layout}`` for the open tensors (each written once, not the whole program)."""
+        out: dict[str, str] = {}
         for i, j in sorted(self.open_tensors):
             st = self.program.statements[i]
             t = st.tensors[j] if not isinstance(st, Einsum) or j < len(st.operands) else st.output
             if t.name not in out:
-                out[t.name] = str(_with(t, splits["param" if isinstance(st, Declaration) else "activation"]))
+                out[t.name] = str(self.written(cand, t, "param" if isinstance(st, Declaration) else "activation"))
         return out
+
+    def written(self, cand, t: TensorRef, group: str) -> TensorRef:
+        """An open tensor of ``group`` with the axes the candidate gives it."""
+        return _with(t, cand.split(group))
 
 
 def _with(t: TensorRef, split: dict) -> TensorRef:
