@@ -317,7 +317,7 @@ def _elementwise_backward(e: Elementwise, dres: Layout, keep, grads, params, inp
             for m in moves)
         dres = out
     reads = tuple(keep(t) for t in e.saved())
-    for x in e.inputs:
+    for x in e.inputs[:1] if rule.broadcasts else e.inputs:    # a dispatch's router steers: no gradient
         if x.name in inputs and x.name not in params and not input_grads:
             continue
         gx = Layout("d" + x.name, x.dims, dres.axes if len(x.dims) == len(dres.dims) else x.axes, dres.unreduced,

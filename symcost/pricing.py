@@ -64,7 +64,8 @@ class OpCost(NamedTuple):
     critical: bool = True      # on the critical path (the ``critical`` policy runs the others beside it)
     reads: tuple = ()          # the layouts it reads and writes: the plan's dependency graph (see ``totals``)
     writes: tuple = ()
-    kernel: str = ""           # what runs: "einsum", "elementwise", "collective", "fused" (inside the kernel
+    kernel: str = ""           # what runs: "einsum", "elementwise", "gather" (a dispatch: elementwise work
+                               # with a kernel of its own), "collective", "fused" (inside the kernel
                                # of the step that made its on-chip operand) or "" (a view: no kernel)
 
 
@@ -94,7 +95,7 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
         if env.achieved:
             tm, th = tm / env.eta_vec, th / env.eta_hbm
         return OpCost(z, b, tm, th, z, z, (), True, z, env.max(tm, th), vf, reads=op.inputs, writes=(op.output,),
-                      kernel="elementwise")
+                      kernel="gather" if op.rule.broadcasts else "elementwise")
     lat, bw = op.rule.link_time(op, env)
     t = env.max(lat, bw)
     alone = env.is_numeric and op.axes and env.group_size(op.axes) == 1   # over axes of one device: a no-op
@@ -263,14 +264,15 @@ def kernel_starts(costs, deps=None) -> list[bool]:
     waits on is elementwise work, whose kernel it joins (loop fusion: a residual add and the norm after
     it, SiLU and the gate's product, are one kernel; an add that waits on a matmul is not); a step that
     reads a tile kept on chip (flash attention's probabilities) is part of the kernel that made it; a view
-    launches nothing."""
+    launches nothing; a dispatch (an MoE layer's permutation, a gather by the router's choice) launches its
+    own, as Megatron-Core's permute does."""
     deps = depends_on(costs) if deps is None else deps
     out = []
     for c, before in zip(costs, deps):
         if c.kernel == "elementwise":      # joins its producer's kernel when that is the last thing it waits on
             out.append(not before or costs[max(before)].kernel != "elementwise")
         else:
-            out.append(c.kernel in ("einsum", "collective"))
+            out.append(c.kernel in ("einsum", "collective", "gather"))
     return out
 
 

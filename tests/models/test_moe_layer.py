@@ -55,8 +55,9 @@ def test_the_router_is_in_the_layers_compute():
     """The gate logits Lg[B, T, Er] = Rn[B, T, D] *_D Wr[D, Er] are 2 B T D E FLOPs forward: in the serving
     layer's plan; in the training layer's model FLOPs (one microbatch of 4 x 4096 tokens a rank, EP 8, TP
     8); and in the FLOPs a token costs, a Mixtral layer's matmuls being 2 x (attention's weights + the
-    router's D E + k experts' 3 D F) + the permutation and the weighted sum of the k results (2 k D
-    each), plus the unembedding; at one token a sequence (``T k / E`` not whole) the same."""
+    router's D E + k experts' 3 D F) + the weighted sum of the k results (2 k D; the permutation before
+    the experts is a copy, no arithmetic), plus the unembedding; at one token a sequence (``T k / E`` not
+    whole) the same."""
     dims = sizes(MIXTRAL, batch=4, seq=512)
     plan = derive_program(layer_program(MIXTRAL, {}), mesh="X=1", dims=dims, moves="none")
     (lg,) = [s for s in plan.steps if s.tensor == "Lg" and s.is_einsum]
@@ -73,7 +74,7 @@ def test_the_router_is_in_the_layers_compute():
     L, D, E, k, F = MIXTRAL.L, MIXTRAL.D, MIXTRAL.E, MIXTRAL.k, MIXTRAL.F_expert
     attention = param_counts(MIXTRAL)["attention"] / L
     per_token = forward_flops(MIXTRAL, batch=1, seq=4096, attention=False) / 4096
-    assert per_token == L * (2 * attention + 2 * D * E + 2 * k * 3 * D * F + 2 * 2 * k * D) + 2 * D * MIXTRAL.V
+    assert per_token == L * (2 * attention + 2 * D * E + 2 * k * 3 * D * F + 2 * k * D) + 2 * D * MIXTRAL.V
     # one token (a decode step's): its k experts, not one token's worth for each of the E
     one = forward_flops(MIXTRAL, batch=1, seq=1, attention=False)
     assert one == pytest.approx(per_token, rel=1e-12)
@@ -120,3 +121,42 @@ def test_the_routers_softmax_and_top_k_is_an_elementwise_kernel():
     assert kernel_starts(costs)[i]
     (z,) = [st for st in plan.steps if st.tensor == "Z"]
     assert z.is_einsum and {t.name for t in z.op.inputs} == {"Zk", "Gk"}
+
+
+def _statement(plan, tensor, phase="forward"):
+    (step,) = [s for s in plan.steps if s.phase == phase and s.tensor == tensor and not s.is_collective]
+    return step
+
+
+def test_the_tokens_go_to_their_experts_unweighted_and_the_gate_multiplies_once():
+    """The permutation copies each token to its k experts (``Dispatch_J``: no product with the gate
+    weights), and ``Gk`` multiplies once, in the weighted sum of each token's k results; the copy costs what
+    the product it replaces did -- Rn, Gk read and Xk written (16 tokens: 16 x (D + k + k D) x 2 bytes),
+    a kernel of its own (not fused into the router's top-k) -- and does no arithmetic. In training its
+    backward is one sum of the k copies' gradients (reads dXk, writes dRn) where the product's was two
+    einsums each reading dXk; the router's weights get their gradient from the weighted sum alone."""
+    s = Serving(MIXTRAL, H100, chips=1)
+    plan = s._plan("layer", 16, 1, 4096, moe=True)
+    env = Env.numeric(plan.mesh, dict(plan.sizes), H100.bindings("bf16"), H100.efficiency)
+    xk = _statement(plan, "Xk")
+    assert xk.op.kind == "Dispatch" and [t.name for t in xk.op.inputs] == ["Rn", "Gk"]
+    readers = [st for st in plan.steps if st.is_einsum and "Gk" in {t.name for t in st.op.inputs}]
+    assert [st.tensor for st in readers] == ["Z"]
+    costs = [op_cost(st.op, env) for st in plan.steps]
+    i = plan.steps.index(xk)
+    D, k = MIXTRAL.D, MIXTRAL.k
+    assert float(costs[i].bytes) == 16 * (D + k + k * D) * 2
+    assert float(costs[i].flops) == 0 and float(vector_flops(xk.op, env)) == 0
+    assert kernel_starts(costs)[i] and plan.steps[i - 1].tensor == "Gk"
+    lay = LayerCost(MIXTRAL, H100, tp=8, microbatch=1, seq=4096, ep=8, moe=True)
+    tplan = lay.plan()
+    back = [st for st in tplan.steps if st.phase == "backward" and "dXk" in
+            {t.name for t in getattr(st.op, "inputs", ())}]
+    assert [(st.op.kind, st.tensor) for st in back] == [("Dispatch", "dRn")]
+    tenv = Env.numeric(tplan.mesh, dict(tplan.sizes), H100.bindings("bf16"), H100.efficiency)
+    sz = dict(tplan.sizes)
+    tokens = sz["B"] * sz["T"] / 8                            # a rank's: EP 8 splits B
+    assert float(op_cost(back[0].op, tenv).bytes) == tokens * (k * D + D) * 2
+    assert float(vector_flops(back[0].op, tenv)) == tokens * k * D
+    dgk = [st for st in tplan.steps if st.phase == "backward" and st.tensor == "dGk" and st.is_einsum]
+    assert [{t.name for t in st.op.inputs} for st in dgk] == [{"dZ", "Zk"}]
