@@ -127,16 +127,21 @@ def _apply(st: Apply, tape: Tape, out_name: str, sizes: dict) -> None:
     axis = (out_dims if st.op == "Dispatch" else dims).index(st.reduce) if st.reduce else None
     values = [_transposed(tape.values[n], dims) if sorted(tape.values[n][0]) == sorted(dims) else tape.values[n][1]
               for n in names]
-    result = arrays.forward(st.op, values, axis, _shape(out_dims, [tape.values[n] for n in names], sizes, st.op))
+    result = arrays.forward(st.op, values, axis, _shape(out_dims, [tape.values[n] for n in names]
+                                                        + list(tape.values.values()), sizes, st.op))
     out = tape.fresh(out_name)
     tape.values[out] = (out_dims, result)
     tape.entries.append(("apply", names, out, (st.op, axis, dims)))
 
 
 def _shape(out_dims, operands: list, sizes: dict, op: str) -> tuple | None:
-    """The result's shape: each dimension's size from an operand that has it, else from ``sizes`` (a view's
-    new dimensions, a top-k's k); None where some size is unknown (a rule that keeps its operand's shape)."""
-    known = {d: n for dims, arr in operands for d, n in zip(dims, arr.shape)}
+    """The result's shape: each dimension's size from a tensor that has it (its operands first), else from
+    ``sizes`` (a view's new dimensions, a top-k's k); None where some size is unknown (a rule that keeps its
+    operand's shape)."""
+    known: dict = {}
+    for dims, arr in operands:
+        for d, n in zip(dims, arr.shape):
+            known.setdefault(d, n)
     known.update({d: int(n) for d, n in sizes.items() if d not in known})
     missing = [d for d in out_dims if d not in known and not d.isdigit()]
     if missing and op in ("TopK", "View", "Dispatch"):
