@@ -160,3 +160,32 @@ def test_the_tokens_go_to_their_experts_unweighted_and_the_gate_multiplies_once(
     assert float(vector_flops(back[0].op, tenv)) == tokens * k * D
     dgk = [st for st in tplan.steps if st.phase == "backward" and st.tensor == "dGk" and st.is_einsum]
     assert [{t.name for t in st.op.inputs} for st in dgk] == [{"dZ", "Zk"}]
+
+
+def test_the_routers_gradient_is_summed_once_a_step():
+    """With sequence parallelism each TP rank scores its own tokens, so the router's gradient is a sum over
+    the TP ranks as well as over the EP ranks (the plan's AllReduce over X and Y). Megatron-Core marks the
+    router's weight sequence-parallel and sums it once a step (finalize_model_grads), as the run sums every
+    weight's gradient over its data-parallel replicas once a step: the layer does not pay that reduction
+    each microbatch (its EP communication is the AllToAlls and nothing else), and the run pays one AllReduce
+    over the 8 TP ranks of every router's fp32 gradient (32 layers x D x E x 4 bytes) in its TP
+    communication. The key and value weights' reduce-scatter over the TP ranks stays in the layer: those
+    weights are split over them."""
+    from symcost.models.collective import collective_seconds
+    from symcost.models.execution import Run
+    lay = LayerCost(MIXTRAL, H100, tp=8, microbatch=1, seq=4096, ep=8, moe=True, seq_parallel=True)
+    plan = lay.plan()
+    (dwr,) = [s for s in plan.steps if s.tensor == "dWr" and s.is_collective]
+    assert set(dwr.axes) == {"X", "Y"}
+    D, E, L = MIXTRAL.D, MIXTRAL.E, MIXTRAL.L
+    assert lay.figures()["sp_grads"] == D * E
+    env = lay.env(plan)
+    ep = [s for s in plan.steps if s.is_collective and "X" in s.axes and not s.tensor.startswith("dW")]
+    assert {s.kind for s in ep} == {"AllToAll"}
+    assert lay.timings()["ep_comms"] == pytest.approx(sum(float(op_cost(s.op, env).seconds) for s in ep))
+    assert any(s.tensor == "dWk" and s.kind == "ReduceScatter" for s in plan.steps)
+    run = Run(MIXTRAL, H100, tp=8, dp=8, ep=8, sequences=64, seq=4096, seq_parallel=True, zero=1)
+    it = run.iteration()
+    once = collective_seconds(H100, "AllReduce", 4 * L * D * E, 8, "A=8", "A")
+    assert once > 0
+    assert it["tp_comms"] == pytest.approx(run.pipeline.microbatches * L * run.layer()["tp_comms"] + once)
