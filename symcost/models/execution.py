@@ -225,7 +225,8 @@ class Run:
         optimizer = self._optimizer_step(params)
         parts = {"forward": m * per_stage * lay["forward"], "backward": m * per_stage * lay["backward"],
                  "recompute": m * per_stage * lay["recompute"],
-                 "tp_comms": m * per_stage * lay["tp_comms"] + self._sequence_parallel_grads(per_stage * lay["sp_grads"]),
+                 "tp_comms": m * per_stage * lay["tp_comms"]
+                 + self._sequence_parallel_grads(per_stage * lay["sp_grads"]),
                  "cp_comms": m * per_stage * lay["cp_comms"], "ep_comms": m * per_stage * lay["ep_comms"],
                  "head": m * self.head(), "bubble": sch.bubble_microbatches * mb, "p2p": p2p,
                  "dp_comms": dp_exposed, "optimizer": optimizer}
