@@ -94,8 +94,9 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
         tm, th = vf / env.C_vec, b / env.W_hbm
         if env.achieved:
             tm, th = tm / env.eta_vec, th / env.eta_hbm
+        kind = "" if op.rule.free else "gather" if op.rule.broadcasts else "elementwise"    # a view: no kernel
         return OpCost(z, b, tm, th, z, z, (), True, z, env.max(tm, th), vf, reads=op.inputs, writes=(op.output,),
-                      kernel="gather" if op.rule.broadcasts else "elementwise")
+                      kernel=kind)
     lat, bw = op.rule.link_time(op, env)
     t = env.max(lat, bw)
     alone = env.is_numeric and op.axes and env.group_size(op.axes) == 1   # over axes of one device: a no-op
@@ -264,15 +265,18 @@ def kernel_starts(costs, deps=None) -> list[bool]:
     waits on is elementwise work, whose kernel it joins (loop fusion: a residual add and the norm after
     it, SiLU and the gate's product, are one kernel; an add that waits on a matmul is not); a step that
     reads a tile kept on chip (flash attention's probabilities) is part of the kernel that made it; a view
-    launches nothing; a dispatch (an MoE layer's permutation, a gather by the router's choice) launches its
-    own, as Megatron-Core's permute does."""
+    launches nothing and is seen through (elementwise work after a view of elementwise work joins its
+    kernel, as XLA fuses through a bitcast); a dispatch (an MoE layer's permutation, a gather by the
+    router's choice) launches its own, as Megatron-Core's permute does."""
     deps = depends_on(costs) if deps is None else deps
-    out = []
+    out, made = [], []                     # made: the kind of kernel each result comes out of, seen through views
     for c, before in zip(costs, deps):
+        last = made[max(before)] if before else ""
         if c.kernel == "elementwise":      # joins its producer's kernel when that is the last thing it waits on
-            out.append(not before or costs[max(before)].kernel != "elementwise")
+            out.append(last != "elementwise")
         else:
             out.append(c.kernel in ("einsum", "collective", "gather"))
+        made.append(last if c.kernel == "" else c.kernel)
     return out
 
 
