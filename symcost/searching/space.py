@@ -24,6 +24,7 @@ import itertools
 from dataclasses import dataclass, replace
 from math import comb
 
+from .. import caching
 from ..binding import bind
 from ..errors import UsageError
 from ..notation import Collective, Declaration, DimRef, Einsum, Program, TensorRef, format_axes, parse
@@ -161,24 +162,25 @@ class Space:
             yield Candidate(tuple(r for _, r in by_axis), tuple(a for a, _ in by_axis))
 
     def program_for(self, cand: Candidate) -> Program:
-        """The program with the candidate's axes written on its open tensors."""
+        """The program with the candidate's axes written on its open tensors (each statement and its line
+        written once for all the candidates that give its open tensors the same axes)."""
         splits = {g: cand.split(g) for g in GROUPS}
         statements = []
         for i, st in enumerate(self.program.statements):
             if isinstance(st, Declaration):
                 tensors = tuple(_with(t, splits["param"]) if (i, j) in self.open_tensors else t
                                 for j, t in enumerate(st.tensors))
-                statements.append(replace(st, tensors=tensors))
+                statements.append(_declared(st, tensors))
             elif isinstance(st, Einsum):
                 ops = tuple(_with(t, splits["activation"]) if (i, j) in self.open_tensors else t
                             for j, t in enumerate(st.operands))
                 out = st.output
                 if out is not None and (i, len(st.operands)) in self.open_tensors:
                     out = _with(out, splits["activation"])
-                statements.append(replace(st, operands=ops, output=out))
+                statements.append(_einsum(st, ops, out))
             else:
                 statements.append(st)
-        return Program(tuple(statements), str(Program(tuple(statements))))
+        return Program(tuple(statements), "\n".join(_line(st) for st in statements))
 
     def layouts(self, cand) -> dict[str, str]:
         """``{tensor: its written layout}`` for the open tensors (each written once, not the whole program)."""
@@ -187,7 +189,7 @@ class Space:
             st = self.program.statements[i]
             t = st.tensors[j] if not isinstance(st, Einsum) or j < len(st.operands) else st.output
             if t.name not in out:
-                out[t.name] = str(self.written(cand, t, "param" if isinstance(st, Declaration) else "activation"))
+                out[t.name] = _line(self.written(cand, t, "param" if isinstance(st, Declaration) else "activation"))
         return out
 
     def written(self, cand, t: TensorRef, group: str) -> TensorRef:
@@ -196,8 +198,30 @@ class Space:
 
 
 def _with(t: TensorRef, split: dict) -> TensorRef:
-    return replace(t, dims=tuple(d if d.size is not None else DimRef(d.name, split.get(d.name, ()), None, d.span)
-                                 for d in t.dims))
+    """``t`` with the axes ``split`` gives its dimensions (one object for every candidate that gives the same)."""
+    return _written(t, tuple(split.get(d.name, ()) for d in t.dims))
+
+
+@caching.memoize(maxsize=4096)
+def _written(t: TensorRef, axes: tuple) -> TensorRef:
+    return replace(t, dims=tuple(d if d.size is not None else DimRef(d.name, a, None, d.span)
+                                 for d, a in zip(t.dims, axes)))
+
+
+@caching.memoize(maxsize=4096)
+def _declared(st: Declaration, tensors: tuple) -> Declaration:
+    return replace(st, tensors=tensors)
+
+
+@caching.memoize(maxsize=4096)
+def _einsum(st: Einsum, operands: tuple, output) -> Einsum:
+    return replace(st, operands=operands, output=output)
+
+
+@caching.memoize(maxsize=8192)
+def _line(record) -> str:
+    """A statement's (or a tensor's) text: the candidates of a search share most of their statements."""
+    return str(record)
 
 
 def _open(prog: Program):
