@@ -109,33 +109,37 @@ def context(enabled: bool = True, check: bool = False, wider: int = 1) -> Iterat
     caches = Caches(enabled, check, wider)
     token = _CURRENT.set(caches)
     if wider > 1:
-        _collect_rarely(True)
+        _COLLECTOR.rarer(True)
     try:
         yield caches
     finally:
         _CURRENT.reset(token)
         caches.clear()
         if wider > 1:
-            _collect_rarely(False)
+            _COLLECTOR.rarer(False)
 
 
-_RARER = {"open": 0, "before": None}     # wide contexts open (in any thread), and the thresholds before the first
-_RARER_LOCK = threading.Lock()
+class _Collector:
+    """The collector's thresholds while wide contexts are open (in any thread): raised when the first opens,
+    put back when the last closes."""
+
+    def __init__(self):
+        self.open, self.before, self.lock = 0, gc.get_threshold(), threading.Lock()
+
+    def rarer(self, opening: bool) -> None:
+        with self.lock:
+            if opening:
+                if self.open == 0:
+                    self.before = t = gc.get_threshold()
+                    gc.set_threshold(t[0], t[1], max(t[2], FULL_COLLECTIONS_RARER))
+                self.open += 1
+            else:
+                self.open -= 1
+                if self.open == 0:
+                    gc.set_threshold(*self.before)
 
 
-def _collect_rarely(opening: bool) -> None:
-    """Make the collector's full passes rarer while any wide context is open; put the thresholds back when
-    the last one closes."""
-    with _RARER_LOCK:
-        if opening:
-            if _RARER["open"] == 0:
-                _RARER["before"] = t = gc.get_threshold()
-                gc.set_threshold(t[0], t[1], max(t[2], FULL_COLLECTIONS_RARER))
-            _RARER["open"] += 1
-        else:
-            _RARER["open"] -= 1
-            if _RARER["open"] == 0:
-                gc.set_threshold(*_RARER["before"])
+_COLLECTOR = _Collector()
 
 
 def disabled():
