@@ -14,6 +14,14 @@ embedding is the identity (its rotation needs each element's global position). B
 planner assumes, so partial sums may pass through them. Cross-entropy is ``logsumexp`` over the vocabulary
 (the loss without its label term, which the notation does not name). The gradients are checked against
 finite differences in the tests.
+
+Three rules give their result a shape of its own (``shape``): a view reads its operand in row-major order
+as the result's shape (an MoE layer's ``Xr[M, I, E, D] = View(Xk[B, T, J, D])`` deals each token's k
+copies to the experts in turn: balanced routing, each expert receiving ``M x I`` tokens); a router's
+``TopK`` is the softmax over its dimension, then each row's k largest (k the result's size there) in
+descending order, its gradient softmax's Jacobian restricted to those k; a dispatch copies its first
+operand along the new dimension (its second operand, the router's choice, only steers), its gradient the
+sum over that dimension.
 """
 from __future__ import annotations
 
@@ -44,9 +52,24 @@ def _softmax(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def forward(kind: str, operands: list, axis: int | None = None) -> np.ndarray:
-    """The result of elementwise work ``kind`` on ``operands`` (reducing over ``axis`` where it does)."""
+def _top(x, axis, k):
+    """The softmax of ``x`` over ``axis`` and the positions of each row's ``k`` largest, largest first."""
+    p = _softmax(x, axis)
+    return p, np.take(np.argsort(-p, axis=axis, kind="stable"), np.arange(k), axis=axis)
+
+
+def forward(kind: str, operands: list, axis: int | None = None, shape: tuple | None = None) -> np.ndarray:
+    """The result of elementwise work ``kind`` on ``operands`` (reducing over ``axis`` where it does; ``shape``:
+    the result's, where it is not the operand's: a view's, a top-k's, a dispatch's, ``axis`` then the
+    position of the dimension it adds)."""
     x = operands[0]
+    if kind == "TopK":
+        p, idx = _top(x, axis, shape[axis] if shape is not None else 1)
+        return np.take_along_axis(p, idx, axis=axis)
+    if kind == "Dispatch":
+        return np.broadcast_to(np.expand_dims(x, axis), shape).copy()
+    if kind == "View" and shape is not None:
+        return _reshaped(x, shape)
     if kind == "LayerNorm":
         c = x - x.mean(axis=axis, keepdims=True)
         return c / np.sqrt((c * c).mean(axis=axis, keepdims=True) + EPS)
@@ -72,9 +95,28 @@ def forward(kind: str, operands: list, axis: int | None = None) -> np.ndarray:
     raise ValueError(f"no NumPy meaning for elementwise work {kind!r}")
 
 
-def backward(kind: str, dres: np.ndarray, saved: list, which: int, axis: int | None = None) -> np.ndarray:
+def _reshaped(x: np.ndarray, shape: tuple) -> np.ndarray:
+    if int(np.prod(shape)) != x.size:
+        raise ValueError(f"a view cannot read {x.size} elements as shape {tuple(shape)}")
+    return x.reshape(shape).copy()
+
+
+def backward(kind: str, dres: np.ndarray, saved: list, which: int, axis: int | None = None,
+             shape: tuple | None = None) -> np.ndarray:
     """The gradient of operand ``which`` given the result's gradient ``dres`` and what the rule saves
-    (its inputs, its output, or dropout's mask; see :meth:`~symcost.elementwise.Elementwise.saved`)."""
+    (its inputs, its output, or dropout's mask; see :meth:`~symcost.elementwise.Elementwise.saved`);
+    ``shape``: the operand's, where a view's result has another (a dispatch's ``axis``: the dimension it
+    added, in ``dres``)."""
+    if kind == "TopK":
+        p, idx = _top(saved[0], axis, dres.shape[axis])
+        g = np.take_along_axis(p, idx, axis=axis)
+        chosen = np.zeros_like(p)
+        np.put_along_axis(chosen, idx, dres, axis=axis)
+        return p * (chosen - (dres * g).sum(axis=axis, keepdims=True))
+    if kind == "Dispatch":
+        return dres.sum(axis=axis)
+    if kind == "View" and shape is not None:
+        return _reshaped(dres, shape)
     if kind == "LayerNorm":
         x = saved[0]
         c = x - x.mean(axis=axis, keepdims=True)

@@ -237,7 +237,7 @@ class _Pass:
         if g is None:
             return
         want = gradient(op.before)
-        g = replace(g, name=want.name)
+        arrived, g = g, replace(g, name=want.name)
         t = op.rule.transpose(op)
         moves = None
         if t is not None:
@@ -247,6 +247,8 @@ class _Pass:
                 moves = [replace(t, before=g, after=g) if not t.rule.inserted else t]
         if moves is None:
             _, moves = reshard(g, want, mesh, self.any_move)
+        if moves and arrived.name != want.name:   # a renaming collective's: its first move reads the result's
+            moves = [replace(moves[0], before=replace(moves[0].before, name=arrived.name)), *moves[1:]]
         why = f"transpose of the {op.kind} on line {use.line}"
         self.add(Step(m, mesh, why=why, sizes=self.trace.bound.sizes) for m in moves)
         self.grads[op.before.name] = want
@@ -376,7 +378,7 @@ def _elementwise_backward(e: Elementwise, dres: Layout, keep, grads, params, inp
             for m in moves)
         dres = out
     reads = tuple(keep(t) for t in e.saved())
-    for x in e.inputs:
+    for x in e.inputs[:1] if rule.broadcasts else e.inputs:    # a dispatch's router steers: no gradient
         if x.name in inputs and x.name not in params and not input_grads:
             continue
         gx = Layout("d" + x.name, x.dims, dres.axes if len(x.dims) == len(dres.dims) else x.axes, dres.unreduced,
@@ -387,7 +389,13 @@ def _elementwise_backward(e: Elementwise, dres: Layout, keep, grads, params, inp
             op = Elementwise(e.kind, (dres,) + reads, gx, e.reduce, grad=True)
             add([Step(op, mesh, why=f"backward of {e.kind}: the gradient of {x.name}")])
         have = grads.get(x.name)
-        if have is not None and have != gx:
+        if have is not None and have.unreduced - gx.unreduced:
+            # partial sums so far and a whole contribution (a dispatch's sum of its copies): the partial sums
+            # are reduced now, as the operand's gradient would be before its own backward reads it
+            _, moves = reshard(have, gx, mesh, ranker)
+            add(Step(m, mesh, why=f"gradients of {x.name} add up in {gx.render(mesh)}") for m in moves)
+            grads[x.name] = gx
+        elif have is not None and have != gx:
             _, moves = reshard(gx, have, mesh, ranker)
             add(Step(m, mesh, why=f"gradients of {x.name} add up in {have.render(mesh)}") for m in moves)
         grads.setdefault(x.name, gx)

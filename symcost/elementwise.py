@@ -38,6 +38,9 @@ class Rule:
     drops: bool = False        # the reduced dimension leaves the result (cross-entropy: one loss a token)
     linear: bool = False       # partial sums may pass through it
     relabels: bool = False     # the result may rename dimensions (positionally): a view, rotary's keys
+    broadcasts: bool = False   # the result gains the subscripted dimension: the first operand copied along it
+                               # (a later operand steers where the copies go; it gets no gradient), as a
+                               # gather: its own kernel, never fused into its producer's
     summary: str = ""
 
     communicates = False       # the planner's and the printers' question to every step
@@ -54,7 +57,12 @@ class Rule:
 #: 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))) = 8 (+6 for its derivative); SiLU x sigmoid(x) = 4.
 #: TopK (a router: softmax over the experts, then each token's k largest, their indices and weights
 #: written) = softmax's 5 and one comparison an element in the selection pass; the result's last dimension
-#: is the k selected (``Gk[B, T, J] = TopK_Er(Lg[B, T, Er])``), its backward softmax's through the k.
+#: is the k selected, in descending order (``Gk[B, T, J] = TopK_Er(Lg[B, T, Er])``, k the size of J); its
+#: backward is softmax's Jacobian restricted to the k chosen, so it keeps its input (the router's
+#: probabilities, as Megatron-Core's router keeps them), not only the k weights. Dispatch (an MoE layer's
+#: permutation, ``Xk[B, T, J, D] = Dispatch_J(Rn[B, T, D], Gk[B, T, J])``: each token copied to the slots of
+#: its k experts, chosen by the router's ``Gk``, whose values do not enter the result) moves bytes and does
+#: no arithmetic; its backward sums each token's k copies' gradients (the unpermutation's scatter-add).
 RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("LayerNorm", 1, 8, 14, "inputs", reduces=True, summary="normalise over a dimension (mean and variance)"),
     Rule("RMSNorm", 1, 4, 8, "inputs", reduces=True, summary="normalise by the root mean square over a dimension"),
@@ -69,8 +77,10 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("Rotary", 1, 3, 3, "none", linear=True, relabels=True, summary="rotary position embedding"),
     Rule("Dropout", 1, 2, 1, "mask", linear=True, summary="dropout (writes a one-byte mask the backward pass reads)"),
     Rule("View", 1, 0, 0, "none", linear=True, relabels=True, summary="a view: renames dimensions, moves nothing"),
-    Rule("TopK", 1, 6, 4, "output", reduces=True, relabels=True,
+    Rule("TopK", 1, 6, 4, "inputs", reduces=True, relabels=True,
          summary="a router's softmax and top-k over the experts (each token's k expert weights)"),
+    Rule("Dispatch", 2, 0, 1, "none", reduces=True, broadcasts=True,
+         summary="a copy of each token to each of its k experts' slots, steered by the router (an MoE permutation)"),
     Rule("CrossEntropy", 1, 6, 3, "inputs", reduces=True, drops=True,
          summary="softmax cross-entropy over the vocabulary (one loss a token)"),
 )}
@@ -148,8 +158,12 @@ class Elementwise:
 
 def operand_layouts(target: Layout, operands, dropped: str | None = None) -> list[Layout]:
     """Each operand laid out the way the result is, dimension by position (a view renames dimensions; a
-    cross-entropy's reduced dimension, ``dropped``, is whole)."""
+    cross-entropy's reduced dimension, ``dropped``, is whole); a dispatch's operands (``dropped`` None and
+    dimensions the result names) dimension by name."""
     first = operands[0]
+    if len(target.dims) > len(first.dims):
+        return [Layout(t.name, t.dims, tuple(target.axes_of(d) for d in t.dims), target.unreduced, t.dtype)
+                for t in operands]
     keep = [i for i, d in enumerate(first.dims) if d != dropped]
     axes: list[tuple[str, ...]] = [()] * len(first.dims)
     for j, i in enumerate(keep):
@@ -162,12 +176,13 @@ def _elements(layout: Layout, env):
 
 
 def vector_flops(op: Elementwise, env):
-    """Vector-unit FLOPs per device: the rule's count an element of the (largest) operand."""
+    """Vector-unit FLOPs per device: the rule's count an element of the (largest) operand (a dispatch's
+    backward: of the copies' gradient it sums)."""
     r = op.rule
     per = r.grad_flops if op.grad else r.flops
     if per == 0:
         return env.zero
-    return per * _elements(op.output if op.grad else op.inputs[0], env)
+    return per * _elements(op.inputs[0] if not op.grad or r.broadcasts else op.output, env)
 
 
 def hbm_bytes(op: Elementwise, env, on_chip=frozenset()):
@@ -204,6 +219,8 @@ def check_apply(stmt, layouts, error):
     if stmt.reduce and not kind.reduces:
         raise error(f"{stmt.op} works on each element; it takes no dimension", stmt.name_span)
     first = layouts[0]
+    if kind.broadcasts:
+        return kind, _check_broadcast(stmt, layouts, error)
     for ref, lay in zip(stmt.operands[1:], layouts[1:]):
         if lay.dims != first.dims:
             raise error(f"{stmt.op} needs operands of the same dimensions; {lay.name} has "
@@ -212,3 +229,18 @@ def check_apply(stmt, layouts, error):
     if reduce is not None and reduce not in first.dims:
         raise error(f"{stmt.op}_{reduce}: {first.name} has no dimension {reduce}", stmt.name_span)
     return kind, reduce
+
+
+def _check_broadcast(stmt, layouts, error) -> str:
+    """A dispatch's dimension: new to its first operand, in its router's operand, and the result the first
+    operand's dimensions with it added (``Xk[B, T, J, D] = Dispatch_J(Rn[B, T, D], Gk[B, T, J])``)."""
+    first, steer = layouts
+    new = stmt.reduce
+    if new is None or new in first.dims or new not in steer.dims:
+        raise error(f"{stmt.op} needs the dimension it copies along, one its second operand has and its first "
+                    f"does not: {stmt.op}_J(X[B, D], G[B, J])", stmt.name_span)
+    written = tuple(d.name for d in stmt.output.dims) if stmt.output is not None else ()
+    if tuple(d for d in written if d != new) != first.dims or new not in written or not set(steer.dims) <= set(written):
+        raise error(f"{stmt.op}_{new} gives {first.name}'s dimensions [{', '.join(first.dims)}] with {new} added; "
+                    f"write its result so", stmt.output.span if stmt.output is not None else stmt.name_span)
+    return new

@@ -276,11 +276,13 @@ class _Walk:
         layouts = [self.use(ref, line) for ref in stmt.operands]
         kind, reduce = elementwise.check_apply(stmt, layouts, self.error)
         first = layouts[0]
-        out_dims = tuple(d for d in first.dims if not (kind.drops and d == reduce))
+        out_dims = tuple(d.name for d in stmt.output.dims) if kind.broadcasts else \
+            tuple(d for d in first.dims if not (kind.drops and d == reduce))
         name = stmt.result_name
         self.produce(name, stmt)
         # the result's sharding: as written, else the first operand's (partial sums reduced unless linear)
-        keep = [a for d, a in zip(first.dims, first.axes) if not (kind.drops and d == reduce)]
+        keep = [first.axes_of(d) if d in first.dims else () for d in out_dims] if kind.broadcasts else \
+            [a for d, a in zip(first.dims, first.axes) if not (kind.drops and d == reduce)]
         target = Layout(name, out_dims, tuple(keep), first.unreduced if kind.linear else frozenset(), first.dtype)
         if stmt.output is not None:
             written = tuple(d.name for d in stmt.output.dims)
@@ -290,9 +292,10 @@ class _Walk:
                                  stmt.output.span)
             target = replace(self.layout(stmt.output), dtype=stmt.output.dtype or first.dtype)
         want = elementwise.operand_layouts(target, layouts, reduce if kind.drops else None)
-        if reduce is not None and want[0].axes_of(reduce):
+        over = (target if kind.broadcasts else want[0]).axes_of(reduce) if reduce is not None else ()
+        if over:
             raise self.error(f"{stmt.op}_{reduce} needs {reduce} whole on each device, but {name} splits it over "
-                             f"{format_axes(want[0].axes_of(reduce))[1:]}", stmt.name_span,
+                             f"{format_axes(over)[1:]}", stmt.name_span,
                              hint=f"lay {reduce} out unsplit")
         ready = []
         for lay, w in zip(layouts, want):

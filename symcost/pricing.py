@@ -40,6 +40,7 @@ from typing import NamedTuple
 from . import caching
 from . import dtypes, elementwise
 from .einsum import LocalEinsum, flops, gemm_shape, hbm_bytes
+from .dependencies import chains_may_exceed, collective_chains, depends_on, longest_path
 from .env import Env
 from .mesh import Mesh
 
@@ -64,7 +65,8 @@ class OpCost(NamedTuple):
     critical: bool = True      # on the critical path (the ``critical`` policy runs the others beside it)
     reads: tuple = ()          # the layouts it reads and writes: the plan's dependency graph (see ``totals``)
     writes: tuple = ()
-    kernel: str = ""           # what runs: "einsum", "elementwise", "collective", "fused" (inside the kernel
+    kernel: str = ""           # what runs: "einsum", "elementwise", "gather" (a dispatch: elementwise work
+                               # with a kernel of its own), "collective", "fused" (inside the kernel
                                # of the step that made its on-chip operand) or "" (a view: no kernel)
 
 
@@ -93,8 +95,9 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
         tm, th = vf / env.C_vec, b / env.W_hbm
         if env.achieved:
             tm, th = tm / env.eta_vec, th / env.eta_hbm
+        kind = "" if op.rule.free else "gather" if op.rule.broadcasts else "elementwise"    # a view: no kernel
         return OpCost(z, b, tm, th, z, z, (), True, z, env.max(tm, th), vf, reads=op.inputs, writes=(op.output,),
-                      kernel="elementwise")
+                      kernel=kind)
     lat, bw = op.rule.link_time(op, env)
     t = env.max(lat, bw)
     alone = env.is_numeric and op.axes and env.group_size(op.axes) == 1   # over axes of one device: a no-op
@@ -187,90 +190,24 @@ class Totals(NamedTuple):
                 "t_step": self.t_step}
 
 
-def depends_on(costs) -> list[tuple[int, ...]]:
-    """For each operation, the earlier operations whose result it reads (the last writer of each layout it
-    reads): the plan's dependency graph. A layout no step wrote is the program's input."""
-    writer: dict = {}
-    get = writer.get
-    out: list[tuple[int, ...]] = []
-    for i, c in enumerate(costs):
-        reads = c.reads
-        if len(reads) == 1:         # most operations read one layout: one lookup, no set
-            w = get(reads[0])
-            out.append(() if w is None else (w,))
-        else:
-            out.append(tuple(sorted({w for w in map(get, reads) if w is not None})))
-        for t in c.writes:
-            writer[t] = i
-    return out
-
-
-def _longest_path(costs, deps, env: Env):
-    """The longest path of the dependency graph: work that feeds the next runs one after the other,
-    whatever else runs beside it. Local work weighs its ``seconds``; a collective its latency, which no
-    overlap hides -- its bandwidth term may run beside the einsums it feeds or follows, split into chunks
-    as a collective matmul does (and it is counted on its axes); collectives that feed each other directly
-    are summed whole by :func:`_collective_chains`."""
-    z, dist = env.zero, []
-    for c, before in zip(costs, deps):
-        dist.append((c.seconds if c.local else c.latency) + (env.max(*(dist[i] for i in before)) if before else z))
-    return env.max(*dist) if dist else z
-
-
-def _collective_chains(costs, deps, env: Env) -> list:
-    """The times of chains of collectives that feed each other (through views such as a local slice) and
-    share no mesh axis: each runs only once the one before it has delivered, so a chain is a sum. Chains
-    whose collectives share an axis are already summed on that axis; an einsum or elementwise step breaks a
-    chain (the book's collective matmul splits it, so its operands arrive and its result leaves in chunks
-    while it computes)."""
-    chain = [c.kernel in ("collective", "") for c in costs]     # collectives and views
-    # j -> the paths ending at j, each (path, its collectives' time summed in order, how many, the axes
-    # they all share): a path's time is its prefix's plus its last collective's, the sum env.total takes
-    paths: dict[int, list[tuple]] = {}
-    fed = set()
-    z = env.zero
-    for j, before in enumerate(deps):
-        if not chain[j]:
-            continue
-        c = costs[j]
-        preds = [i for i in before if chain[i]]
-        fed.update(preds)
-        if c.local:
-            ps = [(p + (j,), t, n, common) for i in preds for p, t, n, common in paths[i]] or [((j,), z, 0, None)]
-        else:
-            ax, tc = frozenset(c.axes), c.t_comms
-            ps = [(p + (j,), t + tc, n + 1, ax if common is None else common & ax)
-                  for i in preds for p, t, n, common in paths[i]] or [((j,), z + tc, 1, ax)]
-        if len(ps) > 64:    # keep the longest few: a chain's time only grows along it
-            ps = sorted(ps, key=lambda e: len(e[0]))[-64:]
-        paths[j] = ps
-    out, seen = [], set()
-    for j, ps in paths.items():
-        if j in fed:
-            continue
-        for p, t, n, common in ps:
-            if n < 2 or common:
-                continue
-            if p not in seen:
-                seen.add(p)
-                out.append(t)
-    return out
-
-
 def kernel_starts(costs, deps=None) -> list[bool]:
     """Which operations launch a kernel, under the fusion policy of XLA and Inductor: an einsum (a library
     matmul) and a collective each launch one; elementwise work launches one unless the last result it
     waits on is elementwise work, whose kernel it joins (loop fusion: a residual add and the norm after
     it, SiLU and the gate's product, are one kernel; an add that waits on a matmul is not); a step that
     reads a tile kept on chip (flash attention's probabilities) is part of the kernel that made it; a view
-    launches nothing."""
+    launches nothing and is seen through (elementwise work after a view of elementwise work joins its
+    kernel, as XLA fuses through a bitcast); a dispatch (an MoE layer's permutation, a gather by the
+    router's choice) launches its own, as Megatron-Core's permute does."""
     deps = depends_on(costs) if deps is None else deps
-    out = []
+    out, made = [], []                     # made: the kind of kernel each result comes out of, seen through views
     for c, before in zip(costs, deps):
+        last = made[max(before)] if before else ""
         if c.kernel == "elementwise":      # joins its producer's kernel when that is the last thing it waits on
-            out.append(not before or costs[max(before)].kernel != "elementwise")
+            out.append(last != "elementwise")
         else:
-            out.append(c.kernel in ("einsum", "collective"))
+            out.append(c.kernel in ("einsum", "collective", "gather"))
+        made.append(last if c.kernel == "" else c.kernel)
     return out
 
 
@@ -296,10 +233,10 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     """Totals of a sequence of :class:`OpCost` under an overlap policy (see the module docstring). The
     one place a plan's step time is decided: the ranker, plans, solve and the serving models call it.
 
-    A step is hidden only under work it does not depend on (:func:`depends_on`): under ``program`` a chain
-    of collectives feeding each other is a sum (:func:`_collective_chains`); under ``step`` so is the
-    longest path of the dependency graph, where a collective between two einsums (a tensor-parallel
-    AllReduce) adds its latency to them (:func:`_longest_path`).
+    A step is hidden only under work it does not depend on (:mod:`symcost.dependencies`): under
+    ``program`` a chain of collectives feeding each other is a sum (``collective_chains``); under ``step`` so
+    is the longest path of the dependency graph, where a collective between two einsums (a tensor-parallel
+    AllReduce) adds its latency to them (:func:`~symcost.dependencies.longest_path`).
 
     With a per-kernel floor (``env.t_kernel``, from the preset's achieved efficiency) every kernel
     (:func:`kernel_starts`) pays it beside its work, the kernels run one after another on the device, and
@@ -340,12 +277,12 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     if overlap == "program":
         stream = (local + env.total(c.latency for c in costs if not c.local),) if floors else ()
         step = env.max(tm, th, tc, *stream)
-        if len(per_axis) > 1 and not _below(comm, step, env):
-            step = env.max(step, *_collective_chains(costs, depends_on(costs), env))
+        if len(per_axis) > 1 and not _below(costs, comm, step, env):
+            step = env.max(step, *collective_chains(costs, depends_on(costs), env))
         return Totals(fl, tm, th, tc, tc_bw, step, local)
     deps = depends_on(costs) if per_axis else []
-    step = env.max(local, tc, *((_longest_path(costs, deps, env),) if per_axis else ()),
-                   *(_collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
+    step = env.max(local, tc, *((longest_path(costs, deps, env),) if per_axis else ()),
+                   *(collective_chains(costs, deps, env) if len(per_axis) > 1 else ()))
     return Totals(fl, tm, th, tc, tc_bw, step, local)
 
 
@@ -364,12 +301,16 @@ def step_floor(costs, env: Env):
     return env.max(tm, th, env.max(*per_axis.values()) if per_axis else z)
 
 
-def _below(comm, step, env: Env) -> bool:
+def _below(costs, comm, step, env: Env) -> bool:
     """Whether no chain of collectives can be longer than ``step``: a chain's time is a sum of some of the
     collectives' times, in program order, never more than ``comm``, their sum in the same order (rounding
-    to nearest is monotone and the times are not negative), so a step at least ``comm`` is the maximum
-    with the chains too, and they need not be traced. Numbers only (a closed form keeps its chains)."""
-    return env.is_numeric and not env._elementwise and comm <= step
+    to nearest is monotone and the times are not negative), nor than the sum of the group of collectives
+    that feed one another it lies in (:func:`~symcost.dependencies.chains_may_exceed`); where ``step`` is
+    at least either, it is the maximum with the chains too, and they need not be traced. Numbers only (a
+    closed form keeps its chains)."""
+    if not env.is_numeric or env._elementwise:
+        return False
+    return comm <= step or not chains_may_exceed(costs, step)
 
 
 def policy(overlap) -> str:

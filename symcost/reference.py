@@ -119,21 +119,42 @@ def _chain(st: Einsum, tape: Tape, out_name: str) -> None:
         cur, cur_dims = name, keep
 
 
-def _apply(st: Apply, tape: Tape, out_name: str) -> None:
+def _apply(st: Apply, tape: Tape, out_name: str, sizes: dict) -> None:
     names = tuple(tape.now(t.name) for t in st.operands)
     dims, _ = tape.values[names[0]]
-    axis = dims.index(st.reduce) if st.reduce else None
-    result = arrays.forward(st.op, [_transposed(tape.values[n], dims) for n in names], axis)
     out_dims = tuple(d.name for d in st.output.dims) if st.output is not None and st.output.dims else \
         tuple(d for d in dims if not (st.op == "CrossEntropy" and d == st.reduce))
+    axis = (out_dims if st.op == "Dispatch" else dims).index(st.reduce) if st.reduce else None
+    values = [_transposed(tape.values[n], dims) if sorted(tape.values[n][0]) == sorted(dims) else tape.values[n][1]
+              for n in names]
+    result = arrays.forward(st.op, values, axis, _shape(out_dims, [tape.values[n] for n in names]
+                                                        + list(tape.values.values()), sizes, st.op))
     out = tape.fresh(out_name)
     tape.values[out] = (out_dims, result)
     tape.entries.append(("apply", names, out, (st.op, axis, dims)))
 
 
-def run(program, values: dict, mesh_sizes: dict | None = None) -> Tape:
+def _shape(out_dims, operands: list, sizes: dict, op: str) -> tuple | None:
+    """The result's shape: each dimension's size from a tensor that has it (its operands first), else from
+    ``sizes`` (a view's new dimensions, a top-k's k); None where some size is unknown (a rule that keeps its
+    operand's shape)."""
+    known: dict = {}
+    for dims, arr in operands:
+        for d, n in zip(dims, arr.shape):
+            known.setdefault(d, n)
+    known.update({d: int(n) for d, n in sizes.items() if d not in known})
+    missing = [d for d in out_dims if d not in known and not d.isdigit()]
+    if missing and op in ("TopK", "View", "Dispatch"):
+        if op == "View" and sorted(out_dims) == sorted(operands[0][0]):
+            return None
+        raise ValueError(f"{op} needs the size of {', '.join(missing)} (give it in the sizes)")
+    return None if missing else tuple(int(d) if d.isdigit() else known[d] for d in out_dims)
+
+
+def run(program, values: dict, mesh_sizes: dict | None = None, sizes: dict | None = None) -> Tape:
     """Every tensor of ``program`` (parsed, or its text) computed from the input ``values`` ({name:
-    (dims, array)}); a send needs the size of its axis (``mesh_sizes``)."""
+    (dims, array)}); a send needs the size of its axis (``mesh_sizes``); a view, a top-k or a dispatch the
+    sizes of the dimensions its result adds (``sizes``)."""
     program = parse(program) if isinstance(program, str) else program
     made = results(program) - {st.operand.name for st in program.statements if isinstance(st, Collective)}
     tape = Tape(values={k: v for k, v in values.items() if k not in made})
@@ -148,7 +169,7 @@ def run(program, values: dict, mesh_sizes: dict | None = None) -> Tape:
             _chain(st, tape, out)
         elif isinstance(st, Apply):
             tape.read.update(tape.now(t.name) for t in st.operands)
-            _apply(st, tape, st.output.name if st.output is not None else st.output_name)
+            _apply(st, tape, st.output.name if st.output is not None else st.output_name, sizes or {})
         elif isinstance(st, Collective):
             _collective(st, tape, mesh_sizes or {})
     return tape
@@ -233,8 +254,8 @@ def gradients(tape: Tape, seeds: dict) -> dict:
             op, axis, dims = extra
             g = _transposed((gd, g), tape.values[out][0])
             saved = _saved(op, ins, out, tape, dims)
-            for i, name in enumerate(ins):
-                add(name, dims, arrays.backward(op, g, saved, i, axis))
+            for i, name in enumerate(ins[:1] if op == "Dispatch" else ins):   # the router's choice: no gradient
+                add(name, dims, arrays.backward(op, g, saved, i, axis, tape.values[name][1].shape))
     return {k: v for k, v in grads.items() if not k.startswith("#")}   # by version: a name is its first
 
 

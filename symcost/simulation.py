@@ -47,16 +47,20 @@ def _read(op) -> tuple:
     return tuple(op.inputs) if isinstance(op, (LocalEinsum, Elementwise)) else (op.before,)
 
 
-def _elementwise(op: Elementwise, values: list) -> np.ndarray:
+def _elementwise(op: Elementwise, values: list, shape: tuple) -> np.ndarray:
+    """The block (or whole array) of ``shape`` that elementwise work writes from its operands' ``values``
+    (the axis of a dispatch: the dimension it adds, in its result forward and in the gradient it sums)."""
+    broadcasts = op.rule.broadcasts
     if not op.grad:
         dims = op.inputs[0].dims
         values = [v if t.dims == dims or sorted(t.dims) != sorted(dims) else
                   np.transpose(v, [t.dims.index(d) for d in dims]) for t, v in zip(op.inputs, values)]
-        return arrays.forward(op.kind, values, dims.index(op.reduce) if op.reduce else None)
+        where = op.output.dims if broadcasts else dims
+        return arrays.forward(op.kind, values, where.index(op.reduce) if op.reduce else None, shape)
     saved_names = [t.name for t in op.inputs[1:]]
     x = op.output.name[1:]
     which = saved_names.index(x) if x in saved_names else 0
-    axis = op.output.dims.index(op.reduce) if op.reduce else None
+    axis = (op.inputs[0] if broadcasts else op.output).dims.index(op.reduce) if op.reduce else None
     return arrays.backward(op.kind, values[0], values[1:], which, axis)
 
 
@@ -131,13 +135,27 @@ class Devices:
         except SimulationError:
             return None
 
+    def _local(self, t: Layout) -> tuple:
+        """The shape of each device's block of ``t`` (every size divides by its axes' devices)."""
+        return tuple(n // self.grid.count(a) for n, a in zip(full_shape(t, self.sizes), t.axes))
+
+    def _passed(self, k2, t: Layout) -> tuple:
+        """The blocks and whole array of the result's gradient ``k2`` read as ``t``'s (a view's gradient is
+        its result's, read back in row-major order as its operand's shape)."""
+        whole = full_shape(t, self.sizes)
+        if self.full[k2].shape == whole:
+            return self.blocks[k2], self.full[k2]
+        local = self._local(t)
+        return ({d: b.reshape(local) for d, b in self.blocks[k2].items()}, self.full[k2].reshape(whole))
+
     def _take(self, t: Layout) -> bool:
         """Make ``t`` from a pending pass-through gradient (a residual add's operand)."""
         for entry in list(self.pending[t.name]):
             k2 = self._source(entry[0], entry[1], t)
             if k2 is not None:
                 self.pending[t.name].remove(entry)
-                self._put(t, {d: b.copy() for d, b in self.blocks[k2].items()}, self.full[k2].copy())
+                blocks, full = self._passed(k2, t)
+                self._put(t, {d: b.copy() for d, b in blocks.items()}, full.copy())
                 return True
         return False
 
@@ -148,8 +166,9 @@ class Devices:
             k2 = self._source(entry[0], entry[1], t)
             if k2 is not None:
                 self.pending[t.name].remove(entry)
-                self.blocks[k] = {d: b + self.blocks[k2][d] for d, b in self.blocks[k].items()}
-                self.full[k] = self.full[k] + self.full[k2]
+                blocks, full = self._passed(k2, t)
+                self.blocks[k] = {d: b + blocks[d] for d, b in self.blocks[k].items()}
+                self.full[k] = self.full[k] + full
         if not self.pending.get(t.name):
             self.pending.pop(t.name, None)
 
@@ -186,8 +205,9 @@ class Devices:
                     raise SimulationError(f"elementwise work on {t} is simulated only where every size divides by "
                                           f"the mesh's {self.grid.count(self.mesh.names)} devices")
             ins = [self.read(t, op.output.name) for t in op.inputs]
-            blocks = {d: _elementwise(op, [self.blocks[k][d] for k in ins]) for d in devices}
-            full = _elementwise(op, [self.full[k] for k in ins])
+            local = self._local(op.output)
+            blocks = {d: _elementwise(op, [self.blocks[k][d] for k in ins], local) for d in devices}
+            full = _elementwise(op, [self.full[k] for k in ins], full_shape(op.output, self.sizes))
         else:
             src = self.read(op.before, op.after.name)
             blocks = op.rule.simulate(self.blocks[src], op, self.grid)
@@ -244,7 +264,7 @@ class Devices:
         program = parse(self.plan.expression)
         made = results(program)
         values = dict(self.created)
-        tape = run(program, values, {a: self.grid.size(a) for a in self.mesh.names})
+        tape = run(program, values, {a: self.grid.size(a) for a in self.mesh.names}, self.sizes)
         have = self.arrays()
         for name in made:
             if name in self.last and name in tape.latest:

@@ -224,12 +224,22 @@ class Run:
         dp_exposed = self._dp_comms(params, per_stage * lay["backward"], per_stage * lay["forward"], m)
         optimizer = self._optimizer_step(params)
         parts = {"forward": m * per_stage * lay["forward"], "backward": m * per_stage * lay["backward"],
-                 "recompute": m * per_stage * lay["recompute"], "tp_comms": m * per_stage * lay["tp_comms"],
+                 "recompute": m * per_stage * lay["recompute"],
+                 "tp_comms": m * per_stage * lay["tp_comms"]
+                 + self._sequence_parallel_grads(per_stage * lay["sp_grads"]),
                  "cp_comms": m * per_stage * lay["cp_comms"], "ep_comms": m * per_stage * lay["ep_comms"],
                  "head": m * self.head(), "bubble": sch.bubble_microbatches * mb, "p2p": p2p,
                  "dp_comms": dp_exposed, "optimizer": optimizer}
         parts["iteration"] = sum(parts.values())
         return parts
+
+    def _sequence_parallel_grads(self, elements: float) -> float:
+        """The sequence-parallel weights' fp32 gradients (an MoE router's: each TP rank saw its own tokens)
+        summed over the TP ranks once a step, after the last backward pass and before the data-parallel
+        reduction, as Megatron-Core's finalize_model_grads sums them."""
+        if elements == 0 or self.tp == 1:
+            return 0.0
+        return self._collective("AllReduce", 4 * elements, self.tp, 1)
 
     def _optimizer_step(self, params: float) -> float:
         """Seconds of the optimizer step (:data:`STEP_BYTES`): ZeRO stage 1 steps each replica's shard of the

@@ -3,11 +3,13 @@ training layer program (:func:`symcost.models.transformer.training_program`) and
 (:func:`symcost.models.transformer.layer_program`) use, and their sizes.
 
 The layer is the router -- the gate logits ``Lg[B, T, Er] = Rn[B, T, D] *_D Wr[D, Er]`` and their softmax
-and top-k (``TopK_Er``: each token's ``J = k`` expert weights ``Gk``) -- then each token copied to its k
-experts (the permutation, a product with ``Gk``), viewed as ``M x I`` tokens for each of the ``E``
-experts, the experts' MLP, the way back, each token's k results summed with ``Gk`` (the unpermutation),
-and the shared experts, a dense MLP beside them. ``Er`` is every routed expert (what the router scores);
-``E`` the experts the plan runs, which a serving step binds to the experts its batch reaches.
+and top-k (``TopK_Er``: each token's ``J = k`` expert weights ``Gk``) -- then each token copied, unweighted,
+to its k experts (the permutation: ``Dispatch_J``, a gather steered by the router's choice, which moves
+the bytes Megatron-Core's permute moves), viewed as ``M x I`` tokens for each of the ``E`` experts, the
+experts' MLP, the way back, each token's k results summed with its weights ``Gk`` (the unpermutation, the
+one place the gate multiplies), and the shared experts, a dense MLP beside them. ``Er`` is every routed
+expert (what the router scores); ``E`` the experts the plan runs, which a serving step binds to the experts
+its batch reaches.
 
     >>> from symcost.models.config import load_model_config
     >>> _, lines = moe_block(load_model_config("mixtral-8x7b"), batch="_X", experts="_X", width="_Y")
@@ -55,7 +57,8 @@ def moe_block(cfg, *, x: str = "Rn", batch: str = "", seq: str = "", inner: str 
     tok, sent, ex = f"B{batch}, T{seq}", f"M{mb}, I{seq}, E{experts}", f"M{mb}, I{inner}, E{experts}"
     lines = [f"Lg[{tok}, Er] = {x}[{tok}, D] *_D Wr[D, Er]"]
     if elementwise:
-        lines += [f"Gk[{tok}, J] = TopK_Er(Lg[{tok}, Er])", f"Xk[{tok}, J, D] = {x}[{tok}, D] * Gk[{tok}, J]",
+        lines += [f"Gk[{tok}, J] = TopK_Er(Lg[{tok}, Er])",
+                  f"Xk[{tok}, J, D] = Dispatch_J({x}[{tok}, D], Gk[{tok}, J])",
                   f"Xr[M{batch}, I{seq}, E, D] = View(Xk[{tok}, J, D])"]
         lines.append(f"AllToAll{experts}(Xr[M{experts}, I{seq}, E, D]) -> Xe[{sent}, D]" if a2a
                      else f"Xe[{sent}, D] = View(Xr[{sent}, D])")

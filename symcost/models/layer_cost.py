@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .. import caching
+from .. import caching, dtypes
 from ..env import Env
 from ..errors import UsageError
 from ..layout import Layout, bytes_per_device
@@ -138,11 +138,14 @@ class LayerCost:
 
     def figures(self) -> dict:
         """The timings split as a run's breakdown shows them: compute (``forward``, ``backward``,
-        ``recompute``) apart from each kind of communication."""
+        ``recompute``) apart from each kind of communication; ``sp_grads``: the elements of the
+        sequence-parallel weights' gradients a device holds (the router's), summed over the TP ranks once a
+        step by the run."""
         t = self.timings()
         return {"forward": t["forward_compute"], "backward": t["backward_compute"],
                 "recompute": t["recompute_compute"], "tp_comms": t["tp_comms"], "cp_comms": t["cp_comms"],
-                "ep_comms": t["ep_comms"], "matmul": t["matmul"], "elementwise": t["elementwise"]}
+                "ep_comms": t["ep_comms"], "matmul": t["matmul"], "elementwise": t["elementwise"],
+                "sp_grads": t["sp_grads"]}
 
     def saved(self) -> tuple:
         """The layouts the layer keeps for its backward pass under its policy (:func:`_saved`)."""
@@ -270,6 +273,13 @@ def _timings(lay: LayerCost) -> dict:
     redo = _recomputed(lay, plan)
     out = dict.fromkeys(("forward", "backward", "recompute", "forward_compute", "backward_compute",
                          "recompute_compute", "tp_comms", "cp_comms", "ep_comms", "matmul", "elementwise"), 0.0)
+    # a weight's gradient summed over ranks that split only the tokens -- the EP (data) ranks on X, the CP
+    # ranks on Z, and, for a weight the TP ranks do not split under sequence parallelism (the router's,
+    # which Megatron-Core marks sequence-parallel), the TP ranks on Y -- is summed once a step by the run,
+    # not once a microbatch by the layer
+    weights = {t.name: t for t in plan.layouts}
+    replicated = {w for w, t in weights.items() if "Y" not in t.sharding_axes} if lay.seq_parallel else set()
+    sequence_parallel: set = set()
     for s in plan.steps:
         c = op_cost(s.op, env, lay.on_chip)
         again = s.phase == "forward" and (lay.policy == "full" or (s.is_compute and s.tensor in redo))
@@ -283,14 +293,19 @@ def _timings(lay: LayerCost) -> dict:
             continue
         if not s.is_collective or lay.tp_overlap and "Y" in s.axes and "Z" not in s.axes:
             continue
-        if s.tensor.startswith("dW") and set(s.axes) <= {"X", "Z"}:
-            continue    # a weight's gradient over the EP or CP ranks: the run sums it once over its replicas
+        if s.tensor.startswith("dW") and (set(s.axes) <= {"X", "Z"} or (
+                s.tensor[1:] in replicated and set(s.axes) <= {"X", "Y", "Z"})):
+            if "Y" in s.axes:
+                sequence_parallel.add(s.tensor[1:])
+            continue
         part = "ep_comms" if "X" in s.axes else "cp_comms" if "Z" in s.axes else "tp_comms"
         runs = 2 if again else 1
         out[part] += runs * c.seconds
         out[s.phase] += c.seconds
         if again:
             out["recompute"] += c.seconds
+    out["sp_grads"] = sum(float(bytes_per_device(weights[w], plan.mesh, dict(plan.sizes)))
+                          / dtypes.nbytes(weights[w].dtype) for w in sequence_parallel)
     if lay.attention == "flash" and lay.policy != "full":    # the backward kernel computes the scores again
         for s in plan.steps:
             if s.phase == "forward" and s.tensor == "A" and s.is_einsum:

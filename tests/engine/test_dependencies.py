@@ -92,3 +92,34 @@ def test_a_tensor_parallel_allreduce_adds_to_the_einsums_around_it():
     assert plan.evaluate(ar.cost.latency) == pytest.approx(plan.evaluate(ar.seconds))     # latency-bound
     local = sum(plan.evaluate(s.seconds) for s in plan.steps if s.is_compute)
     assert plan.evaluate(plan.t_step) == pytest.approx(local + plan.evaluate(ar.seconds), rel=1e-9)
+
+
+@given(reshard_cases())
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_chains_are_traced_where_a_group_of_collectives_could_exceed_the_step(case):
+    """``totals`` traces chains of collectives only where a group of collectives that feed each other sums
+    to more than the step: the step time is the same, to the bit, as when every chain is traced."""
+    from symcost import dependencies, pricing
+    from symcost.env import Env
+    text, mesh, sizes = case
+    plan = symcost.derive(text, mesh=mesh, dims=sizes, hw="tpu-v5p")
+    costs = plan.step_costs()
+    env = Env.numeric(plan.mesh)
+    t = pricing.totals(costs, env).t_step
+    every = max([t, *dependencies.collective_chains(costs, depends_on(costs), env)])
+    assert t == every
+
+
+def test_a_group_of_collectives_that_feed_each_other_is_summed():
+    from symcost.dependencies import chains_may_exceed
+    from symcost.pricing import OpCost
+
+    def coll(reads, writes, t):
+        return OpCost(0, 0, 0, 0, t, t, ("X",), False, t, t, reads=reads, writes=writes, kernel="collective")
+    fed = [coll(("a",), ("b",), 1.0), coll(("b",), ("c",), 1.5)]              # one feeds the other: 2.5
+    apart = [coll(("a",), ("b",), 1.0), coll(("x",), ("y",), 1.5)]            # each on its own: 1.5 at most
+    assert chains_may_exceed(fed, 2.0) and not chains_may_exceed(fed, 2.5)
+    assert not chains_may_exceed(apart, 2.0)
+    einsum = OpCost(1, 1, 1, 1, 0, 0, (), True, 0, 1, reads=("b",), writes=("b2",), kernel="einsum")
+    broken = [fed[0], einsum, coll(("b2",), ("c",), 1.5)]                      # an einsum between them
+    assert not chains_may_exceed(broken, 2.0)

@@ -44,8 +44,9 @@ def test_3_a_tensor_a_written_collective_produces_is_produced():
     text = "param W[D_X, F]\nAllGather_X(W[D_X, F]) -> T[D, F]\nOut[B_X, F] = In[B_X, D] *_D T[D, F]"
     plan = derive_program(text, mesh="X", backward=True, input_grads=False)
     # the parameter gathered into T gets its gradient: the AllGather's stated transpose, a ReduceScatter
+    # that reads T's gradient and writes W's (the rename the forward collective made, undone)
     assert [s.signature() for s in plan.phase("backward").collectives] == [
-        "ReduceScatter_X(dW[D, F]{U_X}) -> dW[D_X, F]"]
+        "ReduceScatter_X(dT[D, F]{U_X}) -> dW[D_X, F]"]
     assert plan.phase("backward").steps[-1].why == "transpose of the AllGather on line 2"
     with pytest.raises(ShardingError, match="T is assigned twice"):
         symcost.derive("AllGather_X(W[D_X, F]) -> T[D, F]\nT[D, F] = A[D, K] *_K B[K, F]", mesh="X")

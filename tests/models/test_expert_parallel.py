@@ -29,7 +29,8 @@ def test_a_token_sees_k_experts_and_the_shared_ones():
     """The MoE layer's plan: a token's k copies go to their experts, each expert's gated MLP of width F_expert
     runs on the tokens it receives, and the shared expert on every token; its matmul FLOPs are a dense
     layer's with F = (k + shared) F_expert, plus the router's gate logits (2 s b D E FLOPs) and the
-    permutation and the weighted sum of a token's k results (2 s b k D FLOPs each), whatever the expert
+    weighted sum of a token's k results (2 s b k D FLOPs; the permutation before the experts copies, it
+    does no arithmetic), whatever the expert
     parallelism. The model's FLOPs count the active parameters (6N with N = 37.6e9 for DeepSeek-V3, the
     router's 58 x 7168 x 256 among them, not 671e9)."""
     fl = _run().flops()
@@ -39,7 +40,7 @@ def test_a_token_sees_k_experts_and_the_shared_ones():
                                       F=(8 + 1) * 2048)
     same = Run(dense_layer, H100, tp=8, dp=8, sequences=64, seq=4096, recompute="full", attention="flash", zero=1)
     moe_part = _run(ep=1).kinds()[1][1]
-    routing = 2 * (2 * moe_part.microbatch * 4096 * 8 * 7168) + 2 * moe_part.microbatch * 4096 * 7168 * 256
+    routing = 2 * moe_part.microbatch * 4096 * 8 * 7168 + 2 * moe_part.microbatch * 4096 * 7168 * 256
     assert moe_part.einsum_flops_all()[0] == pytest.approx(same.layer_cost.einsum_flops_all()[0] + routing)
     assert _run(ep=8).kinds()[1][1].einsum_flops_all() == pytest.approx(moe_part.einsum_flops_all())
 

@@ -55,8 +55,9 @@ def test_the_router_is_in_the_layers_compute():
     """The gate logits Lg[B, T, Er] = Rn[B, T, D] *_D Wr[D, Er] are 2 B T D E FLOPs forward: in the serving
     layer's plan; in the training layer's model FLOPs (one microbatch of 4 x 4096 tokens a rank, EP 8, TP
     8); and in the FLOPs a token costs, a Mixtral layer's matmuls being 2 x (attention's weights + the
-    router's D E + k experts' 3 D F) + the permutation and the weighted sum of the k results (2 k D
-    each), plus the unembedding; at one token a sequence (``T k / E`` not whole) the same."""
+    router's D E + k experts' 3 D F) + the weighted sum of the k results (2 k D; the permutation before
+    the experts is a copy, no arithmetic), plus the unembedding; at one token a sequence (``T k / E`` not
+    whole) the same."""
     dims = sizes(MIXTRAL, batch=4, seq=512)
     plan = derive_program(layer_program(MIXTRAL, {}), mesh="X=1", dims=dims, moves="none")
     (lg,) = [s for s in plan.steps if s.tensor == "Lg" and s.is_einsum]
@@ -73,7 +74,7 @@ def test_the_router_is_in_the_layers_compute():
     L, D, E, k, F = MIXTRAL.L, MIXTRAL.D, MIXTRAL.E, MIXTRAL.k, MIXTRAL.F_expert
     attention = param_counts(MIXTRAL)["attention"] / L
     per_token = forward_flops(MIXTRAL, batch=1, seq=4096, attention=False) / 4096
-    assert per_token == L * (2 * attention + 2 * D * E + 2 * k * 3 * D * F + 2 * 2 * k * D) + 2 * D * MIXTRAL.V
+    assert per_token == L * (2 * attention + 2 * D * E + 2 * k * 3 * D * F + 2 * k * D) + 2 * D * MIXTRAL.V
     # one token (a decode step's): its k experts, not one token's worth for each of the E
     one = forward_flops(MIXTRAL, batch=1, seq=1, attention=False)
     assert one == pytest.approx(per_token, rel=1e-12)
@@ -120,3 +121,71 @@ def test_the_routers_softmax_and_top_k_is_an_elementwise_kernel():
     assert kernel_starts(costs)[i]
     (z,) = [st for st in plan.steps if st.tensor == "Z"]
     assert z.is_einsum and {t.name for t in z.op.inputs} == {"Zk", "Gk"}
+
+
+def _statement(plan, tensor, phase="forward"):
+    (step,) = [s for s in plan.steps if s.phase == phase and s.tensor == tensor and not s.is_collective]
+    return step
+
+
+def test_the_tokens_go_to_their_experts_unweighted_and_the_gate_multiplies_once():
+    """The permutation copies each token to its k experts (``Dispatch_J``: no product with the gate
+    weights), and ``Gk`` multiplies once, in the weighted sum of each token's k results; the copy costs what
+    the product it replaces did -- Rn, Gk read and Xk written (16 tokens: 16 x (D + k + k D) x 2 bytes),
+    a kernel of its own (not fused into the router's top-k) -- and does no arithmetic. In training its
+    backward is one sum of the k copies' gradients (reads dXk, writes dRn) where the product's was two
+    einsums each reading dXk; the router's weights get their gradient from the weighted sum alone."""
+    s = Serving(MIXTRAL, H100, chips=1)
+    plan = s._plan("layer", 16, 1, 4096, moe=True)
+    env = Env.numeric(plan.mesh, dict(plan.sizes), H100.bindings("bf16"), H100.efficiency)
+    xk = _statement(plan, "Xk")
+    assert xk.op.kind == "Dispatch" and [t.name for t in xk.op.inputs] == ["Rn", "Gk"]
+    readers = [st for st in plan.steps if st.is_einsum and "Gk" in {t.name for t in st.op.inputs}]
+    assert [st.tensor for st in readers] == ["Z"]
+    costs = [op_cost(st.op, env) for st in plan.steps]
+    i = plan.steps.index(xk)
+    D, k = MIXTRAL.D, MIXTRAL.k
+    assert float(costs[i].bytes) == 16 * (D + k + k * D) * 2
+    assert float(costs[i].flops) == 0 and float(vector_flops(xk.op, env)) == 0
+    assert kernel_starts(costs)[i] and plan.steps[i - 1].tensor == "Gk"
+    lay = LayerCost(MIXTRAL, H100, tp=8, microbatch=1, seq=4096, ep=8, moe=True)
+    tplan = lay.plan()
+    back = [st for st in tplan.steps if st.phase == "backward" and "dXk" in
+            {t.name for t in getattr(st.op, "inputs", ())}]
+    assert [(st.op.kind, st.tensor) for st in back] == [("Dispatch", "dRn")]
+    tenv = Env.numeric(tplan.mesh, dict(tplan.sizes), H100.bindings("bf16"), H100.efficiency)
+    sz = dict(tplan.sizes)
+    tokens = sz["B"] * sz["T"] / 8                            # a rank's: EP 8 splits B
+    assert float(op_cost(back[0].op, tenv).bytes) == tokens * (k * D + D) * 2
+    assert float(vector_flops(back[0].op, tenv)) == tokens * k * D
+    dgk = [st for st in tplan.steps if st.phase == "backward" and st.tensor == "dGk" and st.is_einsum]
+    assert [{t.name for t in st.op.inputs} for st in dgk] == [{"dZ", "Zk"}]
+
+
+def test_the_routers_gradient_is_summed_once_a_step():
+    """With sequence parallelism each TP rank scores its own tokens, so the router's gradient is a sum over
+    the TP ranks as well as over the EP ranks (the plan's AllReduce over X and Y). Megatron-Core marks the
+    router's weight sequence-parallel and sums it once a step (finalize_model_grads), as the run sums every
+    weight's gradient over its data-parallel replicas once a step: the layer does not pay that reduction
+    each microbatch (its EP communication is the AllToAlls and nothing else), and the run pays one AllReduce
+    over the 8 TP ranks of every router's fp32 gradient (32 layers x D x E x 4 bytes) in its TP
+    communication. The key and value weights' reduce-scatter over the TP ranks stays in the layer: those
+    weights are split over them."""
+    from symcost.models.collective import collective_seconds
+    from symcost.models.execution import Run
+    lay = LayerCost(MIXTRAL, H100, tp=8, microbatch=1, seq=4096, ep=8, moe=True, seq_parallel=True)
+    plan = lay.plan()
+    (dwr,) = [s for s in plan.steps if s.tensor == "dWr" and s.is_collective]
+    assert set(dwr.axes) == {"X", "Y"}
+    D, E, L = MIXTRAL.D, MIXTRAL.E, MIXTRAL.L
+    assert lay.figures()["sp_grads"] == D * E
+    env = lay.env(plan)
+    ep = [s for s in plan.steps if s.is_collective and "X" in s.axes and not s.tensor.startswith("dW")]
+    assert {s.kind for s in ep} == {"AllToAll"}
+    assert lay.timings()["ep_comms"] == pytest.approx(sum(float(op_cost(s.op, env).seconds) for s in ep))
+    assert any(s.tensor == "dWk" and s.kind == "ReduceScatter" for s in plan.steps)
+    run = Run(MIXTRAL, H100, tp=8, dp=8, ep=8, sequences=64, seq=4096, seq_parallel=True, zero=1)
+    it = run.iteration()
+    once = collective_seconds(H100, "AllReduce", 4 * L * D * E, 8, "A=8", "A")
+    assert once > 0
+    assert it["tp_comms"] == pytest.approx(run.pipeline.microbatches * L * run.layer()["tp_comms"] + once)

@@ -9,6 +9,7 @@ is checked; their figures are derived below and asserted as derivations only.
 """
 import pytest
 
+import symcost
 from symcost.env import Env
 from symcost.hardware import hardware
 from symcost.models.config import load_model_config
@@ -100,3 +101,16 @@ def test_prefill_prices_the_same_elementwise_kernels_as_decode():
     per_norm = op_cost(norms[0].op, env).t_hbm
     assert per_norm == pytest.approx(2 * 2048 * 4096 * 2 / (s.hw.hbm_bandwidth * s.hw.efficiency.hbm))
     assert pre.t_hbm > 32 * 2 * per_norm
+
+
+def test_a_view_launches_no_kernel_and_is_seen_through():
+    """A view renames dimensions and moves nothing: it launches no kernel, and elementwise work after a view
+    of elementwise work joins that work's kernel (as XLA fuses through a bitcast), while elementwise work
+    after a view of a matmul's result starts its own."""
+    text = "\n".join(["A[I, J] = Pointwise(X[I, J])", "B[I, J] = View(A[I, J])", "C[I, J] = SiLU(B[I, J])",
+                      "M[I, K] = X[I, J] *_J W[J, K]", "N[I, K] = View(M[I, K])", "O[I, K] = SiLU(N[I, K])"])
+    plan = symcost.derive(text, hw="h100", dims="I=1024,J=1024,K=1024", efficiency=True)
+    starts = dict(zip((s.tensor for s in plan.steps), kernel_starts([s.cost for s in plan.steps])))
+    assert starts == {"A": True, "B": False, "C": False, "M": True, "N": False, "O": True}
+    work = sum(plan.evaluate(s.seconds) for s in plan.steps)
+    assert plan.numeric()["t_step"] == pytest.approx(work + 3 * hardware("h100").efficiency.t_kernel, rel=1e-9)

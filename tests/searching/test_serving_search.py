@@ -213,8 +213,9 @@ def test_mixtral_at_batch_one_reads_the_two_experts_it_touches():
     (twelve einsums a layer: Q, K, V, the two of attention, O, the router's, the permutation, the experts'
     three, the weighted sum of a token's two results; seven elementwise kernels: the norm, the two rotary
     embeddings, the residual add with the norm after it, the router's softmax and top-k, SiLU with the
-    gate, the residual add) and two AllReduces a layer, each latency-bound at batch one. The experts wait
-    for the router, which waits for the attention's AllReduce: the layer is one chain, 4.94 ms."""
+    gate, the residual add; the views that deal the tokens to their experts and back launch none) and two
+    AllReduces a layer, each latency-bound at batch one. The experts wait for the router, which waits for
+    the attention's AllReduce: the layer is one chain, 4.67 ms."""
     cfg = load_model_config("mixtral-8x7b")
     p = param_counts(cfg)
     router = cfg.D * cfg.E * 2                                      # bytes of one layer's router
@@ -235,7 +236,7 @@ def test_mixtral_at_batch_one_reads_the_two_experts_it_touches():
     assert eight.t_hbm == pytest.approx(1.12e-3, rel=0.01)
     floors = cfg.L * (12 + 7) * H100.efficiency.t_kernel    # each einsum and elementwise kernel its floor
     assert eight.t_hbm <= eight.step_time <= eight.t_hbm + floors + eight.t_comms
-    assert eight.step_time == pytest.approx(4.94e-3, rel=0.01)
+    assert eight.step_time == pytest.approx(4.67e-3, rel=0.01)
     whole = Serving(cfg, H100, chips=8, mesh="Y=8", sharding=Sharding(model=("Y",), heads=("Y",), experts=("Y",)))
     split = whole.decode(1, 4096)
     assert split.weight_bytes_read == pytest.approx((p["attention"] * 2 + cfg.L * expert * 8 + head) / 8

@@ -185,7 +185,7 @@ def test_the_simulator_page_runs():
     import re
     text = open("docs/simulator.md").read()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     scope: dict = {}
     for block in blocks:
         exec(compile(block, "docs/simulator.md", "exec"), scope)
