@@ -267,12 +267,8 @@ class _Pass:
         self.steps.extend(done.steps)
         for lay in done.reads:
             self.saved.setdefault(lay.name, lay)
-        for n, g in zip(names, done.grads):
-            if g is not None:
-                self.grads[n] = g
-        for n, h in zip(held, done.have):
-            if h:
-                self.have[n] = list(h)
+        self.grads.update((n, g) for n, g in zip(names, done.grads) if g is not None)
+        self.have.update((n, list(h)) for n, h in zip(held, done.have) if h)
 
     def facts(self, name: str) -> tuple:
         """What the pass looks up of a tensor besides its gradient and layouts at hand: its first layout, its
@@ -285,7 +281,6 @@ class _Pass:
 class _Done(NamedTuple):
     """An einsum taken back: its steps, the activations it read back, and then each operand's gradient and
     the layouts at hand of the tensors it names (in :meth:`_Pass.einsum`'s order)."""
-
     steps: tuple
     reads: tuple
     grads: tuple
