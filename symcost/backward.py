@@ -82,14 +82,14 @@ def flagged(steps, params, phase: str | None = None) -> list[Step]:
     return out
 
 
-def saved_layout(t: Layout, trace: Trace, params: dict, reuse: str) -> Layout:
+def saved_layout(t: Layout, first: dict, params: dict, reuse: str) -> Layout:
     """The layout in which a forward operand is available to the backward pass."""
     is_param = t.name in params
     if reuse == "all" or (reuse == "activations" and not is_param):
         return t
     if is_param:
         return params[t.name]
-    return trace.first.get(t.name, t)
+    return first.get(t.name, t)
 
 
 class State(NamedTuple):
@@ -205,7 +205,7 @@ class _Pass:
         self.trace, self.params, self.reuse, self.input_grads = trace, params, reuse, input_grads
         self.mesh, self.names = trace.mesh, frozenset(params)
         self.grads, self.saved, self.have, self.steps = state.grads, state.saved, state.have, list(state.steps)
-        self.inputs = set(trace.inputs)
+        self.inputs, self.first = set(trace.inputs), trace.first
         self.redefined = {u.op.after.name for u in trace.uses if u.written}
         self.readers = Counter(t.name for u in trace.uses if not u.written for t in u.op.inputs)
         self.any_move = trace.ranker.with_moves(None)
@@ -218,7 +218,7 @@ class _Pass:
 
     def keep(self, t: Layout) -> Layout:
         """The layout a forward operand is read back in, recorded as saved when it is an activation."""
-        lay = saved_layout(t, self.trace, self.params, self.reuse)
+        lay = saved_layout(t, self.first, self.params, self.reuse)
         if lay.name not in self.params:
             self.saved.setdefault(lay.name, lay)
         return lay
@@ -254,50 +254,104 @@ class _Pass:
         self.grads[op.before.name] = want
 
     def einsum(self, use) -> None:
-        """Each operand's gradient of an einsum: the result's gradient times the other operands, planned by
-        the rewriter into the layout the operand's gradient must end in."""
-        e, trace = use.op, self.trace
-        dres = self.grads.get(e.output.name)
+        """Each operand's gradient of an einsum (:func:`_einsum_back`), from what the pass holds of the tensors
+        it names: the result's gradient, the operands' facts and gradients so far, the layouts at hand."""
+        dres = self.grads.get(use.op.output.name)
         if dres is None:
             return
-        for i, x in enumerate(e.inputs):
-            name = x.name
-            if name in self.inputs and name not in self.params and not self.input_grads:
-                continue
-            others = [t for j, t in enumerate(e.inputs) if j != i]
-            srcs = [self.keep(t) for t in others]
-            srcs = [t if t.name in self.params else tuple(self.have.get(t.name, [t])) for t in srcs]
-            missing = set(x.dims) - set(dres.dims).union(*(set(t.dims) for t in others))
-            if missing:
-                raise ShardingError(f"the gradient of {name} on line {use.line} needs dimension {sorted(missing)[0]}, "
-                                    f"which the product sums away; broadcasts are not supported")
-            target = self.target(name)
-            operands = [tuple(self.have.get(dres.name, [dres]))] + srcs
-            best = plan_chain(operands, [None] * (len(operands) - 1), "d" + name, x.dims, target, self.mesh,
-                              trace.ranker, out_dtype=x.dtype, keep=0)[0]
-            kept = {t[0].name for t in srcs if isinstance(t, tuple)}
-            for op in best.steps:
-                if not isinstance(op, LocalEinsum) and op.before.name in kept | {dres.name}:
-                    self.have.setdefault(op.before.name, [op.before]).append(op.after)
-            self.steps.extend(_explained(best.steps, self.mesh, target, trace.bound.sizes, self.names))
-            self.grads.setdefault(name, final_layout(best.steps))
+        names = [x.name for x in use.op.inputs]
+        held = tuple(dict.fromkeys(names + [dres.name]))
+        done = _einsum_back(use, dres, tuple(map(self.facts, names)), tuple(map(self.grads.get, names)),
+                            tuple(tuple(self.have.get(n, ())) for n in held), self.mesh, self.trace.ranker,
+                            self.trace.bound.sizes, self.reuse, self.input_grads, self.names)
+        self.steps.extend(done.steps)
+        for lay in done.reads:
+            self.saved.setdefault(lay.name, lay)
+        self.grads.update((n, g) for n, g in zip(names, done.grads) if g is not None)
+        self.have.update((n, list(h)) for n, h in zip(held, done.have) if h)
 
-    def target(self, name: str):
-        """The layout a tensor's gradient must end in (ANY: any layout, partial sums included; None: free)."""
-        first = self.trace.first
-        if name in self.params and name not in self.redefined:
-            return gradient(self.params[name])
-        if name in self.redefined:  # any layout, partial sums included: the collective's transpose resolves them
-            return self.grads.get(name, ANY)
-        if name in self.inputs:
-            return gradient(first[name])
-        if name in self.grads:
-            return self.grads[name]  # accumulate into the first contribution's layout
-        if self.readers[name] > 1:
-            return ANY  # contributions add up as partial sums; reduced where the tensor was produced
-        if name in first:  # a named intermediate: its gradient is laid out like it
-            return gradient(first[name])
-        return None
+    def facts(self, name: str) -> tuple:
+        """What the pass looks up of a tensor besides its gradient and layouts at hand: its first layout, its
+        layout as a parameter (None: not one), whether the program reads it as an input, whether a written
+        collective redefines it, how many operations read it."""
+        return (self.first.get(name), self.params.get(name), name in self.inputs, name in self.redefined,
+                self.readers[name])
+
+
+class _Done(NamedTuple):
+    """An einsum taken back: its steps, the activations it read back, and then each operand's gradient and
+    the layouts at hand of the tensors it names (in :meth:`_Pass.einsum`'s order)."""
+    steps: tuple
+    reads: tuple
+    grads: tuple
+    have: tuple
+
+
+@caching.memoize(maxsize=8192)
+def _einsum_back(use, dres: Layout, facts: tuple, grads: tuple, have: tuple, mesh, ranker, sizes, reuse: str,
+                 input_grads: bool, params: frozenset) -> _Done:
+    """Each operand's gradient of an einsum: the result's gradient ``dres`` times the other operands, planned
+    by the rewriter into the layout the operand's gradient must end in. A function of what it reads of the
+    pass (kept: a search's candidates and the tied plans each weighs take the same einsums back from the
+    same gradients again and again)."""
+    e = use.op
+    names = [x.name for x in e.inputs]
+    held = tuple(dict.fromkeys(names + [dres.name]))
+    fact = dict(zip(names, facts))
+    first = {n: f[0] for n, f in fact.items() if f[0] is not None}
+    layouts = {n: f[1] for n, f in fact.items() if f[1] is not None}
+    g = {n: v for n, v in zip(names, grads) if v is not None}
+    h = {n: list(v) for n, v in zip(held, have) if v}
+    steps: list = []
+    reads: list = []
+
+    def keep(t: Layout) -> Layout:
+        lay = saved_layout(t, first, layouts, reuse)
+        if lay.name not in layouts:
+            reads.append(lay)
+        return lay
+
+    for i, x in enumerate(e.inputs):
+        name = x.name
+        if fact[name][2] and name not in layouts and not input_grads:
+            continue
+        others = [t for j, t in enumerate(e.inputs) if j != i]
+        srcs = [keep(t) for t in others]
+        srcs = [t if t.name in layouts else tuple(h.get(t.name, [t])) for t in srcs]
+        missing = set(x.dims) - set(dres.dims).union(*(set(t.dims) for t in others))
+        if missing:
+            raise ShardingError(f"the gradient of {name} on line {use.line} needs dimension {sorted(missing)[0]}, "
+                                f"which the product sums away; broadcasts are not supported")
+        target = _target(name, fact[name], g)
+        operands = [tuple(h.get(dres.name, [dres]))] + srcs
+        best = plan_chain(operands, [None] * (len(operands) - 1), "d" + name, x.dims, target, mesh, ranker,
+                          out_dtype=x.dtype, keep=0)[0]
+        kept = {t[0].name for t in srcs if isinstance(t, tuple)}
+        for op in best.steps:
+            if not isinstance(op, LocalEinsum) and op.before.name in kept | {dres.name}:
+                h.setdefault(op.before.name, [op.before]).append(op.after)
+        steps.extend(_explained(best.steps, mesh, target, sizes, params))
+        g.setdefault(name, final_layout(best.steps))
+    return _Done(tuple(steps), tuple(reads), tuple(g.get(n) for n in names), tuple(tuple(h.get(n, ())) for n in held))
+
+
+def _target(name: str, fact: tuple, grads: dict):
+    """The layout a tensor's gradient must end in (ANY: any layout, partial sums included; None: free), from
+    its facts (:meth:`_Pass.facts`) and the gradients so far."""
+    first, param, is_input, redefined, readers = fact
+    if param is not None and not redefined:
+        return gradient(param)
+    if redefined:  # any layout, partial sums included: the collective's transpose resolves them
+        return grads.get(name, ANY)
+    if is_input:
+        return gradient(first)
+    if name in grads:
+        return grads[name]  # accumulate into the first contribution's layout
+    if readers > 1:
+        return ANY  # contributions add up as partial sums; reduced where the tensor was produced
+    if first is not None:  # a named intermediate: its gradient is laid out like it
+        return gradient(first)
+    return None
 
 
 @caching.memoize(maxsize=8192)

@@ -50,6 +50,24 @@ def test_a_thread_starts_in_the_process_context():
     assert seen[0] is not mine
 
 
+def test_a_wide_context_makes_full_collections_rarer_until_the_last_one_closes():
+    """A search's context keeps hundreds of thousands of objects that each full collection would walk."""
+    import gc
+    before = gc.get_threshold()
+    with caching.context():
+        assert gc.get_threshold() == before                  # a derivation's own context changes nothing
+    with caching.context(wider=8):
+        wide = gc.get_threshold()
+        assert wide[:2] == before[:2] and wide[2] == max(before[2], caching.FULL_COLLECTIONS_RARER)
+        with caching.context(wider=8):
+            assert gc.get_threshold() == wide
+        assert gc.get_threshold() == wide                    # another wide context is still open
+    assert gc.get_threshold() == before
+    found = symcost.search("param W[D, F]\nOut[B, F] = In[B, D] *_D W[D, F]", "X=4", "B=4096,D=8192,F=8192",
+                           "tpu-v5p")
+    assert found.priced > 0 and gc.get_threshold() == before
+
+
 def _programs():
     out = [(open(p).read(), None) for p in sorted(glob.glob("derivations/*.sc"))]
     out += [(MLP, "X=4,Y=2"), ("A[I_X, J] * B[J, K_X] -> C[I_X, K]", "X=4"),
