@@ -22,8 +22,10 @@ to the next, which is how the Megatron layer comes out as AllGather + ReduceScat
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
+from typing import NamedTuple
 
 from .. import caching, dtypes
 from ..einsum import LocalEinsum
@@ -39,18 +41,26 @@ ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums inclu
 @dataclass(frozen=True)
 class Candidate:
     """A whole plan: moves and local einsums in order, with its numeric objective and (to break ties, where
-    latency floors make plans equally fast) the throughput time of its moves."""
+    latency floors make plans equally fast) the throughput time of its moves, both priced by ``ranker`` when
+    first read: the one plan a chain has when only the best is asked for is never ranked, and pricing its
+    dependency graph was most of its cost."""
 
     steps: tuple
-    cost: float
-    moved: float = 0.0
+    ranker: Ranker = field(compare=False, repr=False)
     bounded: bool = False   # some search behind it stopped at LAYOUT_LIMIT
+
+    @cached_property
+    def cost(self) -> float:
+        return self.ranker.total(self.steps)
+
+    @cached_property
+    def moved(self) -> float:
+        return self.ranker.moved(self.steps)
 
     @property
     def rank(self) -> tuple:
         """How plans are ordered: the objective, then the moves' throughput time (nine significant digits,
-        so that sums taken in different orders tie), then fewer steps. Computed when asked: a candidate is a
-        value and keeps nothing on the side."""
+        so that sums taken in different orders tie), then fewer steps."""
         return (float(f"{self.cost:.9g}"), float(f"{self.moved:.9g}"), len(self.steps))
 
 
@@ -110,6 +120,8 @@ def _plan_chain(operands, contracts, final_name, out_dims, target, mesh, ranker,
                         ties_only)
     if not cands:
         raise ShardingError(f"no plan reaches {target}" if target not in (None, ANY) else "no plan found")
+    if len(cands) == 1:     # the best, unranked (it may never need its price)
+        return tuple(cands)
     seen, out = set(), []
     for c in sorted(cands, key=lambda c: c.rank):
         k = _route_key(c.steps)
@@ -224,12 +236,13 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
         if k in seen:
             return
         seen.add(k)
-        if ties_only:         # a route whose time is already above the best's (as ranked) is neither
-            least = ranker.least(steps)
+        if ties_only and best[0] != float("inf"):  # a route whose time is already above the best's (as
+            least = ranker.least(steps)                # ranked) is neither
             if least is not None and float(f"{least:.9g}") > best[0]:
                 return
-        c = Candidate(steps, ranker.total(steps), ranker.moved(steps))
-        best[0] = min(best[0], c.rank[0])
+        c = Candidate(steps, ranker)
+        if ties_only:
+            best[0] = min(best[0], c.rank[0])
         cands.append(c)
 
     if target == ANY:
@@ -242,10 +255,12 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
         goal = replace(target, name=lay.name) if target is not None else replace(lay, unreduced=frozenset())
         tail = direct_route(lay, goal, ranker)
         reached = Entry(ent.cost + tail.cost, ent.steps + tail.steps) if tail is not None else None
+    if not keep:            # the best alone: nothing to compare it with
+        return [] if reached is None else [Candidate(reached.steps, ranker)]
     if reached is not None:
         add(reached.steps)
     short = search.short   # an alternative's search stopping short leaves the best plan exact
-    for lay, ent in order[:ALTERNATIVE_RESULTS if keep else 0]:
+    for lay, ent in order[:ALTERNATIVE_RESULTS]:
         tail = _tail(lay, target, search.mesh, ranker)
         if tail is not None:
             add(ent.steps + tail.steps)
@@ -265,7 +280,8 @@ def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
     """The cheapest way from any of ``sources`` (``(layout, entry)`` pairs, each layout once) to ``target``
     (None: the cheapest fully reduced layout)."""
     if target is not None:
-        starts = {lay: e for lay, e in sources if target.unreduced <= lay.unreduced}
+        starts = dict(sources) if not target.unreduced else \
+            {lay: e for lay, e in sources if target.unreduced <= lay.unreduced}
         if not starts:
             return None
         name = next(iter(starts)).name
@@ -319,8 +335,24 @@ def _cheapest(tables, get_l, get_r) -> list:
             got = best.get(kres)
             if got is None or cost < got[0]:
                 best[kres] = (cost, ent_l, ent_r, e)
-    return [(e.output, Entry(cost, ent_l.steps + (ent_r.steps if ent_r is not None else ()) + (e,)))
-            for cost, ent_l, ent_r, e in best.values()]
+    new = tuple.__new__     # a _Product made without a Python-level constructor: one per result
+    return [(got[3].output, new(_Product, got)) for got in best.values()]
+
+
+class _Product(NamedTuple):
+    """A result's route, read as an :class:`~symcost.rewrite.routes.Entry` is: its steps (the operands'
+    routes, then the einsum) are joined when asked, since a search reads those of the few results it
+    settles and most of an einsum's results are never settled."""
+
+    cost: float
+    left: object
+    right: object
+    einsum: LocalEinsum
+
+    @property
+    def steps(self) -> tuple:
+        right = self.right.steps if self.right is not None else ()
+        return self.left.steps + right + (self.einsum,)
 
 
 @caching.memoize(maxsize=512)

@@ -110,18 +110,32 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
     goal = of(target) if target is not None else -1
     settled: dict[int, Entry] = {}
     tentative: dict[int, float] = {}
-    heap = []
+    heap: list = []     # (cost, order, layout, the layout it came from, move)
     counter = itertools.count()
     push, pop = heapq.heappush, heapq.heappop
-    for lay, ent in sources.items():      # (cost, order, layout, the layout it came from or -1, move or steps)
-        push(heap, (ent.cost, next(counter), of(lay), -1, ent.steps))
+    # The sources wait in their own queue, cheapest first (a source precedes every move of equal cost, as if
+    # queued first), so the layouts are settled in the order one heap of them all gives; a search that stops
+    # at its target never queues the many costlier ones. A move is queued only where it is cheaper than the
+    # layout's own start: one that is not could never settle it.
+    waiting = sorted([(ent.cost, k, of(lay), ent) for k, (lay, ent) in enumerate(sources.items())])
+    for cost, _, i, _ in waiting:
+        if cost < tentative.get(i, INF):
+            tentative[i] = cost
+    n_waiting, w = len(waiting), 0
     looked, complete = 0, True
-    while heap:
-        cost, _, i, parent, m = pop(heap)
-        if i in settled:
-            continue
-        # a route's steps are written once, when its layout is settled, not at every push
-        settled[i] = Entry(cost, m if parent < 0 else settled[parent].steps + (m,))
+    while heap or w < n_waiting:
+        if w < n_waiting and (not heap or waiting[w][0] <= heap[0][0]):
+            cost, _, i, ent = waiting[w]
+            w += 1
+            if i in settled:
+                continue
+            settled[i] = Entry(cost, ent.steps)
+        else:
+            cost, _, i, parent, m = pop(heap)
+            if i in settled:
+                continue
+            # a route's steps are written once, when its layout is settled, not at every push
+            settled[i] = Entry(cost, settled[parent].steps + (m,))
         if i == goal or (accept is not None and accept(layouts[i])):
             break
         out = edges(i)     # priced once per layout and kept: every search of a plan shares them
@@ -131,10 +145,10 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
         if limit is not None and looked > limit:
             complete = False
             break
-        for m, j, w in out:
+        for m, j, weight in out:
             if j in settled:
                 continue
-            new = cost + w
+            new = cost + weight
             if new < tentative.get(j, INF):
                 tentative[j] = new
                 push(heap, (new, next(counter), j, i, m))
