@@ -280,11 +280,11 @@ def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
     """The cheapest way from any of ``sources`` (``(layout, entry)`` pairs, each layout once) to ``target``
     (None: the cheapest fully reduced layout)."""
     if target is not None:
-        starts = dict(sources) if not target.unreduced else \
-            {lay: e for lay, e in sources if target.unreduced <= lay.unreduced}
+        starts = sources if not target.unreduced else [(lay, e) for lay, e in sources
+                                                       if target.unreduced <= lay.unreduced]
         if not starts:
             return None
-        name = next(iter(starts)).name
+        name = starts[0][0].name
         tgt = target if target.name == name else replace(target, name=name)
         return search(starts, target=tgt, limit=limit).get(tgt)
     found = search(dict(sources), accept=lambda l: not l.unreduced, limit=limit)

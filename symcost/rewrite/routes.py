@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from typing import NamedTuple
 
@@ -26,8 +26,9 @@ from .ranking import Ranker
 INF = float("inf")
 
 
-@dataclass
-class Entry:
+class Entry(NamedTuple):
+    """The cheapest way found to a layout: its cost in the search's weights and its moves."""
+
     cost: float
     steps: tuple
 
@@ -95,9 +96,10 @@ def graph(ranker: Ranker) -> Graph:
     return Graph(ranker)
 
 
-def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = None, accept=None,
+def search(sources, mesh: Mesh, ranker: Ranker, target: Layout | None = None, accept=None,
            limit: int | None = None) -> Found:
-    """Cheapest move sequences from ``sources`` ({layout: Entry}) to every reachable layout (Dijkstra).
+    """Cheapest move sequences from ``sources`` ({layout: Entry}, or ``(layout, entry)`` pairs, each layout
+    once) to every reachable layout (Dijkstra).
 
     Stops early once ``target`` (or the first layout ``accept`` approves) is settled, or once it has looked
     at ``limit`` moves (the layouts settled by then are the cheapest ones, and exact; ``complete`` says
@@ -113,15 +115,18 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
     heap: list = []     # (cost, order, layout, the layout it came from, move)
     counter = itertools.count()
     push, pop = heapq.heappush, heapq.heappop
+    entry = tuple.__new__     # an Entry made without a Python-level constructor: one per settled layout
     # The sources wait in their own queue, cheapest first (a source precedes every move of equal cost, as if
     # queued first), so the layouts are settled in the order one heap of them all gives; a search that stops
     # at its target never queues the many costlier ones. A move is queued only where it is cheaper than the
     # layout's own start: one that is not could never settle it.
-    waiting = sorted([(ent.cost, k, of(lay), ent) for k, (lay, ent) in enumerate(sources.items())])
+    pairs = sources.items() if isinstance(sources, Mapping) else sources
+    waiting = sorted([(ent.cost, k, of(lay), ent) for k, (lay, ent) in enumerate(pairs)])
     for cost, _, i, _ in waiting:
         if cost < tentative.get(i, INF):
             tentative[i] = cost
     n_waiting, w = len(waiting), 0
+    bound = tentative.get(goal, INF)      # the target's best so far
     looked, complete = 0, True
     while heap or w < n_waiting:
         if w < n_waiting and (not heap or waiting[w][0] <= heap[0][0]):
@@ -129,13 +134,13 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
             w += 1
             if i in settled:
                 continue
-            settled[i] = Entry(cost, ent.steps)
+            settled[i] = entry(Entry, (cost, ent.steps))
         else:
             cost, _, i, parent, m = pop(heap)
             if i in settled:
                 continue
             # a route's steps are written once, when its layout is settled, not at every push
-            settled[i] = Entry(cost, settled[parent].steps + (m,))
+            settled[i] = entry(Entry, (cost, settled[parent].steps + (m,)))
         if i == goal or (accept is not None and accept(layouts[i])):
             break
         out = edges(i)     # priced once per layout and kept: every search of a plan shares them
@@ -149,8 +154,12 @@ def search(sources: dict, mesh: Mesh, ranker: Ranker, target: Layout | None = No
             if j in settled:
                 continue
             new = cost + weight
-            if new < tentative.get(j, INF):
+            # a move to another layout no cheaper than the target's best so far would come off the queue
+            # after the target, when the search is over: it is not queued
+            if new < tentative.get(j, INF) and (new < bound or j == goal):
                 tentative[j] = new
+                if j == goal:
+                    bound = new
                 push(heap, (new, next(counter), j, i, m))
     best = Found((layouts[i], e) for i, e in settled.items())
     best.complete = complete
