@@ -310,15 +310,16 @@ def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, m
         # result looked up by its number (a layout hashed in Python at every lookup was most of the time)
         tables = [_numbered_einsums(lkey, rkey, keep, dims_out, name, dtype, mesh, ranker, g.generation)
                   for keep in keep_opts]
-        return _cheapest(tables, dist_left.ids.get, dist_right.ids.get if right is not None else None)
+        return _cheapest(tables, dist_left.ids.get, dist_right.ids.get if right is not None else None, g.generation)
     tables = [_local_einsums(lkey, rkey, keep, dims_out, name, dtype, mesh, ranker) for keep in keep_opts]
     return _cheapest(tables, dist_left.get, dist_right.get if right is not None else None)
 
 
-def _cheapest(tables, get_l, get_r) -> list:
+def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
     """(result layout, entry) for each result the sigmas of ``tables`` reach: the first cheapest, its cost the
     operands' entries' (looked up by ``get_l``, ``get_r``: None where an operand cannot be reached) plus the
-    einsum's weight; each sigma ``(left's key, right's key or None, result's key, einsum, weight)``."""
+    einsum's weight; each sigma ``(left's key, right's key or None, result's key, einsum, weight)``; the keys
+    are layout numbers in the graph's numbering ``generation`` (-1: the layouts themselves)."""
     best: dict = {}     # result's key -> (cost, left's entry, right's entry, einsum): the first cheapest
     for table in tables:
         for kl, kr, kres, e, t in table:
@@ -336,18 +337,23 @@ def _cheapest(tables, get_l, get_r) -> list:
             if got is None or cost < got[0]:
                 best[kres] = (cost, ent_l, ent_r, e)
     new = tuple.__new__     # a _Product made without a Python-level constructor: one per result
-    return [(got[3].output, new(_Product, got)) for got in best.values()]
+    if generation < 0:
+        return [(got[3].output, new(_Product, got + (-1, -1))) for got in best.values()]
+    return [(got[3].output, new(_Product, got + (k, generation))) for k, got in best.items()]
 
 
 class _Product(NamedTuple):
     """A result's route, read as an :class:`~symcost.rewrite.routes.Entry` is: its steps (the operands'
     routes, then the einsum) are joined when asked, since a search reads those of the few results it
-    settles and most of an einsum's results are never settled."""
+    settles and most of an einsum's results are never settled. ``number``: the result layout's number in
+    the layout graph's numbering ``generation`` (a search then need not look it up; -1: not known)."""
 
     cost: float
     left: object
     right: object
     einsum: LocalEinsum
+    number: int
+    generation: int
 
     @property
     def steps(self) -> tuple:

@@ -121,7 +121,9 @@ def search(sources, mesh: Mesh, ranker: Ranker, target: Layout | None = None, ac
     # at its target never queues the many costlier ones. A move is queued only where it is cheaper than the
     # layout's own start: one that is not could never settle it.
     pairs = sources.items() if isinstance(sources, Mapping) else sources
-    waiting = sorted([(ent.cost, k, of(lay), ent) for k, (lay, ent) in enumerate(pairs)])
+    gen = g.generation     # an entry that knows its layout's number in this numbering is not looked up
+    waiting = sorted([(ent.cost, k, ent.number if getattr(ent, "generation", -1) == gen else of(lay), ent)
+                      for k, (lay, ent) in enumerate(pairs)])
     for cost, _, i, _ in waiting:
         if cost < tentative.get(i, INF):
             tentative[i] = cost
