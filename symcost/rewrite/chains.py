@@ -57,10 +57,11 @@ class Candidate:
     def moved(self) -> float:
         return self.ranker.moved(self.steps)
 
-    @property
+    @cached_property
     def rank(self) -> tuple:
         """How plans are ordered: the objective, then the moves' throughput time (nine significant digits,
-        so that sums taken in different orders tie), then fewer steps."""
+        so that sums taken in different orders tie), then fewer steps (kept: a walk compares the plans of
+        every einsum it meets again, and their ties)."""
         return (float(f"{self.cost:.9g}"), float(f"{self.moved:.9g}"), len(self.steps))
 
 
