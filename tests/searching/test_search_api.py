@@ -60,17 +60,18 @@ def test_search_echoes_the_sizes_it_bound():
 @pytest.mark.parametrize("mesh, hw, kind", [("X=4,Y=2", "h100", "nvlink"), ("X=16,Y=16", "tpu-v5p", "ici"),
                                             ("X=4,Y=2:dcn", "tpu-v5p", None)])
 def test_the_mesh_line_and_json_name_link_kinds(capsys, mesh, hw, kind):
-    """The link models are the mesh's as it was laid on the preset (its placement decides wraparound)."""
+    """The link models are the mesh's as it was laid on the preset (its placement decides wraparound), in
+    the JSON and on the mesh line, whatever the program (one einsum here)."""
     from symcost.mesh import link_models
     from symcost.searching.space import Space
-    laid = link_models(Space.of(MLP, mesh, hw).mesh)
-    code, out, _ = run(capsys, "search", "examples/mlp.sc", "--mesh", mesh, "--hw", hw, "--dims", "B=65536",
-                       "--top", "1", "--json")
+    text = "param W[D, F]\nOut[B, F] = In[B, D] *_D W[D, F]"
+    laid = link_models(Space.of(text, mesh, hw).mesh)
+    dims = ("--dims", "B=65536,D=8192,F=8192")
+    code, out, _ = run(capsys, "search", text, "--mesh", mesh, "--hw", hw, *dims, "--top", "1", "--json")
     data = json.loads(out)
     assert code == 0 and data["links"] == laid
     assert all(v["kind"] == kind for v in laid.values()) if kind else laid["Y"]["kind"] == "dcn"
-    code, out, _ = run(capsys, "search", "examples/mlp.sc", "--mesh", mesh, "--hw", hw, "--dims", "B=65536",
-                       "--top", "1")
+    code, out, _ = run(capsys, "search", text, "--mesh", mesh, "--hw", hw, *dims, "--top", "1")
     line = next(x for x in out.splitlines() if x.startswith("mesh: "))
     for axis, model in laid.items():
         size = data["mesh"][axis]
@@ -107,9 +108,9 @@ def _stopped_after(k):
 
 def test_ctrl_c_keeps_the_best_found_so_far(monkeypatch, capsys):
     import symcost.searching as searching
-    whole = search(MLP, "X=4,Y=2", "B=65536", "tpu-v5p", backward=True)
+    whole = search(MLP, "X=4,Y=2", "B=65536", "tpu-v5p")            # the command line's below: --backward
     monkeypatch.setattr(searching, "priced_all", _stopped_after(30))
-    part = search(MLP, "X=4,Y=2", "B=65536", "tpu-v5p", backward=True)
+    part = search(MLP, "X=4,Y=2", "B=65536", "tpu-v5p")
     assert not part.complete and whole.complete and part.priced == 30
     first = set(list(part.space.candidates())[:30])
     assert {p.candidate for p in part.ranked} == first
