@@ -1,5 +1,5 @@
 """A step is hidden only under work it does not depend on: the step time is at least the time of every
-pair of steps where one reads what the other wrote (the plan's dependency graph, ``pricing.depends_on``).
+pair of steps where one reads what the other wrote (the plan's dependency graph, ``dependencies.depends_on``).
 
 Under the book's ``program`` policy an einsum is split into chunks (collective matmul, Part 3), so the
 collectives that feed it or read its result overlap with it; collectives that feed each other do not.
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import symcost
-from symcost.pricing import depends_on
+from symcost.dependencies import depends_on
 from symcost.testing import einsum_cases, reshard_cases
 
 CHAIN = "A[I_X, J] * B[J, K] -> C[I_Y, K]"
