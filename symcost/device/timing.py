@@ -4,10 +4,7 @@
 wait on, and a ``block`` that waits on it (``jax.block_until_ready``). Launches are asynchronous on
 accelerators, so a single short call would mostly time the dispatch: each of the ``runs`` timed runs
 launches the call ``inner`` times back to back and waits once, with ``inner`` chosen in the warm-up so that
-a run lasts at least ``min_run`` seconds. A sample is the run's time over ``inner``. The warm-up is
-``warmup`` calls, or fewer once the calls made have run for :data:`SETTLED` seconds: a call that long has
-already touched its buffers and brought the clocks up, and a second one (on CPU host devices, a 4096^3
-matmul takes 4 to 8 s a call) would add nothing but time.
+a run lasts at least ``min_run`` seconds. A sample is the run's time over ``inner``.
 
     >>> import itertools, time
     >>> t = time_call(lambda: time.sleep(0.002), runs=5, warmup=1, min_run=0)
@@ -23,9 +20,6 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
-
-#: seconds of warm-up work after which further warm-up calls are skipped
-SETTLED = 0.5
 
 
 @dataclass(frozen=True)
@@ -70,11 +64,10 @@ def time_call(call, *, block=_noop, runs: int = 10, warmup: int = 2, min_run: fl
     """Time ``call()`` (see the module docstring). ``block(result)`` waits for the launched work."""
     if runs < 1:
         raise ValueError("runs must be at least 1")
-    t0, warmed = time.perf_counter(), 0
-    while warmed < max(1, warmup) and (warmed == 0 or time.perf_counter() - t0 < SETTLED):
+    t0 = time.perf_counter()
+    for _ in range(max(1, warmup)):
         block(call())
-        warmed += 1
-    first = (time.perf_counter() - t0) / warmed
+    first = (time.perf_counter() - t0) / max(1, warmup)
     inner = 1 if first <= 0 else max(1, min(max_inner, math.ceil(min_run / first)))
     samples = []
     for _ in range(runs):

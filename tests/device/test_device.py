@@ -130,18 +130,6 @@ def test_timing_blocks_on_each_run_and_batches_short_calls():
     assert t.median == sorted(t.samples)[1] or t.median == pytest.approx(sum(sorted(t.samples)[1:3]) / 2)
 
 
-def test_a_long_call_is_warmed_up_once():
-    """Warm-up calls stop once they have run for SETTLED seconds: a call that long needs no second."""
-    from symcost.device import timing
-    calls = []
-
-    def slow():
-        calls.append(1)
-        time.sleep(timing.SETTLED * 1.2)
-    t = time_call(slow, runs=1, warmup=2, min_run=0)
-    assert len(calls) == 1 + 1 and t.inner == 1          # one warm-up call, one timed run
-
-
 # ----------------------------------------------------------------------------- the preset of a calibration
 
 
