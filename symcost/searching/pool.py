@@ -15,6 +15,19 @@ few a search shows, the boundaries of its regimes), so the ranking is the one a 
 
 Workers are forked where that is safe (they start with the caller's caches; see :func:`start_method`),
 else started fresh. :func:`workers` says how many a ``jobs`` setting gives.
+
+Stopping early (Ctrl-C, or the caller closing the generator) returns at once, whatever is left to price:
+the pool holds at most :data:`WINDOW` chunks a worker ahead of the one being read, never the whole list.
+``Pool.terminate`` (CPython's ``_terminate_pool``) joins the pool's task thread, which stops only between
+two writes into the workers' input pipe. Handed the whole list (``imap``), that thread writes chunks as
+fast as the pipe takes them and, once the pipe is full (64 KiB on Linux; the chunks of a LLaMA layer's
+2,916 candidates take twice that), sits blocked in a write while the workers price. Terminate then takes
+the pipe's read lock (a worker waiting on an empty pipe holds it until something arrives), drains the pipe
+while the task thread lives, SIGTERMs the workers and joins the task thread, which must still write a stop
+mark into the results pipe, under a lock a worker holds while it writes a result (one killed in that write
+never gives it back), and one into the input pipe for each worker. Each of those waits hangs on the
+backlog or on what a worker is doing at that moment; with a window the input pipe never fills, and the
+task thread is idle on its own queue when the stop comes.
 """
 from __future__ import annotations
 
@@ -23,6 +36,7 @@ import os
 import signal
 import sys
 import threading
+from collections import deque
 
 from .. import caching, progress
 from ..errors import UsageError
@@ -31,6 +45,11 @@ from .space import Space
 
 #: below this many candidates a search prices in its own process (starting workers costs more)
 MIN_CANDIDATES = 32
+#: the most candidates sent to a worker at once (a message a worker's pricing takes a while to answer)
+CHUNK = 16
+#: chunks a worker the pool holds ahead of the one being read: one being priced, one waiting, so that a
+#: worker never waits for work, while a stop finds no backlog to wait on
+WINDOW = 2
 
 _job: dict = {}      # a worker's space and pricing options
 
@@ -79,16 +98,34 @@ def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wra
 
 
 def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
-    chunk = max(1, min(16, len(cands) // (n * 8)))
+    """The candidates priced by ``n`` workers, in order, with at most ``WINDOW * n`` chunks handed to the
+    pool ahead of the one being read (the next is handed over before a chunk's candidates are yielded, so
+    the workers stay busy while the caller reads). Stopped or done, the workers are terminated."""
+    size = max(1, min(CHUNK, len(cands) // (n * 8)))
     ctx = multiprocessing.get_context(start_method())
     c = caching.current()
-    with ctx.Pool(n, _start, (space, options, sweep, (c.enabled, c.check, c.wider))) as pool:
-        for c, got in zip(cands, pool.imap(_numbers, cands, chunksize=chunk)):
-            if got is None:
-                yield None
-                continue
-            curves = None if got[1] is None else (sweep[1], *got[1])
-            yield priced(space, c, got[0], replanner(space, c, options), curves)
+    pool = ctx.Pool(n, _start, (space, options, sweep, (c.enabled, c.check, c.wider)))
+    try:
+        ahead: deque = deque()
+        for i in range(0, len(cands), size):
+            part = cands[i:i + size]
+            ahead.append((part, pool.apply_async(_numbers_of, (part,))))
+            if len(ahead) > WINDOW * n:
+                yield from _read(space, *ahead.popleft(), options, sweep)
+        while ahead:
+            yield from _read(space, *ahead.popleft(), options, sweep)
+    finally:
+        pool.terminate()
+
+
+def _read(space: Space, part: list, answer, options: dict, sweep):
+    """A chunk's candidates priced from the numbers its worker sent (None where the engine refused one)."""
+    for c, got in zip(part, answer.get()):
+        if got is None:
+            yield None
+            continue
+        curves = None if got[1] is None else (sweep[1], *got[1])
+        yield priced(space, c, got[0], replanner(space, c, options), curves)
 
 
 def start_method() -> str:
@@ -119,3 +156,7 @@ def _numbers(cand):
     plan, memory, numbers = got
     sweep = _job["sweep"]
     return numbers, (over_grid(plan, memory, *sweep) if sweep is not None else None)
+
+
+def _numbers_of(part: list) -> list:
+    return [_numbers(c) for c in part]

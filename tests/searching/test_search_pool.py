@@ -135,3 +135,50 @@ def test_ctrl_c_stops_the_workers_quietly(tmp_path):
     assert "Traceback" not in err.decode() and "Worker" not in err.decode()
     assert not any(Path(f"/proc/{w}").exists() and "zombie" not in Path(f"/proc/{w}/status").read_text()
                    for w in workers)
+
+
+def _stops(method, times, monkeypatch):
+    """``times`` pooled pricings of the MLP's 81 candidates (forward only, X=4,Y=4), each stopped
+    early after a different number of candidates, alternately by closing the generator and by Ctrl-C
+    (KeyboardInterrupt) arriving where the caller waits for the next candidate."""
+    import multiprocessing
+    import multiprocessing.pool as mp_pool
+
+    from symcost.searching import _space
+    monkeypatch.setattr(pool, "start_method", lambda: method)
+    handed = []
+    real = mp_pool.Pool.apply_async
+
+    def counted(self, *a, **kw):
+        handed.append(1)
+        return real(self, *a, **kw)
+    monkeypatch.setattr(mp_pool.Pool, "apply_async", counted)
+    space, sizes, _ = _space(MLP, "X=4,Y=4", DIMS, "tpu-v5p", None, None)
+    cands = list(space.candidates())
+    size = max(1, min(pool.CHUNK, len(cands) // (2 * 8)))
+    opts = dict(dims=sizes, hw="tpu-v5p")
+    for i in range(times):
+        handed.clear()
+        got = pool.priced_all(space, cands, jobs=2, options=opts)
+        read = [next(got) for _ in range(1 + 3 * i)]
+        assert len(read) == 1 + 3 * i and read[0] is not None
+        if i % 2:
+            with pytest.raises(KeyboardInterrupt):
+                got.throw(KeyboardInterrupt)
+        else:
+            got.close()
+        assert got.gi_frame is None                     # the stop returned, the generator is finished
+        assert multiprocessing.active_children() == []  # no worker left running
+        # no backlog to wait on: the pool was handed the chunks read and a window ahead of them, not all
+        assert 1 <= len(handed) <= -(-len(read) // size) + pool.WINDOW * 2 + 1 < -(-len(cands) // size)
+
+
+def test_stopping_early_leaves_no_worker(monkeypatch):
+    """Ten pooled pricings stopped early (the generator closed, or Ctrl-C) each return, leave no worker
+    process alive, and had only a window of chunks handed to the pool, so a stop waits on no backlog."""
+    _stops(pool.start_method(), 10, monkeypatch)
+
+
+def test_stopping_early_fresh_workers(monkeypatch):
+    """The same with workers started from a fresh server process."""
+    _stops("forkserver", 3, monkeypatch)
