@@ -179,6 +179,7 @@ def test_stopping_early_leaves_no_worker(monkeypatch):
     _stops(pool.start_method(), 10, monkeypatch)
 
 
+@pytest.mark.slow
 def test_stopping_early_fresh_workers(monkeypatch):
     """The same with workers started from a fresh server process."""
     _stops("forkserver", 3, monkeypatch)
