@@ -33,13 +33,13 @@ test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
 	@rm -rf .test-calibration && mkdir .test-calibration
 	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration $(PY) -m pytest -m timing
-	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope -m "not timing"
+	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not timing"
 	@rm -rf .test-calibration
 
 # the fast tier for your own loop: everything but the tests marked slow (92 to 103 s of CPU, about a
 # minute on 2 cores; docs/benchmarks.md, Tests)
 test-fast: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadscope -m "not slow"
+	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not slow"
 
 # the layering contract (six tiers, docs/architecture.md), ruff, and mypy on the engine's rooms
 lint: $(STAMP)

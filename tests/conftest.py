@@ -61,3 +61,32 @@ PROFILE = os.environ.get("SYMCOST_HYPOTHESIS", "fast")
 if PROFILE not in ("fast", "ci"):
     raise pytest.UsageError(f"SYMCOST_HYPOTHESIS must be 'fast' or 'ci', not {PROFILE!r}")
 
+
+def examples(n: int) -> int:
+    """How many examples a property of the fast tier draws: ``n`` in ``make test`` (the "ci" profile), a
+    quarter of them (at least 5) in your own loop, where the same property then costs a quarter."""
+    return n if PROFILE == "ci" else max(5, n // 4)
+
+
+
+def _scope(nodeid: str) -> str:
+    """The unit ``--dist loadscope`` gives one process: a test's class, else its module (as pytest-xdist
+    splits a test's id at its last ``::``)."""
+    return nodeid.rsplit("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """On several processes (pytest-xdist, ``--dist loadscope --no-loadscope-reorder``), the units that hold
+    a test marked ``long(seconds)`` go first, longest first, then the rest by their number of tests, most
+    first (what pytest-xdist does by itself, which puts a long one-test class last: the suite then waits a
+    minute for one process). Longest first is how a fixed number of processes finish together; nothing a
+    test asserts depends on the order."""
+    if not hasattr(config, "workerinput"):
+        return
+    units: dict = {}
+    for item in items:
+        units.setdefault(_scope(item.nodeid), []).append(item)
+    def seconds(unit) -> float:
+        return sum(m.args[0] for i in units[unit] for m in i.iter_markers("long"))
+    order = sorted(units, key=lambda u: (-seconds(u), -len(units[u])))
+    items[:] = [i for u in order for i in units[u]]

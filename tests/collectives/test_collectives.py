@@ -12,6 +12,8 @@ from symcost.mesh import parse_mesh
 from symcost.pricing import op_cost
 from symcost.simulate import collect, distribute
 
+from conftest import examples
+
 
 @st.composite
 def moves_of(draw, kind):
@@ -80,7 +82,7 @@ def test_transpose_is_the_adjoint_on_the_blocks(kind, data):
 
 
 @pytest.mark.parametrize("kind", [k for k, r in RULES.items() if r.inserted])
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data())
 def test_every_move_is_exact_on_the_simulator(kind, data):
     """A move only relocates blocks or sums partial sums: the whole array is the same after it."""

@@ -17,6 +17,8 @@ from symcost.env import Env
 from symcost.mesh import parse_mesh
 from symcost.symbols import W_ici, axis
 
+from conftest import examples
+
 ONE_WAY = 0.5          # W_ici = 1: a torus link carries 1/2 one way
 FIGURES = {"W_ici": 1.0, "W_dcn": 1.0, "W_nvlink": 1.0, "T_min": 0.0}
 
@@ -379,7 +381,7 @@ from hypothesis import given, settings, strategies as st   # noqa: E402
 AXIS = st.tuples(st.integers(2, 5), st.booleans())
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.lists(AXIS, min_size=1, max_size=3).filter(lambda ax: len(ax) == 1 or not all(w for _, w in ax)))
 def test_random_topologies_route_to_the_closed_forms(axes):
     """Any mesh of up to three ICI axes of 2 to 5 chips, each a ring or a line (several rings excepted:

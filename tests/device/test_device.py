@@ -346,12 +346,13 @@ def calibrated(tmp_path_factory, cli):
     folder in SYMCOST_TEST_CALIBRATION so that its two runs of pytest (the timing tests alone, then the rest)
     share one calibration of these devices: the first writes it there, the second reads it.
 
-    It is ``calibrate --quick --runs 3``, the command as a user runs it: each dtype's matmul sweep doubles
-    past its listed sizes, which the timing test of the peak needs, until one call takes over a second (on
-    these devices often a 4096^3 matmul of 4 to 8 s a call: a sweep that stopped before it, at 2048^3 or
-    1024^3 under load, left the peak below what a large einsum reaches, which that test catches); every
-    collective is fitted over four sizes (the fit tests need three or more, from at most 8 kB to at least
-    1 MB); three timed runs a point (medians of three, as the tests check)."""
+    It is ``calibrate --quick --dtypes bf16 --runs 3``, the command as a user runs it for the dtype these
+    tests price (a CPU's quick sweep also measures fp32, whose matmuls double up to 4096^3 at 4 to 8 s a
+    call: two thirds of the calibration, which no test reads): the bf16 matmul sweep doubles past its listed
+    sizes, which the timing test of the peak needs, until two sizes agree or one call takes over a second (a
+    sweep that stopped early under load left the peak below what a large einsum reaches, which that test
+    catches); every collective is fitted over four sizes (the fit tests need three or more, from at most
+    8 kB to at least 1 MB); three timed runs a point (medians of three, as the tests check)."""
     if not HAS_JAX:
         pytest.skip("calibrate needs the jax extra: pip install 'symcost[jax]'")
     kept = os.environ.get("SYMCOST_TEST_CALIBRATION")
@@ -359,7 +360,7 @@ def calibrated(tmp_path_factory, cli):
     out, report = folder / "cpu8.toml", folder / "cpu8.json"
     if kept and out.exists() and report.exists():
         return out, json.loads(report.read_text())
-    r = cli("calibrate", "--quick", "--out", str(out), "--json", "--runs", "3")
+    r = cli("calibrate", "--quick", "--dtypes", "bf16", "--out", str(out), "--json", "--runs", "3")
     assert r.returncode == 0, r.stderr
     report.write_text(r.stdout)
     return out, json.loads(r.stdout)

@@ -14,6 +14,8 @@ import symcost
 from symcost.dependencies import depends_on
 from symcost.testing import einsum_cases, reshard_cases
 
+from conftest import examples
+
 CHAIN = "A[I_X, J] * B[J, K] -> C[I_Y, K]"
 
 
@@ -54,7 +56,7 @@ def _check(plan, policy):
 
 
 @given(einsum_cases())
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_no_step_is_hidden_under_a_step_it_depends_on(case):
     text, mesh, sizes = case
     for policy in ("program", "step"):
@@ -62,7 +64,7 @@ def test_no_step_is_hidden_under_a_step_it_depends_on(case):
 
 
 @given(reshard_cases())
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_a_reshards_collectives_feeding_each_other_add_up(case):
     text, mesh, sizes = case
     _check(symcost.derive(text, mesh=mesh, dims=sizes, hw="tpu-v5p"), "program")
@@ -95,7 +97,7 @@ def test_a_tensor_parallel_allreduce_adds_to_the_einsums_around_it():
 
 
 @given(reshard_cases())
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_chains_are_traced_where_a_group_of_collectives_could_exceed_the_step(case):
     """``totals`` traces chains of collectives only where a group of collectives that feed each other sums
     to more than the step: the step time is the same, to the bit, as when every chain is traced."""

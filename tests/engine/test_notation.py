@@ -6,6 +6,8 @@ import symcost
 from symcost.errors import NotationError
 from symcost.notation import Collective, Einsum, parse, parse_tensor
 
+from conftest import examples
+
 EQUIVALENT_SPELLINGS = [
     ("In[B_XY, D]", "In[B_{XY}, D]", "In[B_{X,Y}, D]"),
     ("A[I, J_X] * B[J, K] -> C[I, K]", "A[I, J_X] · B[J, K] → C[I, K]", "A[I,J_X]@B[J,K]->C[I,K]"),
@@ -131,7 +133,7 @@ axis_runs = st.lists(st.sampled_from(["X", "Y", "Z"]), max_size=3, unique=True)
 
 @given(st.lists(st.tuples(dim_names, axis_runs), min_size=0, max_size=4, unique_by=lambda t: t[0]),
        st.sampled_from([None, "int8", "fp32"]), st.sampled_from(["", "{U_W}"]))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_parse_of_str_round_trips(dims, dtype, unreduced):
     body = ", ".join(d + ("_" + "".join(a) if a else "") for d, a in dims)
     text = f"T{':' + dtype if dtype else ''}[{body}]{unreduced}"

@@ -8,6 +8,8 @@ from symcost.planner import ranker_for
 from symcost.pricing import OVERLAPS
 from symcost.testing import chain_cases, einsum_cases
 
+from conftest import examples
+
 
 def _check(case, overlap):
     text, mesh, sizes = case
@@ -17,7 +19,7 @@ def _check(case, overlap):
 
 
 @given(einsum_cases())
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_the_rankers_total_is_the_plans_step_time(case):
     for overlap in (True, False, "step"):
         _check(case, overlap)

@@ -15,7 +15,7 @@ from symcost.models.inference import Serving, split_mesh, touched_experts
 from symcost.models.serving_search import meshes, search_serving
 from symcost.models.transformer import Sharding, param_counts
 
-from conftest import ROOT
+from conftest import ROOT, examples
 
 V5E = hardware("tpu-v5e")
 
@@ -49,6 +49,7 @@ def test_a_tight_target_trades_throughput_for_latency():
 
 
 @pytest.mark.slow
+@pytest.mark.long(8)
 def test_latent_attention_prefers_to_split_the_cache():
     res = search_serving(load_model_config("deepseek-v3"), hardware("h100"), 64, 4096, latency=0.05, top=1)
     assert res.rows[0].step.kv_copies < 64          # splitting all heads would copy the latent 64 times
@@ -153,7 +154,7 @@ H100 = hardware("h100")
 MODELS = ("llama3-8b", "llama3-70b", "llama2-13b", "mixtral-8x7b")
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(MODELS), split=st.sampled_from([(1, 8), (2, 4), (4, 2), (8, 1), (1, 4), (2, 2), (1, 2)]),
        batch=st.sampled_from([1, 8, 64]), written=st.booleans())
 def test_a_step_streams_at_least_the_weights_a_chip_holds(name, split, batch, written):
