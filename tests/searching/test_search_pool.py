@@ -173,10 +173,12 @@ def _stops(method, times, monkeypatch):
         assert 1 <= len(handed) <= -(-len(read) // size) + pool.WINDOW * 2 + 1 < -(-len(cands) // size)
 
 
+@pytest.mark.slow
 def test_stopping_early_leaves_no_worker(monkeypatch):
-    """Ten pooled pricings stopped early (the generator closed, or Ctrl-C) each return, leave no worker
-    process alive, and had only a window of chunks handed to the pool, so a stop waits on no backlog."""
-    _stops(pool.start_method(), 10, monkeypatch)
+    """Four pooled pricings stopped early (the generator closed, or Ctrl-C) each return, leave no worker
+    process alive, and had only a window of chunks handed to the pool, so a stop waits on no backlog. (A
+    test process that has planned for a while forks slowly: a stop costs it about a second.)"""
+    _stops(pool.start_method(), 4, monkeypatch)
 
 
 @pytest.mark.slow
