@@ -218,6 +218,8 @@ TRUTH = TRUTH.replace("LLAMA_SPECS", LLAMA_SPECS).replace("XLA_CHECK + ", repr(X
 
 @pytest.fixture(scope="module")
 def truth():
+    """XLA's partitioner on eight host devices, in a subprocess that imports JAX (about 5 s): the tests that
+    read it are in the slow tier."""
     if not HAS_JAX:
         pytest.skip("the comparison with XLA needs the jax extra: pip install 'symcost[jax]'")
     res = subprocess.run([sys.executable, "-c", TRUTH], capture_output=True, text=True, env=EIGHT, cwd=ROOT,
@@ -226,6 +228,7 @@ def truth():
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @NEEDS_JAX
 @pytest.mark.parametrize("case", ["mlp", "fsdp", "checkpointed", "llama"])
 def test_the_plan_has_the_collectives_xla_inserts(truth, case):
@@ -233,6 +236,7 @@ def test_the_plan_has_the_collectives_xla_inserts(truth, case):
     assert truth[case]["symcost"]       # each example communicates
 
 
+@pytest.mark.slow
 @NEEDS_JAX
 @pytest.mark.parametrize("case", ["stack", "repeated"])
 def test_a_loop_repeats_the_collectives_xla_runs_in_its_body(truth, case):
@@ -243,6 +247,7 @@ def test_a_loop_repeats_the_collectives_xla_runs_in_its_body(truth, case):
     assert truth[case]["symcost"] == expected * 3
 
 
+@pytest.mark.slow
 @NEEDS_JAX
 @pytest.mark.parametrize("case", ["mlp", "fsdp", "checkpointed", "stack", "repeated", "llama"])
 def test_the_program_flops_are_xlas_within_2_percent(truth, case):
@@ -252,6 +257,7 @@ def test_the_program_flops_are_xlas_within_2_percent(truth, case):
     assert truth[case]["flops"] == pytest.approx(iterations * truth[case]["xla_flops"], rel=0.02)
 
 
+@pytest.mark.slow
 @NEEDS_JAX
 def test_a_checkpoint_policy_becomes_the_reuse_policy(truth):
     assert truth["checkpointed"]["reuse"] == "none" and truth["mlp"]["reuse"] is None
@@ -432,6 +438,7 @@ def test_a_mesh_axis_is_no_dimension_name():
         from_jax(lambda x: x, s, mesh="X=2", in_specs=["X,D"])
 
 
+@pytest.mark.slow
 @NEEDS_JAX
 def test_trace_xla_check_prints_xlas_collectives_beside_the_plans(truth):
     """On eight devices (the ``truth`` subprocess ran the command there) XLA's collectives are the plan's; on
