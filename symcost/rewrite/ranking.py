@@ -103,7 +103,8 @@ class Ranker:
         time under the ``program`` policy with no per-kernel floor; None otherwise."""
         if self.objective != "time" or self.overlap != "program" or self.env.t_kernel != 0:
             return None
-        return step_floor([_op_cost(self, op) for op in ops], self.env)
+        cost = caching.resolved(_op_cost)       # a route of every plan a chain weighs: called very often
+        return step_floor([cost(self, op) for op in ops], self.env)
 
     def cost(self, op):
         """An operation's :class:`~symcost.pricing.OpCost` in numbers at the ranking sizes."""
@@ -147,13 +148,27 @@ def _edges(mesh: Mesh, allowed, lay: Layout) -> tuple:
 
 @caching.memoize(maxsize=8192)
 def _weighted_edges(ranker: Ranker, lay: Layout) -> tuple:
-    return tuple((m, ranker.weight(m)) for m in _edges(ranker.mesh, ranker.moves, lay))
+    """Each move out of ``lay`` with its weight, as :meth:`Ranker.weight` gives it. The moves of one layout
+    are weighed here once (the layout graph keeps them), each by the move's name-free time (kept: the
+    layouts of other tensors of the same shape share it), without keeping each move's weight again."""
+    move_time = caching.resolved(_move_time)
+    out = []
+    for m in _edges(ranker.mesh, ranker.moves, lay):
+        before = m.before
+        t, bw = move_time(ranker, m.kind, m.axes, before.dims, before.axes, m.after.axes, before.dtype, m.distance)
+        out.append((m, _weighed(t, bw, m)))
+    return tuple(out)
 
 
 @caching.memoize(maxsize=65536)
 def _weight(ranker: Ranker, m: Move) -> float:
     t, bw = _move_time(ranker, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
                        m.distance)
+    return _weighed(t, bw, m)
+
+
+def _weighed(t: float, bw: float, m: Move) -> float:
+    """A move's search weight from its time ``t`` and throughput term ``bw`` (see :meth:`Ranker.weight`)."""
     return t * (1 + m.rule.premium) + TIE_BREAK * bw
 
 
