@@ -78,7 +78,7 @@ def flagged(steps, params, phase: str | None = None) -> list[Step]:
     out = []
     for s in steps:
         c, ph = critical(s, params), phase or s.phase
-        out.append(s if s.critical == c and s.phase == ph else replace(s, phase=ph, critical=c))
+        out.append(s if s.critical == c and s.phase == ph else s.marked(ph, c))
     return out
 
 
