@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from types import MappingProxyType
 
 import numpy as np
 import sympy as sp
@@ -178,15 +179,9 @@ class Plan:
     # --------------------------------------------------------------- numbers
     def bindings(self) -> dict:
         """Numbers for every bound symbol: dimensions, symbolic axes given by --dims, hardware."""
-        subs = {}
-        for name, v in self.sizes:  # SymPy numbers, so that a bare symbol replaced stays an expression
-            subs[symbols.dim(name)] = sp.Integer(v)
-            subs[symbols.axis(name)] = sp.Integer(v)
-        if self.hardware is not None:
-            for k, v in self.hardware.bindings(self.compute_dtype).items():
-                subs[symbols.hw(k)] = sp.Float(v)
-            if self.efficient:
-                subs.update(self._efficiency_bindings())
+        subs = dict(_bindings(self.sizes, self.hardware, self.compute_dtype))
+        if self.hardware is not None and self.efficient:
+            subs.update(self._efficiency_bindings())
         return subs
 
     def _efficiency_bindings(self) -> dict:
@@ -344,6 +339,20 @@ class Plan:
 
     def __str__(self) -> str:
         return text_printer.render_plan(self)
+
+
+@caching.memoize(maxsize=256)
+def _bindings(sizes: tuple, hardware, compute_dtype) -> MappingProxyType:
+    """:meth:`Plan.bindings` without the efficiency figures (kept: every candidate of a search binds the
+    same sizes and chip, and each SymPy number made costs more than the lookup)."""
+    subs = {}
+    for name, v in sizes:  # SymPy numbers, so that a bare symbol replaced stays an expression
+        subs[symbols.dim(name)] = sp.Integer(v)
+        subs[symbols.axis(name)] = sp.Integer(v)
+    if hardware is not None:
+        for k, v in hardware.bindings(compute_dtype).items():
+            subs[symbols.hw(k)] = sp.Float(v)
+    return MappingProxyType(subs)
 
 
 @caching.memoize(maxsize=65536)
