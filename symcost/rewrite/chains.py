@@ -33,7 +33,7 @@ from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
 from .ranking import Ranker
-from .routes import Entry, Route, direct_route, graph, reachable, search
+from .routes import Entry, Route, direct_route, graph, reachable, route_to, search
 
 ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums included"
 
@@ -152,11 +152,19 @@ class _Bounded:
         self.mesh, self.ranker, self.short = mesh, ranker, False
 
     def __call__(self, sources, target=None, accept=None, limit=LAYOUT_LIMIT):
-        if target is None and accept is None and all(e.cost == 0.0 and not e.steps for e in sources.values()):
-            found = reachable(tuple(sources), self.mesh, self.ranker, limit)
+        """``sources``: {layout: Entry}, or ``(layout, entry)`` pairs, each layout once."""
+        pairs = sources.items() if isinstance(sources, dict) else sources
+        if target is None and accept is None and all(e.cost == 0.0 and not e.steps for _, e in pairs):
+            found = reachable(tuple(lay for lay, _ in pairs), self.mesh, self.ranker, limit)
         else:
             found = search(sources, self.mesh, self.ranker, target=target, accept=accept, limit=limit)
         self.short = self.short or not found.complete
+        return found
+
+    def to(self, sources, target: Layout, limit=LAYOUT_LIMIT) -> Entry | None:
+        """The cheapest route from ``sources`` to ``target`` alone (None: not reached)."""
+        found, complete = route_to(sources, self.ranker, target, limit=limit)
+        self.short = self.short or not complete
         return found
 
 
@@ -198,11 +206,7 @@ def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh,
         if last:
             finals = results
         else:
-            sources: dict[Layout, Entry] = {}
-            for lay, ent in results:
-                if lay not in sources or ent.cost < sources[lay].cost:
-                    sources[lay] = ent
-            dist_left = search(sources)
+            dist_left = search(results)      # each result layout once (see :func:`_cheapest`), in order
             left_dims = dims_out
     if n == 1:  # a one-operand einsum: a sum over dimensions or a transpose
         finals = _einsum_results(operands[0], dist_left, None, None, out_dims, final_name,
@@ -287,7 +291,7 @@ def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
             return None
         name = starts[0][0].name
         tgt = target if target.name == name else replace(target, name=name)
-        return search(starts, target=tgt, limit=limit).get(tgt)
+        return search.to(starts, tgt, limit)
     found = search(dict(sources), accept=lambda l: not l.unreduced, limit=limit)
     done = [l for l in found if not l.unreduced]
     return found[done[0]] if done else None

@@ -105,6 +105,22 @@ def search(sources, mesh: Mesh, ranker: Ranker, target: Layout | None = None, ac
     at ``limit`` moves (the layouts settled by then are the cheapest ones, and exact; ``complete`` says
     whether anything was left).
     """
+    settled, complete, g = _settled(sources, ranker, target, accept, limit)
+    best = Found((g.layouts[i], e) for i, e in settled.items())
+    best.complete = complete
+    best.ids, best.generation = settled, g.generation     # the same, by layout number
+    return best
+
+
+def route_to(sources, ranker: Ranker, target: Layout, limit: int | None = None) -> tuple[Entry | None, bool]:
+    """:func:`search` to ``target`` read for the target alone: ``(its entry or None, complete)``, without
+    the table of every layout settled on the way (most of a plan's searches ask for one layout)."""
+    settled, complete, g = _settled(sources, ranker, target, None, limit)
+    return settled.get(g.of(target)), complete
+
+
+def _settled(sources, ranker: Ranker, target: Layout | None, accept, limit: int | None) -> tuple:
+    """The search itself: ``({layout number: Entry} of the layouts settled, complete, the graph)``."""
     g = graph(ranker)
     if len(g.layouts) > GRAPH_LIMIT:
         g.restart()
@@ -163,10 +179,7 @@ def search(sources, mesh: Mesh, ranker: Ranker, target: Layout | None = None, ac
                 if j == goal:
                     bound = new
                 push(heap, (new, next(counter), j, i, m))
-    best = Found((layouts[i], e) for i, e in settled.items())
-    best.complete = complete
-    best.ids, best.generation = settled, g.generation     # the same, by layout number
-    return best
+    return settled, complete, g
 
 
 class Route(NamedTuple):
