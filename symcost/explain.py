@@ -51,14 +51,15 @@ def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> tupl
 def _reasons(ops: tuple, mesh, target) -> tuple[str, ...]:
     """Why each operation of a route is there (kept: a search, and the tied plans it weighs, explain the same
     routes again)."""
-    out = []
-    for i, op in enumerate(ops):
+    einsum, move = caching.resolved(explain_einsum), caching.resolved(explain_move)
+    out, nxt = [], None          # read from the end: the einsum each move is there for comes after it
+    for op in reversed(ops):
         if isinstance(op, LocalEinsum):
-            out.append(explain_einsum(op))
+            out.append(einsum(op))
+            nxt = op
         else:
-            nxt = next((o for o in ops[i + 1:] if isinstance(o, LocalEinsum)), None)
-            out.append(explain_move(op, nxt, target, mesh))
-    return tuple(out)
+            out.append(move(op, nxt, target, mesh))
+    return tuple(reversed(out))
 
 
 def final_layout(ops) -> Layout:
