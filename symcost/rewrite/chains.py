@@ -325,7 +325,9 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
     operands' entries' (looked up by ``get_l``, ``get_r``: None where an operand cannot be reached) plus the
     einsum's weight; each sigma ``(left's key, right's key or None, result's key, einsum, weight)``; the keys
     are layout numbers in the graph's numbering ``generation`` (-1: the layouts themselves)."""
-    best: dict = {}     # result's key -> (cost, left's entry, right's entry, einsum): the first cheapest
+    best: dict = {}     # result's key -> its _Product: the first cheapest
+    new = tuple.__new__     # a _Product made without a Python-level constructor
+    numbered = generation >= 0
     for table in tables:
         for kl, kr, kres, e, t in table:
             ent_l = get_l(kl)
@@ -340,11 +342,9 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
                 cost = ent_l.cost + ent_r.cost + t
             got = best.get(kres)
             if got is None or cost < got[0]:
-                best[kres] = (cost, ent_l, ent_r, e)
-    new = tuple.__new__     # a _Product made without a Python-level constructor: one per result
-    if generation < 0:
-        return [(got[3].output, new(_Product, got + (-1, -1))) for got in best.values()]
-    return [(got[3].output, new(_Product, got + (k, generation))) for k, got in best.items()]
+                best[kres] = new(_Product, (cost, ent_l, ent_r, e, kres, generation) if numbered else
+                                 (cost, ent_l, ent_r, e, -1, -1))
+    return [(p[3].output, p) for p in best.values()]
 
 
 class _Product(NamedTuple):
