@@ -249,7 +249,8 @@ class Plan:
     def _step_costs(self, name: str | None = None, xs=None) -> list | None:
         """Each step's cost in numbers (over ``xs`` of the symbol ``name`` where given), or None."""
         figures = self._figures() if name is None else None
-        costs = [numeric_cost(s.op, s.mesh, s.sizes, s.critical, figures) for s in self.steps] \
+        priced = caching.resolved(numeric_cost)       # once, not at each of the plan's steps
+        costs = [priced(s.op, s.mesh, s.sizes, s.critical, figures) for s in self.steps] \
             if figures is not None else [None] * len(self.steps)
         if all(c is not None for c in costs):
             return costs

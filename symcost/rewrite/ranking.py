@@ -87,15 +87,17 @@ class Ranker:
 
     def moved(self, ops) -> float:
         """The throughput time of the moves among ``ops`` (what a route costs without latency floors)."""
-        return sum(_move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
-                              m.distance)[1] for m in ops if not isinstance(m, LocalEinsum))
+        move_time = caching.resolved(_move_time)
+        return sum(move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
+                             m.distance)[1] for m in ops if not isinstance(m, LocalEinsum))
 
     def total(self, ops) -> float:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
         objective, its communication time with compute as a tie-break). A step off the critical path (a
         backward pass's weight gathers and gradient reductions) is ranked by :meth:`Step.ranked
         <symcost.trace.Step.ranked>`."""
-        return self.objective_of(self.totals_of(_op_cost(self, op) for op in ops))
+        cost = caching.resolved(_op_cost)
+        return self.objective_of(self.totals_of(cost(self, op) for op in ops))
 
     def least(self, ops) -> float | None:
         """A lower bound of :meth:`total` that skips the dependency graph: ``max(T_math, T_hbm, the busiest
