@@ -24,6 +24,7 @@ from ..mesh import Mesh
 from .ranking import Ranker
 
 INF = float("inf")
+SETTLED = -INF
 
 
 class Entry(NamedTuple):
@@ -124,10 +125,10 @@ def _settled(sources, ranker: Ranker, target: Layout | None, accept, limit: int 
     g = graph(ranker)
     if len(g.layouts) > GRAPH_LIMIT:
         g.restart()
-    layouts, of, edges = g.layouts, g.of, g.edges
+    layouts, of, edges, priced = g.layouts, g.of, g.edges, g.out
     goal = of(target) if target is not None else -1
     settled: dict[int, Entry] = {}
-    tentative: dict[int, float] = {}
+    tentative: dict[int, float] = {}    # a settled layout's is -inf: no move is cheaper, none is queued
     heap: list = []     # (cost, order, layout, the layout it came from, move)
     counter = itertools.count()
     push, pop = heapq.heappush, heapq.heappop
@@ -153,15 +154,17 @@ def _settled(sources, ranker: Ranker, target: Layout | None, accept, limit: int 
             if i in settled:
                 continue
             settled[i] = entry(Entry, (cost, ent.steps))
+            tentative[i] = SETTLED
         else:
             cost, _, i, parent, m = pop(heap)
             if i in settled:
                 continue
             # a route's steps are written once, when its layout is settled, not at every push
             settled[i] = entry(Entry, (cost, settled[parent].steps + (m,)))
+            tentative[i] = SETTLED
         if i == goal or (accept is not None and accept(layouts[i])):
             break
-        out = edges(i)     # priced once per layout and kept: every search of a plan shares them
+        out = priced[i] or edges(i)    # priced once per layout and kept: every search of a plan shares them
         looked += len(out)
         if len(settled) % 256 == 0:
             progress.advance(256, "searching layouts")
@@ -169,8 +172,6 @@ def _settled(sources, ranker: Ranker, target: Layout | None, accept, limit: int 
             complete = False
             break
         for m, j, weight in out:
-            if j in settled:
-                continue
             new = cost + weight
             # a move to another layout no cheaper than the target's best so far would come off the queue
             # after the target, when the search is over: it is not queued
