@@ -33,12 +33,24 @@ def explain_einsum(e: LocalEinsum) -> str:
 def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
     if nxt is not None and m.before.name in {t.name for t in nxt.inputs}:
         use = next(t for t in nxt.inputs if t.name == m.before.name)
-        lead = f"{m.before.name} must be {use.render(mesh)} for the local einsum"
+        lead = f"{m.before.name} must be {_rendered(use, mesh)} for the local einsum"
     elif isinstance(target, Layout):
-        lead = f"the result must be {target.render(mesh)}"
+        lead = f"the result must be {_rendered(target, mesh)}"
     else:
         lead = "the result is reduced"
-    return f"{lead}: {m.rule.explain(m, mesh)}"
+    return f"{lead}: {_rule_explained(m, mesh)}"
+
+
+@caching.memoize(maxsize=4096)
+def _rendered(layout: Layout, mesh) -> str:
+    """A layout as written (kept: the moves of a search's routes are there for the same few layouts)."""
+    return layout.render(mesh)
+
+
+@caching.memoize(maxsize=4096)
+def _rule_explained(m: Move, mesh) -> str:
+    """What a move does, in words (kept: a move recurs in many routes, each explained whole)."""
+    return m.rule.explain(m, mesh)
 
 
 def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> tuple[Step, ...]:
