@@ -145,20 +145,36 @@ def _einsum_time(ranker: Ranker, e) -> float:
 
 @caching.memoize(maxsize=4096)
 def _edges(mesh: Mesh, allowed, lay: Layout) -> tuple:
-    return tuple(moves_from(lay, mesh, allowed))
+    """The moves out of ``lay``: those out of its shape (the layout without its name, kept: the tensors of
+    one shape -- an activation, its gradient, the output -- share them), each with ``lay``'s name."""
+    if not lay.name:
+        return tuple(moves_from(lay, mesh, allowed))
+    name = lay.name
+    return tuple(Move(m.kind, m.axes, lay, Layout(name, m.after.dims, m.after.axes, m.after.unreduced, m.after.dtype),
+                      m.distance) for m in _edges(mesh, allowed, _nameless(lay)))
+
+
+def _nameless(lay: Layout) -> Layout:
+    return Layout("", lay.dims, lay.axes, lay.unreduced, lay.dtype)
 
 
 @caching.memoize(maxsize=8192)
 def _weighted_edges(ranker: Ranker, lay: Layout) -> tuple:
-    """Each move out of ``lay`` with its weight, as :meth:`Ranker.weight` gives it. The moves of one layout
-    are weighed here once (the layout graph keeps them), each by the move's name-free time (kept: the
-    layouts of other tensors of the same shape share it), without keeping each move's weight again."""
+    """Each move out of ``lay`` with its weight, as :meth:`Ranker.weight` gives it: the weights of its
+    shape's moves (:func:`_edges`), which do not depend on the tensor's name."""
+    return tuple(zip(_edges(ranker.mesh, ranker.moves, lay), _shape_weights(ranker, _nameless(lay))))
+
+
+@caching.memoize(maxsize=8192)
+def _shape_weights(ranker: Ranker, shape: Layout) -> tuple:
+    """The weights of the moves out of a nameless layout, in :func:`_edges`' order, each from the move's
+    time (kept by its name-free terms)."""
     move_time = caching.resolved(_move_time)
     out = []
-    for m in _edges(ranker.mesh, ranker.moves, lay):
+    for m in _edges(ranker.mesh, ranker.moves, shape):
         before = m.before
         t, bw = move_time(ranker, m.kind, m.axes, before.dims, before.axes, m.after.axes, before.dtype, m.distance)
-        out.append((m, _weighed(t, bw, m)))
+        out.append(_weighed(t, bw, m))
     return tuple(out)
 
 
