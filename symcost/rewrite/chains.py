@@ -22,6 +22,7 @@ to the next, which is how the Megatron layer comes out as AllGather + ReduceScat
 from __future__ import annotations
 
 import itertools
+import operator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
@@ -232,7 +233,7 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
     the candidates in the end. The search to the target is not bounded (a plan must come out); the
     alternatives' searches are."""
     ranker = search.ranker
-    order = sorted(finals, key=_cost_of)    # each result once (as :func:`_einsum_results` gives them)
+    order = finals     # each result once, cheapest first (as :func:`_einsum_results` gives them)
     cands, seen = [], set()
     best = [float("inf")]     # the best objective so far, as ranked (nine digits)
 
@@ -297,12 +298,8 @@ def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
     return found[done[0]] if done else None
 
 
-def _cost_of(pair) -> float:
-    return pair[1].cost
-
-
 def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker):
-    """For every sigma whose operand layouts are reachable: (result layout, entry)."""
+    """For every sigma whose operand layouts are reachable: (result layout, entry), cheapest first."""
     # which unreduced sets an operand may keep (at most one operand keeps any: the product is linear)
     keep_opts = [(frozenset(), frozenset())]
     keep_opts += [(u, frozenset()) for u in dist_left.unreduced_sets]
@@ -318,6 +315,9 @@ def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, m
         return _cheapest(tables, dist_left.ids.get, dist_right.ids.get if right is not None else None, g.generation)
     tables = [_local_einsums(lkey, rkey, keep, dims_out, name, dtype, mesh, ranker) for keep in keep_opts]
     return _cheapest(tables, dist_left.get, dist_right.get if right is not None else None)
+
+
+_COST = operator.itemgetter(0)     # a _Product's cost
 
 
 def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
@@ -344,7 +344,7 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
             if got is None or cost < got[0]:
                 best[kres] = new(_Product, (cost, ent_l, ent_r, e, kres, generation) if numbered else
                                  (cost, ent_l, ent_r, e, -1, -1))
-    return [(p[3].output, p) for p in best.values()]
+    return [(p[3].output, p) for p in sorted(best.values(), key=_COST)]    # cheapest first (stable)
 
 
 class _Product(NamedTuple):

@@ -107,7 +107,7 @@ def search(sources, mesh: Mesh, ranker: Ranker, target: Layout | None = None, ac
     whether anything was left).
     """
     settled, complete, g = _settled(sources, ranker, target, accept, limit)
-    best = Found((g.layouts[i], e) for i, e in settled.items())
+    best = Found(zip(map(g.layouts.__getitem__, settled), settled.values()))
     best.complete = complete
     best.ids, best.generation = settled, g.generation     # the same, by layout number
     return best
