@@ -191,20 +191,21 @@ class Route(NamedTuple):
 
 
 class Reachable(Mapping):
-    """A search's settled layouts, read-only: {layout: Route}, ``complete`` and ``unreduced_sets`` as
-    :class:`~symcost.rewrite.routes.Found` has them. Kept answers are shared by every plan that starts
-    from the same layouts, so none of them may be changed by one."""
+    """A search's settled layouts, read-only: {layout: Entry} (an immutable pair), ``complete`` and
+    ``unreduced_sets`` as :class:`~symcost.rewrite.routes.Found` has them. Kept answers are shared by every
+    plan that starts from the same layouts, so none of them may be changed by one: ``found`` is taken as it
+    is (a search's own table, which nothing else holds) and only read from here on."""
 
     __slots__ = ("_routes", "complete", "unreduced_sets", "get", "ids", "generation")
     __frozen_value__ = True
 
     def __init__(self, found: Found):
-        self._routes = {lay: Route(e.cost, e.steps) for lay, e in found.items()}
+        self._routes = found
         self.complete = found.complete
         self.unreduced_sets = tuple(found.unreduced_sets)
-        self.get = self._routes.get         # the planner's hot path: a dict's own lookup
+        self.get = found.get                # the planner's hot path: a dict's own lookup
         numbered = len(found.ids) == len(found)     # the search's own table, by layout number
-        self.ids = {i: self._routes[lay] for i, lay in zip(found.ids, found)} if numbered else {}
+        self.ids = found.ids if numbered else {}
         self.generation = found.generation if numbered else -1
     def __getitem__(self, layout):
         return self._routes[layout]
