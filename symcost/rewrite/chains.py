@@ -291,7 +291,7 @@ def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
         if not starts:
             return None
         name = starts[0][0].name
-        tgt = target if target.name == name else replace(target, name=name)
+        tgt = target if target.name == name else Layout(name, target.dims, target.axes, target.unreduced, target.dtype)
         return search.to(starts, tgt, limit)
     found = search(dict(sources), accept=lambda l: not l.unreduced, limit=limit)
     done = [l for l in found if not l.unreduced]
@@ -329,17 +329,25 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
     new = tuple.__new__     # a _Product made without a Python-level constructor
     numbered = generation >= 0
     for table in tables:
+        if get_r is None:       # one operand (a sum or a transpose): no right operand's key in the rows
+            for kl, _, kres, e, t in table:
+                ent_l = get_l(kl)
+                if ent_l is None:
+                    continue
+                cost = ent_l.cost + t
+                got = best.get(kres)
+                if got is None or cost < got[0]:
+                    best[kres] = new(_Product, (cost, ent_l, None, e, kres, generation) if numbered else
+                                     (cost, ent_l, None, e, -1, -1))
+            continue
         for kl, kr, kres, e, t in table:
             ent_l = get_l(kl)
             if ent_l is None:
                 continue
-            if kr is None:
-                ent_r, cost = None, ent_l.cost + t
-            else:
-                ent_r = get_r(kr)
-                if ent_r is None:
-                    continue
-                cost = ent_l.cost + ent_r.cost + t
+            ent_r = get_r(kr)
+            if ent_r is None:
+                continue
+            cost = ent_l.cost + ent_r.cost + t
             got = best.get(kres)
             if got is None or cost < got[0]:
                 best[kres] = new(_Product, (cost, ent_l, ent_r, e, kres, generation) if numbered else
