@@ -326,7 +326,7 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
     einsum's weight; each sigma ``(left's key, right's key or None, result's key, einsum, weight)``; the keys
     are layout numbers in the graph's numbering ``generation`` (-1: the layouts themselves)."""
     best: dict = {}     # result's key -> its _Product: the first cheapest
-    new = tuple.__new__     # a _Product made without a Python-level constructor
+    new, product, bget = tuple.__new__, _Product, best.get   # a _Product made without a Python-level constructor
     numbered = generation >= 0
     for table in tables:
         if get_r is None:       # one operand (a sum or a transpose): no right operand's key in the rows
@@ -335,9 +335,9 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
                 if ent_l is None:
                     continue
                 cost = ent_l.cost + t
-                got = best.get(kres)
+                got = bget(kres)
                 if got is None or cost < got[0]:
-                    best[kres] = new(_Product, (cost, ent_l, None, e, kres, generation) if numbered else
+                    best[kres] = new(product, (cost, ent_l, None, e, kres, generation) if numbered else
                                      (cost, ent_l, None, e, -1, -1))
             continue
         for kl, kr, kres, e, t in table:
@@ -348,9 +348,9 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
             if ent_r is None:
                 continue
             cost = ent_l.cost + ent_r.cost + t
-            got = best.get(kres)
+            got = bget(kres)
             if got is None or cost < got[0]:
-                best[kres] = new(_Product, (cost, ent_l, ent_r, e, kres, generation) if numbered else
+                best[kres] = new(product, (cost, ent_l, ent_r, e, kres, generation) if numbered else
                                  (cost, ent_l, ent_r, e, -1, -1))
     return [(p[3].output, p) for p in sorted(best.values(), key=_COST)]    # cheapest first (stable)
 

@@ -130,8 +130,9 @@ def _settled(sources, ranker: Ranker, target: Layout | None, accept, limit: int 
     settled: dict[int, Entry] = {}
     tentative: dict[int, float] = {}    # a settled layout's is -inf: no move is cheaper, none is queued
     heap: list = []     # (cost, order, layout, the layout it came from, move)
-    counter = itertools.count()
+    tick = itertools.count().__next__
     push, pop = heapq.heappush, heapq.heappop
+    tget, inf = tentative.get, INF     # the hot loop's names, bound once
     entry = tuple.__new__     # an Entry made without a Python-level constructor: one per settled layout
     # The sources wait in their own queue, cheapest first (a source precedes every move of equal cost, as if
     # queued first), so the layouts are settled in the order one heap of them all gives; a search that stops
@@ -142,10 +143,10 @@ def _settled(sources, ranker: Ranker, target: Layout | None, accept, limit: int 
     waiting = sorted([(ent.cost, k, ent.number if getattr(ent, "generation", -1) == gen else of(lay), ent)
                       for k, (lay, ent) in enumerate(pairs)])
     for cost, _, i, _ in waiting:
-        if cost < tentative.get(i, INF):
+        if cost < tget(i, inf):
             tentative[i] = cost
     n_waiting, w = len(waiting), 0
-    bound = tentative.get(goal, INF)      # the target's best so far
+    bound = tget(goal, inf)      # the target's best so far
     looked, complete = 0, True
     while heap or w < n_waiting:
         if w < n_waiting and (not heap or waiting[w][0] <= heap[0][0]):
@@ -175,11 +176,11 @@ def _settled(sources, ranker: Ranker, target: Layout | None, accept, limit: int 
             new = cost + weight
             # a move to another layout no cheaper than the target's best so far would come off the queue
             # after the target, when the search is over: it is not queued
-            if new < tentative.get(j, INF) and (new < bound or j == goal):
+            if new < tget(j, inf) and (new < bound or j == goal):
                 tentative[j] = new
                 if j == goal:
                     bound = new
-                push(heap, (new, next(counter), j, i, m))
+                push(heap, (new, tick(), j, i, m))
     return settled, complete, g
 
 
