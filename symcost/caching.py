@@ -197,7 +197,8 @@ def resolved(memoised: Callable) -> Callable:
         ...     [f(x) for x in (1, 2, 2)], cube.cache_info().hits
         ([1, 8, 8], 1)
     """
-    return current().function(memoised.memo)
+    memo: _Memo = memoised.memo  # type: ignore[attr-defined]
+    return current().function(memo)
 
 
 def _info(caches: Caches, memo: _Memo):
