@@ -293,7 +293,7 @@ def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
         name = starts[0][0].name
         tgt = target if target.name == name else Layout(name, target.dims, target.axes, target.unreduced, target.dtype)
         return search.to(starts, tgt, limit)
-    found = search(dict(sources), accept=lambda l: not l.unreduced, limit=limit)
+    found = search(sources, accept=lambda l: not l.unreduced, limit=limit)     # each layout once, in order
     done = [l for l in found if not l.unreduced]
     return found[done[0]] if done else None
 
