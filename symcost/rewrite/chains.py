@@ -317,9 +317,6 @@ def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, m
     return _cheapest(tables, dist_left.get, dist_right.get if right is not None else None)
 
 
-_COST = operator.itemgetter(0)     # a _Product's cost
-
-
 def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
     """(result layout, entry) for each result the sigmas of ``tables`` reach: the first cheapest, its cost the
     operands' entries' (looked up by ``get_l``, ``get_r``: None where an operand cannot be reached) plus the
@@ -329,30 +326,22 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
     new, product, bget = tuple.__new__, _Product, best.get   # a _Product made without a Python-level constructor
     numbered = generation >= 0
     for table in tables:
-        if get_r is None:       # one operand (a sum or a transpose): no right operand's key in the rows
-            for kl, _, kres, e, t in table:
-                ent_l = get_l(kl)
-                if ent_l is None:
-                    continue
-                cost = ent_l.cost + t
-                got = bget(kres)
-                if got is None or cost < got[0]:
-                    best[kres] = new(product, (cost, ent_l, None, e, kres, generation) if numbered else
-                                     (cost, ent_l, None, e, -1, -1))
-            continue
         for kl, kr, kres, e, t in table:
             ent_l = get_l(kl)
             if ent_l is None:
                 continue
-            ent_r = get_r(kr)
-            if ent_r is None:
-                continue
-            cost = ent_l.cost + ent_r.cost + t
+            if kr is None:
+                ent_r, cost = None, ent_l.cost + t
+            else:
+                ent_r = get_r(kr)
+                if ent_r is None:
+                    continue
+                cost = ent_l.cost + ent_r.cost + t
             got = bget(kres)
             if got is None or cost < got[0]:
                 best[kres] = new(product, (cost, ent_l, ent_r, e, kres, generation) if numbered else
                                  (cost, ent_l, ent_r, e, -1, -1))
-    return [(p[3].output, p) for p in sorted(best.values(), key=_COST)]    # cheapest first (stable)
+    return [(p[3].output, p) for p in sorted(best.values(), key=operator.itemgetter(0))]   # cheapest first, stable
 
 
 class _Product(NamedTuple):
