@@ -65,9 +65,12 @@ def resolve_params(trace: Trace, params=None) -> dict[str, Layout]:
 def critical(step: Step, params) -> bool:
     """Einsums and collectives of activations are on the critical path; those of parameters (gathers
     that can be prefetched) and of their gradients (reductions that overlap) are not."""
-    if not step.is_collective:
-        return step.is_compute
-    name = step.tensor
+    op = step.op
+    if isinstance(op, (LocalEinsum, Elementwise)):     # local work (the properties of a step, read directly:
+        return True                                     # a search marks thousands of steps)
+    if not op.rule.communicates:
+        return False
+    name = op.tensor
     base = name[1:] if name.startswith("d") and name[1:] in params else name
     return base not in params
 
@@ -78,7 +81,7 @@ def flagged(steps, params, phase: str | None = None) -> list[Step]:
     out = []
     for s in steps:
         c, ph = critical(s, params), phase or s.phase
-        out.append(s if s.critical == c and s.phase == ph else replace(s, phase=ph, critical=c))
+        out.append(s if s.critical == c and s.phase == ph else s.marked(ph, c))
     return out
 
 

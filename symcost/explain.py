@@ -17,7 +17,9 @@ from .notation import format_axes
 from .trace import Step
 
 
+@caching.memoize(maxsize=4096)
 def explain_einsum(e: LocalEinsum) -> str:
+    """Kept: the routes a search explains share their einsums."""
     split = [f"{d} over {format_axes(ax)[1:]}" for d, ax in zip(e.dims, e.axes) if ax]
     parts = ["local einsum", "splits " + ", ".join(split) if split else "every device does the whole product"]
     unred = [f"{d} is contracted over {format_axes(ax)[1:]}" for d, ax in zip(e.dims, e.axes)
@@ -31,12 +33,24 @@ def explain_einsum(e: LocalEinsum) -> str:
 def explain_move(m: Move, nxt: LocalEinsum | None, target, mesh) -> str:
     if nxt is not None and m.before.name in {t.name for t in nxt.inputs}:
         use = next(t for t in nxt.inputs if t.name == m.before.name)
-        lead = f"{m.before.name} must be {use.render(mesh)} for the local einsum"
+        lead = f"{m.before.name} must be {_rendered(use, mesh)} for the local einsum"
     elif isinstance(target, Layout):
-        lead = f"the result must be {target.render(mesh)}"
+        lead = f"the result must be {_rendered(target, mesh)}"
     else:
         lead = "the result is reduced"
-    return f"{lead}: {m.rule.explain(m, mesh)}"
+    return f"{lead}: {_rule_explained(m, mesh)}"
+
+
+@caching.memoize(maxsize=4096)
+def _rendered(layout: Layout, mesh) -> str:
+    """A layout as written (kept: the moves of a search's routes are there for the same few layouts)."""
+    return layout.render(mesh)
+
+
+@caching.memoize(maxsize=4096)
+def _rule_explained(m: Move, mesh) -> str:
+    """What a move does, in words (kept: a move recurs in many routes, each explained whole)."""
+    return m.rule.explain(m, mesh)
 
 
 def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> tuple[Step, ...]:
@@ -49,14 +63,15 @@ def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> tupl
 def _reasons(ops: tuple, mesh, target) -> tuple[str, ...]:
     """Why each operation of a route is there (kept: a search, and the tied plans it weighs, explain the same
     routes again)."""
-    out = []
-    for i, op in enumerate(ops):
+    einsum, move = caching.resolved(explain_einsum), caching.resolved(explain_move)
+    out, nxt = [], None          # read from the end: the einsum each move is there for comes after it
+    for op in reversed(ops):
         if isinstance(op, LocalEinsum):
-            out.append(explain_einsum(op))
+            out.append(einsum(op))
+            nxt = op
         else:
-            nxt = next((o for o in ops[i + 1:] if isinstance(o, LocalEinsum)), None)
-            out.append(explain_move(op, nxt, target, mesh))
-    return tuple(out)
+            out.append(move(op, nxt, target, mesh))
+    return tuple(reversed(out))
 
 
 def final_layout(ops) -> Layout:

@@ -66,12 +66,17 @@ class Layout:
     def axes_of(self, dim: str) -> tuple[str, ...]:
         return self.axes[self.dims.index(dim)]
 
+    def with_axes(self, axes: tuple[tuple[str, ...], ...]) -> "Layout":
+        """The layout with ``axes`` instead (``dataclasses.replace`` without its generic work: the layout
+        graph makes one for every move out of every layout)."""
+        return Layout(self.name, self.dims, axes, self.unreduced, self.dtype)
+
     def with_dim_axes(self, dim: str, axes: tuple[str, ...]) -> "Layout":
         i = self.dims.index(dim)
         return replace(self, axes=self.axes[:i] + (tuple(axes),) + self.axes[i + 1:])
 
     def with_unreduced(self, unreduced) -> "Layout":
-        return replace(self, unreduced=frozenset(unreduced))
+        return Layout(self.name, self.dims, self.axes, frozenset(unreduced), self.dtype)
 
     def renamed(self, name: str) -> "Layout":
         return replace(self, name=name)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from .layout import bytes_per_device
+from . import caching
+from .layout import Layout, bytes_per_device
 
 ZERO = sp.Integer(0)
 
@@ -34,22 +35,33 @@ def memory_per_device(plan, params=None, *, param_bytes=None, grad_bytes=0, opti
         state = optimizer_state(optimizer)
         grad_bytes, optimizer_bytes = state.gradients, state.optimizer_bytes
     layouts = {l.name: l for l in plan.layouts}
-    env_sizes = dict(plan.sizes) if sizes is None else sizes
+    key = tuple(sorted(dict(plan.sizes if sizes is None else sizes).items()))
+    held_by = caching.resolved(_held)
+
+    def held_of(lay) -> sp.Expr:
+        return held_by(lay.dims, lay.axes, lay.dtype, plan.mesh, key)
     # without names: the tensors named W..., the rule the backward pass uses for undeclared parameters
     names = list(params) if params is not None else [n for n in layouts if n[:1] == "W"]
     elems = held = ZERO
     for n in names:
         lay = layouts[n]
-        b = sp.sympify(bytes_per_device(lay, plan.mesh, env_sizes))
+        b = held_of(lay)
         elems += b / lay.dtype_bytes
         held += b
     out = {"params": held if param_bytes is None else elems * param_bytes, "gradients": elems * grad_bytes,
            "optimizer": elems * optimizer_bytes}
-    act = sum((sp.sympify(bytes_per_device(layouts[n], plan.mesh, env_sizes)) for n in checkpoints), ZERO) * layers
-    act += sum((sp.sympify(bytes_per_device(t, plan.mesh, env_sizes)) for t in saved), ZERO)
+    act = sum((held_of(layouts[n]) for n in checkpoints), ZERO) * layers
+    act += sum((held_of(t) for t in saved), ZERO)
     out["activations"] = act
     out["total"] = sum(out.values(), ZERO)
     return out
+
+
+@caching.memoize(maxsize=4096)
+def _held(dims: tuple, axes: tuple, dtype: str, mesh, sizes: tuple) -> sp.Expr:
+    """Bytes a device holds of a tensor laid out so (whatever its name: kept, since the candidates of a
+    search hold the same few blocks of each tensor)."""
+    return sp.sympify(bytes_per_device(Layout("", dims, axes, frozenset(), dtype), mesh, dict(sizes)))
 
 
 @dataclass(frozen=True)

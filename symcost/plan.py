@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from types import MappingProxyType
 
 import numpy as np
 import sympy as sp
@@ -178,15 +179,9 @@ class Plan:
     # --------------------------------------------------------------- numbers
     def bindings(self) -> dict:
         """Numbers for every bound symbol: dimensions, symbolic axes given by --dims, hardware."""
-        subs = {}
-        for name, v in self.sizes:  # SymPy numbers, so that a bare symbol replaced stays an expression
-            subs[symbols.dim(name)] = sp.Integer(v)
-            subs[symbols.axis(name)] = sp.Integer(v)
-        if self.hardware is not None:
-            for k, v in self.hardware.bindings(self.compute_dtype).items():
-                subs[symbols.hw(k)] = sp.Float(v)
-            if self.efficient:
-                subs.update(self._efficiency_bindings())
+        subs = dict(_bindings(self.sizes, self.hardware, self.compute_dtype))
+        if self.hardware is not None and self.efficient:
+            subs.update(self._efficiency_bindings())
         return subs
 
     def _efficiency_bindings(self) -> dict:
@@ -254,7 +249,8 @@ class Plan:
     def _step_costs(self, name: str | None = None, xs=None) -> list | None:
         """Each step's cost in numbers (over ``xs`` of the symbol ``name`` where given), or None."""
         figures = self._figures() if name is None else None
-        costs = [numeric_cost(s.op, s.mesh, s.sizes, s.critical, figures) for s in self.steps] \
+        priced = caching.resolved(numeric_cost)       # once, not at each of the plan's steps
+        costs = [priced(s.op, s.mesh, s.sizes, s.critical, figures) for s in self.steps] \
             if figures is not None else [None] * len(self.steps)
         if all(c is not None for c in costs):
             return costs
@@ -344,6 +340,20 @@ class Plan:
 
     def __str__(self) -> str:
         return text_printer.render_plan(self)
+
+
+@caching.memoize(maxsize=256)
+def _bindings(sizes: tuple, hardware, compute_dtype) -> MappingProxyType:
+    """:meth:`Plan.bindings` without the efficiency figures (kept: every candidate of a search binds the
+    same sizes and chip, and each SymPy number made costs more than the lookup)."""
+    subs = {}
+    for name, v in sizes:  # SymPy numbers, so that a bare symbol replaced stays an expression
+        subs[symbols.dim(name)] = sp.Integer(v)
+        subs[symbols.axis(name)] = sp.Integer(v)
+    if hardware is not None:
+        for k, v in hardware.bindings(compute_dtype).items():
+            subs[symbols.hw(k)] = sp.Float(v)
+    return MappingProxyType(subs)
 
 
 @caching.memoize(maxsize=65536)

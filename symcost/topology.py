@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
+from . import caching
 from .errors import UsageError
 from .mesh import Mesh
 
@@ -38,8 +39,14 @@ class Placement:
 
 
 def place(mesh: Mesh, hw) -> Placement:
+    """The mesh on ``hw``'s chips (kept: every candidate of a search is bound to the same mesh and chip)."""
     if hw is None:
         return Placement(mesh)
+    return _placed(mesh, hw)
+
+
+@caching.memoize(maxsize=64)
+def _placed(mesh: Mesh, hw) -> Placement:
     if hw.topology == "switched":
         return _switched(mesh, hw)
     return _torus(mesh, hw)

@@ -39,6 +39,11 @@ class Step:
     sizes: tuple = field(default=(), compare=False, repr=False)   # the bound sizes (padded blocks round up)
     efficient: bool = False  # priced with achieved efficiency (the eta symbols)
 
+    def marked(self, phase: str, critical: bool) -> "Step":
+        """The step in ``phase``, on the critical path or off it (``dataclasses.replace`` without its
+        generic work: a backward pass marks thousands of steps in a search)."""
+        return Step(self.op, self.mesh, phase, self.why, critical, self.sizes, self.efficient)
+
     @property
     def cost(self) -> OpCost:
         """The step's closed-form costs (kept by the planning context, not on the step: a step is a value)."""

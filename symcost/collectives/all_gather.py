@@ -7,7 +7,7 @@ multi-slice): across the slow links first, on 1/|X| of the data, then inside the
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..notation import format_axes
 from . import links
@@ -27,7 +27,7 @@ class AllGather(MoveRule):
                 continue
             removed = tuple(a for ax, c in zip(layout.axes, cut) for a in ax[len(ax) - c:])
             kept = tuple(ax[:len(ax) - c] for ax, c in zip(layout.axes, cut))
-            yield Move(self.name, mesh.order(removed), layout, replace(layout, axes=kept))
+            yield Move(self.name, mesh.order(removed), layout, layout.with_axes(kept))
 
     def volume(self, move, env):
         return env.local_bytes(move.after)          # the array it produces, on the group

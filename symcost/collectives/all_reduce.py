@@ -6,7 +6,7 @@ AllGather over X.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..notation import format_axes
 from . import links
@@ -22,7 +22,7 @@ class AllReduce(MoveRule):
 
     def edges(self, layout, mesh):
         for subset in subsets(mesh.order(layout.unreduced)):
-            yield Move(self.name, subset, layout, replace(layout, unreduced=layout.unreduced - set(subset)))
+            yield Move(self.name, subset, layout, layout.with_unreduced(layout.unreduced - set(subset)))
 
     def volume(self, move, env):
         return env.local_bytes(move.before)

@@ -11,7 +11,7 @@ passes run one kind after another and their times add up (book Part 5).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..notation import format_axes
 from . import links
@@ -44,7 +44,7 @@ class AllToAll(MoveRule):
         for i, ax in enumerate(layout.axes):
             for k in range(1, len(ax) + 1):
                 group = ax[len(ax) - k:]
-                moved = replace(layout, axes=set_axes(layout.axes, i, ax[:len(ax) - k]))
+                moved = layout.with_axes(set_axes(layout.axes, i, ax[:len(ax) - k]))
                 for j in shardable(layout):
                     if j != i:
                         yield Move(self.name, mesh.order(group), layout, append_axes(moved, j, group))

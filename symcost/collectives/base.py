@@ -10,7 +10,7 @@ that symcost and XLA are compared with. Adding a kind is one module in this pack
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar, Iterator
 
 from .. import caching
@@ -85,7 +85,7 @@ def set_axes(axes, i: int, value) -> tuple:
 
 
 def append_axes(layout: Layout, i: int, new) -> Layout:
-    return replace(layout, axes=set_axes(layout.axes, i, layout.axes[i] + tuple(new)))
+    return layout.with_axes(set_axes(layout.axes, i, layout.axes[i] + tuple(new)))
 
 
 def shardable(layout: Layout) -> list[int]:

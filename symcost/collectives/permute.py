@@ -18,7 +18,7 @@ crossed end to end). Its transpose is the permute back.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import sympy as sp
@@ -166,7 +166,7 @@ class Permute(MoveRule):
             flat = [a for ax in choice for a in ax]
             if len(flat) != len(set(flat)):
                 continue
-            yield Move(self.name, moved_axes(layout.axes, choice, mesh.names), layout, replace(layout, axes=choice))
+            yield Move(self.name, moved_axes(layout.axes, choice, mesh.names), layout, layout.with_axes(choice))
 
     def volume(self, move, env):
         return env.local_bytes(move.before)           # one block

@@ -6,7 +6,7 @@ the slow links with 1/|inside| of the data (book Part 5, multi-slice).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..notation import format_axes
 from . import links
@@ -22,7 +22,7 @@ class ReduceScatter(MoveRule):
 
     def edges(self, layout, mesh):
         for subset in subsets(mesh.order(layout.unreduced)):
-            rest = replace(layout, unreduced=layout.unreduced - set(subset))
+            rest = layout.with_unreduced(layout.unreduced - set(subset))
             for order in itertools.permutations(subset):
                 for j in shardable(layout):
                     yield Move(self.name, subset, layout, append_axes(rest, j, order))

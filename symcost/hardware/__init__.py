@@ -17,9 +17,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 
 from .. import caching
 from ..errors import UsageError
@@ -33,13 +31,19 @@ __all__ = ["Hardware", "Efficiency", "hardware", "presets", "load", "parse", "RE
 
 
 @caching.memoize(maxsize=1)
-def _shipped() -> Mapping[str, Hardware]:
-    return MappingProxyType({p.stem: load(p) for p in sorted(HERE.glob("*.toml"))})
+def _shipped() -> tuple[str, ...]:
+    """The shipped presets' names (each file is read when it is first asked for: a search reads one)."""
+    return tuple(sorted(p.stem for p in HERE.glob("*.toml")))
+
+
+@caching.memoize(maxsize=64)
+def _preset(name: str) -> Hardware:
+    return load(HERE / f"{name}.toml")
 
 
 def presets() -> tuple[str, ...]:
     """The shipped preset names, sorted."""
-    return tuple(sorted(_shipped()))
+    return _shipped()
 
 
 def _key(name: str) -> str:
@@ -73,4 +77,4 @@ def hardware(name) -> Hardware:
         close = difflib.get_close_matches(name.lower(), list(table), n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise UsageError(f"unknown hardware {name!r}{hint} Known: {', '.join(presets())}, or a .toml preset file")
-    return table[hit]
+    return _preset(hit)

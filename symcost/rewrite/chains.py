@@ -22,6 +22,7 @@ to the next, which is how the Megatron layer comes out as AllGather + ReduceScat
 from __future__ import annotations
 
 import itertools
+import operator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
@@ -33,7 +34,7 @@ from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
 from .ranking import Ranker
-from .routes import Entry, Route, direct_route, graph, reachable, search
+from .routes import Entry, Route, direct_route, graph, reachable, route_to, search
 
 ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums included"
 
@@ -152,11 +153,19 @@ class _Bounded:
         self.mesh, self.ranker, self.short = mesh, ranker, False
 
     def __call__(self, sources, target=None, accept=None, limit=LAYOUT_LIMIT):
-        if target is None and accept is None and all(e.cost == 0.0 and not e.steps for e in sources.values()):
-            found = reachable(tuple(sources), self.mesh, self.ranker, limit)
+        """``sources``: {layout: Entry}, or ``(layout, entry)`` pairs, each layout once."""
+        pairs = sources.items() if isinstance(sources, dict) else sources
+        if target is None and accept is None and all(e.cost == 0.0 and not e.steps for _, e in pairs):
+            found = reachable(tuple(lay for lay, _ in pairs), self.mesh, self.ranker, limit)
         else:
             found = search(sources, self.mesh, self.ranker, target=target, accept=accept, limit=limit)
         self.short = self.short or not found.complete
+        return found
+
+    def to(self, sources, target: Layout, limit=LAYOUT_LIMIT) -> Entry | None:
+        """The cheapest route from ``sources`` to ``target`` alone (None: not reached)."""
+        found, complete = route_to(sources, self.ranker, target, limit=limit)
+        self.short = self.short or not complete
         return found
 
 
@@ -198,11 +207,7 @@ def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh,
         if last:
             finals = results
         else:
-            sources: dict[Layout, Entry] = {}
-            for lay, ent in results:
-                if lay not in sources or ent.cost < sources[lay].cost:
-                    sources[lay] = ent
-            dist_left = search(sources)
+            dist_left = search(results)      # each result layout once (see :func:`_cheapest`), in order
             left_dims = dims_out
     if n == 1:  # a one-operand einsum: a sum over dimensions or a transpose
         finals = _einsum_results(operands[0], dist_left, None, None, out_dims, final_name,
@@ -228,7 +233,7 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
     the candidates in the end. The search to the target is not bounded (a plan must come out); the
     alternatives' searches are."""
     ranker = search.ranker
-    order = sorted(finals, key=_cost_of)    # each result once (as :func:`_einsum_results` gives them)
+    order = finals     # each result once, cheapest first (as :func:`_einsum_results` gives them)
     cands, seen = [], set()
     best = [float("inf")]     # the best objective so far, as ranked (nine digits)
 
@@ -286,19 +291,15 @@ def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
         if not starts:
             return None
         name = starts[0][0].name
-        tgt = target if target.name == name else replace(target, name=name)
-        return search(starts, target=tgt, limit=limit).get(tgt)
-    found = search(dict(sources), accept=lambda l: not l.unreduced, limit=limit)
+        tgt = target if target.name == name else Layout(name, target.dims, target.axes, target.unreduced, target.dtype)
+        return search.to(starts, tgt, limit)
+    found = search(sources, accept=lambda l: not l.unreduced, limit=limit)     # each layout once, in order
     done = [l for l in found if not l.unreduced]
     return found[done[0]] if done else None
 
 
-def _cost_of(pair) -> float:
-    return pair[1].cost
-
-
 def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker):
-    """For every sigma whose operand layouts are reachable: (result layout, entry)."""
+    """For every sigma whose operand layouts are reachable: (result layout, entry), cheapest first."""
     # which unreduced sets an operand may keep (at most one operand keeps any: the product is linear)
     keep_opts = [(frozenset(), frozenset())]
     keep_opts += [(u, frozenset()) for u in dist_left.unreduced_sets]
@@ -321,7 +322,9 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
     operands' entries' (looked up by ``get_l``, ``get_r``: None where an operand cannot be reached) plus the
     einsum's weight; each sigma ``(left's key, right's key or None, result's key, einsum, weight)``; the keys
     are layout numbers in the graph's numbering ``generation`` (-1: the layouts themselves)."""
-    best: dict = {}     # result's key -> (cost, left's entry, right's entry, einsum): the first cheapest
+    best: dict = {}     # result's key -> its _Product: the first cheapest
+    new, product, bget = tuple.__new__, _Product, best.get   # a _Product made without a Python-level constructor
+    numbered = generation >= 0
     for table in tables:
         for kl, kr, kres, e, t in table:
             ent_l = get_l(kl)
@@ -334,13 +337,11 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
                 if ent_r is None:
                     continue
                 cost = ent_l.cost + ent_r.cost + t
-            got = best.get(kres)
+            got = bget(kres)
             if got is None or cost < got[0]:
-                best[kres] = (cost, ent_l, ent_r, e)
-    new = tuple.__new__     # a _Product made without a Python-level constructor: one per result
-    if generation < 0:
-        return [(got[3].output, new(_Product, got + (-1, -1))) for got in best.values()]
-    return [(got[3].output, new(_Product, got + (k, generation))) for k, got in best.items()]
+                best[kres] = new(product, (cost, ent_l, ent_r, e, kres, generation) if numbered else
+                                 (cost, ent_l, ent_r, e, -1, -1))
+    return [(p[3].output, p) for p in sorted(best.values(), key=operator.itemgetter(0))]   # cheapest first, stable
 
 
 class _Product(NamedTuple):

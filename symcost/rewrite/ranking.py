@@ -87,15 +87,17 @@ class Ranker:
 
     def moved(self, ops) -> float:
         """The throughput time of the moves among ``ops`` (what a route costs without latency floors)."""
-        return sum(_move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
-                              m.distance)[1] for m in ops if not isinstance(m, LocalEinsum))
+        move_time = caching.resolved(_move_time)
+        return sum(move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
+                             m.distance)[1] for m in ops if not isinstance(m, LocalEinsum))
 
     def total(self, ops) -> float:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
         objective, its communication time with compute as a tie-break). A step off the critical path (a
         backward pass's weight gathers and gradient reductions) is ranked by :meth:`Step.ranked
         <symcost.trace.Step.ranked>`."""
-        return self.objective_of(self.totals_of(_op_cost(self, op) for op in ops))
+        cost = caching.resolved(_op_cost)
+        return self.objective_of(self.totals_of(cost(self, op) for op in ops))
 
     def least(self, ops) -> float | None:
         """A lower bound of :meth:`total` that skips the dependency graph: ``max(T_math, T_hbm, the busiest
@@ -103,7 +105,8 @@ class Ranker:
         time under the ``program`` policy with no per-kernel floor; None otherwise."""
         if self.objective != "time" or self.overlap != "program" or self.env.t_kernel != 0:
             return None
-        return step_floor([_op_cost(self, op) for op in ops], self.env)
+        cost = caching.resolved(_op_cost)       # a route of every plan a chain weighs: called very often
+        return step_floor([cost(self, op) for op in ops], self.env)
 
     def cost(self, op):
         """An operation's :class:`~symcost.pricing.OpCost` in numbers at the ranking sizes."""
@@ -142,18 +145,48 @@ def _einsum_time(ranker: Ranker, e) -> float:
 
 @caching.memoize(maxsize=4096)
 def _edges(mesh: Mesh, allowed, lay: Layout) -> tuple:
-    return tuple(moves_from(lay, mesh, allowed))
+    """The moves out of ``lay``: those out of its shape (the layout without its name, kept: the tensors of
+    one shape -- an activation, its gradient, the output -- share them), each with ``lay``'s name."""
+    if not lay.name:
+        return tuple(moves_from(lay, mesh, allowed))
+    name = lay.name
+    return tuple(Move(m.kind, m.axes, lay, Layout(name, m.after.dims, m.after.axes, m.after.unreduced, m.after.dtype),
+                      m.distance) for m in _edges(mesh, allowed, _nameless(lay)))
+
+
+def _nameless(lay: Layout) -> Layout:
+    return Layout("", lay.dims, lay.axes, lay.unreduced, lay.dtype)
 
 
 @caching.memoize(maxsize=8192)
 def _weighted_edges(ranker: Ranker, lay: Layout) -> tuple:
-    return tuple((m, ranker.weight(m)) for m in _edges(ranker.mesh, ranker.moves, lay))
+    """Each move out of ``lay`` with its weight, as :meth:`Ranker.weight` gives it: the weights of its
+    shape's moves (:func:`_edges`), which do not depend on the tensor's name."""
+    return tuple(zip(_edges(ranker.mesh, ranker.moves, lay), _shape_weights(ranker, _nameless(lay))))
+
+
+@caching.memoize(maxsize=8192)
+def _shape_weights(ranker: Ranker, shape: Layout) -> tuple:
+    """The weights of the moves out of a nameless layout, in :func:`_edges`' order, each from the move's
+    time (kept by its name-free terms)."""
+    move_time = caching.resolved(_move_time)
+    out = []
+    for m in _edges(ranker.mesh, ranker.moves, shape):
+        before = m.before
+        t, bw = move_time(ranker, m.kind, m.axes, before.dims, before.axes, m.after.axes, before.dtype, m.distance)
+        out.append(_weighed(t, bw, m))
+    return tuple(out)
 
 
 @caching.memoize(maxsize=65536)
 def _weight(ranker: Ranker, m: Move) -> float:
     t, bw = _move_time(ranker, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
                        m.distance)
+    return _weighed(t, bw, m)
+
+
+def _weighed(t: float, bw: float, m: Move) -> float:
+    """A move's search weight from its time ``t`` and throughput term ``bw`` (see :meth:`Ranker.weight`)."""
     return t * (1 + m.rule.premium) + TIE_BREAK * bw
 
 

@@ -24,6 +24,7 @@ from ..mesh import Mesh
 from .ranking import Ranker
 
 INF = float("inf")
+SETTLED = -INF
 
 
 class Entry(NamedTuple):
@@ -105,16 +106,33 @@ def search(sources, mesh: Mesh, ranker: Ranker, target: Layout | None = None, ac
     at ``limit`` moves (the layouts settled by then are the cheapest ones, and exact; ``complete`` says
     whether anything was left).
     """
+    settled, complete, g = _settled(sources, ranker, target, accept, limit)
+    best = Found(zip(map(g.layouts.__getitem__, settled), settled.values()))
+    best.complete = complete
+    best.ids, best.generation = settled, g.generation     # the same, by layout number
+    return best
+
+
+def route_to(sources, ranker: Ranker, target: Layout, limit: int | None = None) -> tuple[Entry | None, bool]:
+    """:func:`search` to ``target`` read for the target alone: ``(its entry or None, complete)``, without
+    the table of every layout settled on the way (most of a plan's searches ask for one layout)."""
+    settled, complete, g = _settled(sources, ranker, target, None, limit)
+    return settled.get(g.of(target)), complete
+
+
+def _settled(sources, ranker: Ranker, target: Layout | None, accept, limit: int | None) -> tuple:
+    """The search itself: ``({layout number: Entry} of the layouts settled, complete, the graph)``."""
     g = graph(ranker)
     if len(g.layouts) > GRAPH_LIMIT:
         g.restart()
-    layouts, of, edges = g.layouts, g.of, g.edges
+    layouts, of, edges, priced = g.layouts, g.of, g.edges, g.out
     goal = of(target) if target is not None else -1
     settled: dict[int, Entry] = {}
-    tentative: dict[int, float] = {}
+    tentative: dict[int, float] = {}    # a settled layout's is -inf: no move is cheaper, none is queued
     heap: list = []     # (cost, order, layout, the layout it came from, move)
-    counter = itertools.count()
+    tick = itertools.count().__next__
     push, pop = heapq.heappush, heapq.heappop
+    tget, inf = tentative.get, INF     # the hot loop's names, bound once
     entry = tuple.__new__     # an Entry made without a Python-level constructor: one per settled layout
     # The sources wait in their own queue, cheapest first (a source precedes every move of equal cost, as if
     # queued first), so the layouts are settled in the order one heap of them all gives; a search that stops
@@ -125,10 +143,10 @@ def search(sources, mesh: Mesh, ranker: Ranker, target: Layout | None = None, ac
     waiting = sorted([(ent.cost, k, ent.number if getattr(ent, "generation", -1) == gen else of(lay), ent)
                       for k, (lay, ent) in enumerate(pairs)])
     for cost, _, i, _ in waiting:
-        if cost < tentative.get(i, INF):
+        if cost < tget(i, inf):
             tentative[i] = cost
     n_waiting, w = len(waiting), 0
-    bound = tentative.get(goal, INF)      # the target's best so far
+    bound = tget(goal, inf)      # the target's best so far
     looked, complete = 0, True
     while heap or w < n_waiting:
         if w < n_waiting and (not heap or waiting[w][0] <= heap[0][0]):
@@ -137,15 +155,17 @@ def search(sources, mesh: Mesh, ranker: Ranker, target: Layout | None = None, ac
             if i in settled:
                 continue
             settled[i] = entry(Entry, (cost, ent.steps))
+            tentative[i] = SETTLED
         else:
             cost, _, i, parent, m = pop(heap)
             if i in settled:
                 continue
             # a route's steps are written once, when its layout is settled, not at every push
             settled[i] = entry(Entry, (cost, settled[parent].steps + (m,)))
+            tentative[i] = SETTLED
         if i == goal or (accept is not None and accept(layouts[i])):
             break
-        out = edges(i)     # priced once per layout and kept: every search of a plan shares them
+        out = priced[i] or edges(i)    # priced once per layout and kept: every search of a plan shares them
         looked += len(out)
         if len(settled) % 256 == 0:
             progress.advance(256, "searching layouts")
@@ -153,20 +173,15 @@ def search(sources, mesh: Mesh, ranker: Ranker, target: Layout | None = None, ac
             complete = False
             break
         for m, j, weight in out:
-            if j in settled:
-                continue
             new = cost + weight
             # a move to another layout no cheaper than the target's best so far would come off the queue
             # after the target, when the search is over: it is not queued
-            if new < tentative.get(j, INF) and (new < bound or j == goal):
+            if new < tget(j, inf) and (new < bound or j == goal):
                 tentative[j] = new
                 if j == goal:
                     bound = new
-                push(heap, (new, next(counter), j, i, m))
-    best = Found((layouts[i], e) for i, e in settled.items())
-    best.complete = complete
-    best.ids, best.generation = settled, g.generation     # the same, by layout number
-    return best
+                push(heap, (new, tick(), j, i, m))
+    return settled, complete, g
 
 
 class Route(NamedTuple):
@@ -177,20 +192,21 @@ class Route(NamedTuple):
 
 
 class Reachable(Mapping):
-    """A search's settled layouts, read-only: {layout: Route}, ``complete`` and ``unreduced_sets`` as
-    :class:`~symcost.rewrite.routes.Found` has them. Kept answers are shared by every plan that starts
-    from the same layouts, so none of them may be changed by one."""
+    """A search's settled layouts, read-only: {layout: Entry} (an immutable pair), ``complete`` and
+    ``unreduced_sets`` as :class:`~symcost.rewrite.routes.Found` has them. Kept answers are shared by every
+    plan that starts from the same layouts, so none of them may be changed by one: ``found`` is taken as it
+    is (a search's own table, which nothing else holds) and only read from here on."""
 
     __slots__ = ("_routes", "complete", "unreduced_sets", "get", "ids", "generation")
     __frozen_value__ = True
 
     def __init__(self, found: Found):
-        self._routes = {lay: Route(e.cost, e.steps) for lay, e in found.items()}
+        self._routes = found
         self.complete = found.complete
         self.unreduced_sets = tuple(found.unreduced_sets)
-        self.get = self._routes.get         # the planner's hot path: a dict's own lookup
+        self.get = found.get                # the planner's hot path: a dict's own lookup
         numbered = len(found.ids) == len(found)     # the search's own table, by layout number
-        self.ids = {i: self._routes[lay] for i, lay in zip(found.ids, found)} if numbered else {}
+        self.ids = found.ids if numbered else {}
         self.generation = found.generation if numbered else -1
     def __getitem__(self, layout):
         return self._routes[layout]

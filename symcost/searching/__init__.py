@@ -88,7 +88,9 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
 def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs, efficiency):
     """The search, in order: its space, each candidate priced, filtered by memory, ranked."""
     space, sizes, span = _space(text, mesh, dims, hw, vs, range)
-    options = dict(dims=sizes, hw=hw, backward=backward, overlap=overlap, moves=moves, efficiency=efficiency)
+    # the preset as the space resolved it: each candidate's binding then takes it as it is
+    resolved = space.hardware if space.hardware is not None else hw
+    options = dict(dims=sizes, hw=resolved, backward=backward, overlap=overlap, moves=moves, efficiency=efficiency)
     sweep = None if vs is None else (vs, grid_of(*span))
     found = searches.run(_Stages(space, jobs, options, progress, sweep, objective), keep_failed=True)
     if not found.priced:
