@@ -1,5 +1,7 @@
 """symcost search priced in worker processes: the same ranking, numbers, plans and regimes as one process,
-plans derived again only when read, and the --jobs setting."""
+plans derived again only when read, and the --jobs setting. Starting worker processes takes a while in a
+test process that has planned for a while (it forks its caches): the fast tier keeps one search on two
+processes, the rest are in the slow tier."""
 from pathlib import Path
 
 import pytest
@@ -43,6 +45,7 @@ def test_two_processes_rank_as_one():
     assert not any("_derived" in p.__dict__ for p in two.ranked[6:])    # --json reads no plan
 
 
+@pytest.mark.slow
 def test_two_processes_find_the_same_regimes():
     """--vs B: workers send each candidate's curves over the grid; the regimes and their exact boundaries
     are those one process finds, and only the candidates a boundary involves are planned again here."""
@@ -68,6 +71,7 @@ def test_workers_setting():
             pool.workers(bad, 100)
 
 
+@pytest.mark.slow
 def test_cli_jobs(capsys, untimed):
     """The text a user reads is the same whatever --jobs is; a bad --jobs is a usage error."""
     argv = ["search", str(ROOT / "examples" / "mlp.sc"), "--backward", "--mesh", "X=4,Y=4", "--hw", "tpu-v5p",
@@ -81,6 +85,7 @@ def test_cli_jobs(capsys, untimed):
     assert "--jobs must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_fresh_workers(monkeypatch):
     """Workers started from a fresh server process (where forking is unsafe: JAX loaded, threads running)
     receive the space and options pickled, and price as this process does."""
@@ -106,6 +111,7 @@ def test_start_method_avoids_forking_threads(monkeypatch):
         assert pool.start_method() == "fork"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc")
 def test_ctrl_c_stops_the_workers_quietly(tmp_path):
     """Ctrl-C on a terminal interrupts the whole process group: the search stops with exit code 130, no
