@@ -22,13 +22,13 @@ demo: $(STAMP)
 
 # the static checks, then every test (doctests of the package included); the JAX extra first where it can
 # be installed, so that the tests that run on (forced CPU host) devices run too. The tests that compare
-# wall-clock times (marked timing) run alone first; the rest on two processes, a module to a process (its
-# fixtures made once), the property tests that take their size from the hypothesis profile at full size
-# (SYMCOST_HYPOTHESIS=ci: 500 examples, 25 else). Both passes share one calibration of the host devices.
-# From a fresh clone about 6 minutes on 2 cores (5 min 36 s measured: setup, the timing pass 62 s, most of it
-# the calibration of the host devices, the rest 3 min 54 s), about 520 s of CPU; about 85 s of it the check
-# that every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan derive finds alone
-# (docs/benchmarks.md)
+# wall-clock times (marked timing) run alone first; the rest on two processes, a module (or a class) to a
+# process (its fixtures made once), the longest first (the long(seconds) marker; tests/conftest.py), the
+# property tests that take their size from the hypothesis profile at full size (SYMCOST_HYPOTHESIS=ci).
+# Both passes share one quick bf16 calibration of the host devices. With .venv made, about 3 min 45 s on
+# 2 cores (the timing pass 27 s, the rest 3 min 12 s, about 350 s of CPU; about 70 s of it the check that
+# every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan derive finds alone); from a fresh
+# clone add the virtual environment and the JAX extra (docs/benchmarks.md, Tests)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
 	@rm -rf .test-calibration && mkdir .test-calibration
@@ -36,8 +36,8 @@ test: $(STAMP) lint
 	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not timing"
 	@rm -rf .test-calibration
 
-# the fast tier for your own loop: everything but the tests marked slow (92 to 103 s of CPU, about a
-# minute on 2 cores; docs/benchmarks.md, Tests)
+# the fast tier for your own loop: everything but the tests marked slow (about 85 s of CPU, 48-51 s on
+# 2 cores; docs/benchmarks.md, Tests)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not slow"
 
