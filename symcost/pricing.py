@@ -254,9 +254,12 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     per_axis: dict[str, list] = {}        # axis -> [time, throughput term] of its collectives
     comm, comm_bw = z, z
     path, beside = z, {}                  # the critical path; axis -> the time of what runs beside it
+    critical = overlap == "critical"      # the path and what runs beside it: read by that policy alone
     for c in costs:
         fl, tm, th, serial = fl + c.flops, tm + c.t_math, th + c.t_hbm, serial + c.seconds
-        if c.local or c.critical:
+        if not critical:
+            pass
+        elif c.local or c.critical:
             path = path + c.seconds
         else:
             for a in c.axes:
@@ -266,7 +269,9 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
             continue
         comm, comm_bw = comm + c.t_comms, comm_bw + c.throughput
         for a in c.axes:
-            acc = per_axis.setdefault(a, [z, z])
+            acc = per_axis.get(a)
+            if acc is None:
+                acc = per_axis[a] = [z, z]
             acc[0], acc[1] = acc[0] + c.t_comms, acc[1] + c.throughput
     if overlap == "none":
         return Totals(fl, tm, th, comm, comm_bw, serial, local)
