@@ -123,6 +123,7 @@ class Follows(NamedTuple):
     states: dict
     steps: tuple
     saved: dict
+    reads: dict       # {index: _read_below(uses, index)}, kept across the passes that follow this one
 
     def rest(self, i: int, here: State, states: dict) -> tuple[list, dict, dict] | None:
         """The whole pass (steps, saved, states) from ``here``, the state at use ``i``, when it joins this
@@ -130,7 +131,7 @@ class Follows(NamedTuple):
         prior = self.states.get(i) if i <= self.below else None
         if prior is None or not prior.saved.keys() <= here.saved.keys():
             return None
-        read = _read_below(self.uses, i)
+        read = self.reads.get(i) or self.reads.setdefault(i, _read_below(self.uses, i))
         for mine, theirs in ((here.grads, prior.grads), (here.have, prior.have)):
             if any(mine.get(k) != theirs.get(k) for k in (mine.keys() | theirs.keys()) & read):
                 return None

@@ -75,6 +75,7 @@ def weighed(best: Planned, replan, reuse: str, input_grads: bool) -> tuple[Plann
     ``{statement: k}``), and a note for each tie whose choices differ."""
     choices: dict[int, int] = {}
     priced: dict = {}     # id(step) -> (step, its ranked cost): the alternatives share most of their steps
+    reads: dict = {}      # what the uses below each index of ``best`` name (:class:`Follows`), while it is best
     score = rank(best, priced)
     notes = []
     while (todo := [t for t in best.trace.ties if t.at not in choices]):
@@ -82,10 +83,10 @@ def weighed(best: Planned, replan, reuse: str, input_grads: bool) -> tuple[Plann
         choices[tie.at] = 0
         scores = [score]
         for k in range(1, tie.n):
-            other = _alternative(best, tie.at, k, reuse, input_grads) or replan({**choices, tie.at: k})
+            other = _alternative(best, tie.at, k, reuse, input_grads, reads) or replan({**choices, tie.at: k})
             scores.append(rank(other, priced))
             if scores[-1] < score:
-                best, score, choices[tie.at] = other, scores[-1], k
+                best, score, choices[tie.at], reads = other, scores[-1], k, {}
         if len({s[0] for s in scores}) > 1:
             fastest, slowest = fmt_seconds(min(scores)[0]), fmt_seconds(max(scores)[0])
             notes.append(f"line {tie.line}: {tie.n} forward plans are equally fast; the one chosen makes the step "
@@ -93,8 +94,10 @@ def weighed(best: Planned, replan, reuse: str, input_grads: bool) -> tuple[Plann
     return best, tuple(notes)
 
 
-def _alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool) -> Planned | None:
-    """The ``k``-th plan of statement ``at`` taken instead of the one ``best`` took (None: plan it again)."""
+def _alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool,
+                 reads: dict | None = None) -> Planned | None:
+    """The ``k``-th plan of statement ``at`` taken instead of the one ``best`` took (None: plan it again);
+    ``reads``: :class:`Follows`'s read sets of ``best``'s uses, kept across its alternatives."""
     trace = spliced(best.trace, at, k)
     if trace is None:
         return None
@@ -102,7 +105,8 @@ def _alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool) 
     (s0, s1), end, taken = took.steps, took.uses[1], _tie(trace, at).steps[1]
     forward = best.forward[:s0] + tuple(flagged(trace.steps[s0:taken], best.params)) + best.forward[s1:]
     u0 = took.uses[0]
-    follows = (Follows(u0, best.trace.uses, best.states, best.backward, best.saved)
+    reads = {} if reads is None else reads
+    follows = (Follows(u0, best.trace.uses, best.states, best.backward, best.saved, reads)
                if _names(trace.uses[u0:end]) == _names(best.trace.uses[u0:end]) else None)
     steps, saved, states = resumed(trace, best.params, reuse, input_grads, start=(end, best.states[end]),
                                    marks=_marks(trace), follows=follows)
