@@ -55,7 +55,13 @@ def _rule_explained(m: Move, mesh) -> str:
 
 def explained_steps(ops, mesh, target, phase: str = "forward", sizes=()) -> tuple[Step, ...]:
     """Steps of a route the rewriter chose, each with the reason it is there."""
-    ops = tuple(ops)
+    return _explained_steps(tuple(ops), mesh, target, phase, sizes)
+
+
+@caching.memoize(maxsize=4096)
+def _explained_steps(ops: tuple, mesh, target, phase: str, sizes: tuple) -> tuple[Step, ...]:
+    """Kept: a search's candidates, and the tied plans each weighs, take the same routes again (the steps
+    are values, made once)."""
     return tuple(Step(op, mesh, phase, why, sizes=sizes) for op, why in zip(ops, _reasons(ops, mesh, target)))
 
 
