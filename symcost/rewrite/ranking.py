@@ -57,8 +57,7 @@ class Ranker:
                              None if efficiency is None or efficiency.ideal else efficiency))
 
     def with_moves(self, moves) -> "Ranker":
-        return _interned(Ranker(self.mesh, self.sizes, self.constants, self.objective, self.overlap,
-                                None if moves is None else tuple(moves), self.efficiency))
+        return _with_moves(self, None if moves is None else tuple(moves))
 
     @cached_property
     def env(self) -> Env:
@@ -128,6 +127,14 @@ def _interned(ranker: Ranker) -> Ranker:
     """One instance of each ranker value: the caches keyed by a ranker then find it by identity, without
     comparing meshes and sizes field by field (every plan of a search makes its own)."""
     return ranker
+
+
+@caching.memoize(maxsize=256)
+def _with_moves(ranker: Ranker, moves: tuple | None) -> Ranker:
+    """The ranker with other moves allowed (kept: each backward pass a search takes asks it of its
+    ranker, whose hash is kept, where a new ranker would hash its mesh and sizes again)."""
+    return _interned(Ranker(ranker.mesh, ranker.sizes, ranker.constants, ranker.objective, ranker.overlap, moves,
+                            ranker.efficiency))
 
 
 @caching.memoize(maxsize=2048)
