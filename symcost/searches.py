@@ -33,7 +33,10 @@ Each search's result is a frozen value with ``as_dict()`` (its ``--json``, check
 """
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generator, Iterable, Protocol, Sequence
 
@@ -132,19 +135,51 @@ def _priced_until_stopped(stages: Stages, items: Sequence) -> tuple[list, int, b
     done, start, said = 0, time.perf_counter(), n <= SAMPLE
     values = priced(stages, items)
     try:
-        for got in values:
-            out.extend(got)
-            done += 1
-            spent = time.perf_counter() - start
-            if not said and (done >= SAMPLE or spent >= SAMPLE_SECONDS):
-                said = True
-                progress.say(f"{stages.name}: about {duration(spent / done * (n - done))} more at "
-                             f"{done / spent:,.0f} {stages.unit} a second (the first {done:,})")
+        with _ctrl_c() as stop:
+            for got in values:
+                out.extend(got)
+                done += 1
+                if stop.asked:        # Ctrl-C whose KeyboardInterrupt a finalizer dropped (see _ctrl_c)
+                    raise KeyboardInterrupt
+                spent = time.perf_counter() - start
+                if not said and (done >= SAMPLE or spent >= SAMPLE_SECONDS):
+                    said = True
+                    progress.say(f"{stages.name}: about {duration(spent / done * (n - done))} more at "
+                                 f"{done / spent:,.0f} {stages.unit} a second (the first {done:,})")
     except KeyboardInterrupt:
         return out, done, False
     finally:
         values.close()
     return out, done, True
+
+
+class _Stop:
+    asked = False
+
+
+@contextmanager
+def _ctrl_c():
+    """While the pricing runs, Ctrl-C raises KeyboardInterrupt as Python's own handler does and is also
+    recorded (``.asked``), so that the pricing stops at the next item even where the KeyboardInterrupt was
+    lost. Python runs a signal's handler between any two instructions of the main thread, finalizers
+    included, and an exception a finalizer raises is printed and dropped: a Ctrl-C that lands while a
+    generator expression left unfinished by ``next()`` or ``any()`` is freed (the engine frees thousands a
+    candidate), or in a ``__del__``, never reaches the search. Off the main thread, or where the program
+    installed a handler of its own, Python's handling is left as it is."""
+    stop = _Stop()
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield stop
+        return
+
+    def handler(signum, frame):
+        stop.asked = True
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def duration(seconds: float) -> str:

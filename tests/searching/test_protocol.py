@@ -165,3 +165,50 @@ def test_ctrl_c_in_a_sweep_over_chip_budgets_stops_the_sweep(monkeypatch, capsys
     out = json.loads(capsys.readouterr().out)["train"]
     assert code == 130 and len(calls) == 2 and out["complete"] is False
     assert [r["chips"] for r in out["vs_chips"]] == [1]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_ctrl_c_that_a_finalizer_dropped_still_stops_the_pricing():
+    """Python runs a signal's handler between any two instructions, those of a finalizer too, and drops
+    (prints) an exception a finalizer raises: a Ctrl-C landing while an unfinished generator is freed never
+    reaches the search. The pricing still stops at the next item, with what it priced."""
+    import signal
+    from dataclasses import dataclass
+
+    def dropping_generator():
+        try:
+            yield 0
+            yield 1
+        finally:                      # Ctrl-C arrives while this runs as the generator is freed
+            signal.raise_signal(signal.SIGINT)
+            sum(range(100))
+
+    @dataclass(frozen=True)
+    class Squares:
+        name, unit = "squares search", "numbers"
+
+        def items(self):
+            return list(range(100))
+
+        def count(self, n):
+            return f"{n} numbers to square"
+
+        def price(self, items):
+            for x in items:
+                if x == 3:
+                    first = dropping_generator()
+                    next(first)
+                    del first             # freed unfinished: its finally runs inside the finalizer
+                yield (x * x,)
+
+        def passes(self, p):
+            return True
+
+        def rank(self, kept):
+            return sorted(kept)
+
+        def label(self, item):
+            return ""
+    found = searches.run(Squares())
+    assert not found.complete and found.done == 4 and found.ranked == (0, 1, 4, 9)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler      # Python's handler is back
