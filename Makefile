@@ -28,7 +28,7 @@ demo: $(STAMP)
 # Both passes share one quick bf16 calibration of the host devices. With .venv made, 3 min 33-45 s on
 # 2 cores (the timing pass 16-27 s, the rest 3 min 12 s, about 350 s of CPU; about 65 s of it the check that
 # every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan derive finds alone); from a fresh
-# clone, with the virtual environment and the JAX extra, 4 min 17-39 s measured (docs/benchmarks.md, Tests)
+# clone, with the virtual environment and the JAX extra, 4 min 6-39 s measured (docs/benchmarks.md, Tests)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
 	@rm -rf .test-calibration && mkdir .test-calibration
