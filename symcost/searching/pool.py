@@ -17,17 +17,11 @@ Workers are forked where that is safe (they start with the caller's caches; see 
 else started fresh. :func:`workers` says how many a ``jobs`` setting gives.
 
 Stopping early (Ctrl-C, or the caller closing the generator) returns at once, whatever is left to price:
-the pool holds at most :data:`WINDOW` chunks a worker ahead of the one being read, never the whole list.
-``Pool.terminate`` (CPython's ``_terminate_pool``) joins the pool's task thread, which stops only between
-two writes into the workers' input pipe. Handed the whole list (``imap``), that thread writes chunks as
-fast as the pipe takes them and, once the pipe is full (64 KiB on Linux; the chunks of a LLaMA layer's
-2,916 candidates take twice that), sits blocked in a write while the workers price. Terminate then takes
-the pipe's read lock (a worker waiting on an empty pipe holds it until something arrives), drains the pipe
-while the task thread lives, SIGTERMs the workers and joins the task thread, which must still write a stop
-mark into the results pipe, under a lock a worker holds while it writes a result (one killed in that write
-never gives it back), and one into the input pipe for each worker. Each of those waits hangs on the
-backlog or on what a worker is doing at that moment; with a window the input pipe never fills, and the
-task thread is idle on its own queue when the stop comes.
+the workers are processes of this module's own, each with a pipe of its own and at most :data:`WINDOW`
+chunks handed to it ahead of the one being read; a stop closes the pipes, kills the workers and joins
+them. ``multiprocessing.Pool`` is not used: its ``terminate`` joins the pool's task thread, which must
+first write a stop mark into the results queue under a lock the workers share, and a worker killed while
+it wrote a result never gives that lock back (a search stopped so waited 1.5 and, once, 12 minutes).
 """
 from __future__ import annotations
 
@@ -36,10 +30,9 @@ import os
 import signal
 import sys
 import threading
-from collections import deque
 
 from .. import caching, progress
-from ..errors import UsageError
+from ..errors import SymcostError, UsageError
 from .price import over_grid, planned, price, priced, replanner
 from .space import Space
 
@@ -98,29 +91,73 @@ def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wra
 
 
 def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
-    """The candidates priced by ``n`` workers, in order, with at most ``WINDOW * n`` chunks handed to the
-    pool ahead of the one being read (the next is handed over before a chunk's candidates are yielded, so
-    the workers stay busy while the caller reads). Stopped or done, the workers are terminated."""
+    """The candidates priced by ``n`` worker processes, in order. Each worker has a pipe of its own; chunk
+    ``k`` goes to worker ``k % n``, which answers its chunks in the order it got them, and at most
+    ``WINDOW * n`` chunks are handed out ahead of the one being read (the next is sent before a chunk's
+    candidates are yielded, so the workers stay busy while the caller reads). Stopped or done, the workers
+    are killed and joined: nothing is shared with them but their own pipe (see the module's docstring)."""
     size = max(1, min(CHUNK, len(cands) // (n * 8)))
     ctx = multiprocessing.get_context(start_method())
     c = caching.current()
-    pool = ctx.Pool(n, _start, (space, options, sweep, (c.enabled, c.check, c.wider)))
+    init = (space, options, sweep, (c.enabled, c.check, c.wider))
+    parts = [cands[i:i + size] for i in range(0, len(cands), size)]
+    workers: list = []
     try:
-        ahead: deque = deque()
-        for i in range(0, len(cands), size):
-            part = cands[i:i + size]
-            ahead.append((part, pool.apply_async(_numbers_of, (part,))))
-            if len(ahead) > WINDOW * n:
-                yield from _read(space, *ahead.popleft(), options, sweep)
-        while ahead:
-            yield from _read(space, *ahead.popleft(), options, sweep)
+        for _ in range(min(n, len(parts))):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_serve, args=(there, init), daemon=True)
+            proc.start()
+            there.close()
+            workers.append((proc, here))
+        sent = 0
+        for k, part in enumerate(parts):
+            while sent < len(parts) and sent <= k + WINDOW * len(workers) - 1:
+                workers[sent % len(workers)][1].send(parts[sent])
+                sent += 1
+            yield from _read(space, part, _answer(workers[k % len(workers)]), options, sweep)
     finally:
-        pool.terminate()
+        for proc, conn in workers:
+            conn.close()
+            if proc.is_alive():
+                proc.kill()
+        for proc, _ in workers:
+            proc.join()
 
 
-def _read(space: Space, part: list, answer, options: dict, sweep):
+def _answer(worker) -> list:
+    """The next answer of a worker: its chunk's numbers, or the error its pricing raised, raised here."""
+    proc, conn = worker
+    try:
+        ok, got = conn.recv()
+    except EOFError:
+        raise SymcostError(f"a pricing worker stopped (exit code {proc.exitcode})") from None
+    if not ok:
+        raise got
+    return got
+
+
+def _serve(conn, init: tuple) -> None:
+    """A worker: prices each chunk it receives, in order, until its pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _start(*init)
+    while True:
+        try:
+            part = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            answer = (True, _numbers_of(part))
+        except Exception as e:           # sent back: the caller raises it, as pricing in one process would
+            answer = (False, e)
+        try:
+            conn.send(answer)
+        except (BrokenPipeError, OSError):
+            return
+
+
+def _read(space: Space, part: list, numbers: list, options: dict, sweep):
     """A chunk's candidates priced from the numbers its worker sent (None where the engine refused one)."""
-    for c, got in zip(part, answer.get()):
+    for c, got in zip(part, numbers):
         if got is None:
             yield None
             continue

@@ -148,17 +148,17 @@ def _stops(method, times, monkeypatch):
     early after a different number of candidates, alternately by closing the generator and by Ctrl-C
     (KeyboardInterrupt) arriving where the caller waits for the next candidate."""
     import multiprocessing
-    import multiprocessing.pool as mp_pool
+    import multiprocessing.connection as mp_connection
 
     from symcost.searching import _space
     monkeypatch.setattr(pool, "start_method", lambda: method)
     handed = []
-    real = mp_pool.Pool.apply_async
+    real = mp_connection.Connection.send
 
-    def counted(self, *a, **kw):
+    def counted(self, obj):                # in this process: the chunks sent to the workers
         handed.append(1)
-        return real(self, *a, **kw)
-    monkeypatch.setattr(mp_pool.Pool, "apply_async", counted)
+        return real(self, obj)
+    monkeypatch.setattr(mp_connection.Connection, "send", counted)
     space, sizes, _ = _space(MLP, "X=4,Y=4", DIMS, "tpu-v5p", None, None)
     cands = list(space.candidates())
     size = max(1, min(pool.CHUNK, len(cands) // (2 * 8)))
@@ -175,7 +175,7 @@ def _stops(method, times, monkeypatch):
             got.close()
         assert got.gi_frame is None                     # the stop returned, the generator is finished
         assert multiprocessing.active_children() == []  # no worker left running
-        # no backlog to wait on: the pool was handed the chunks read and a window ahead of them, not all
+        # no backlog: the workers were handed the chunks read and a window ahead of them, not all
         assert 1 <= len(handed) <= -(-len(read) // size) + pool.WINDOW * 2 + 1 < -(-len(cands) // size)
 
 
