@@ -40,8 +40,8 @@ from .space import Space
 MIN_CANDIDATES = 32
 #: the most candidates sent to a worker at once (a message a worker's pricing takes a while to answer)
 CHUNK = 16
-#: chunks a worker the pool holds ahead of the one being read: one being priced, one waiting, so that a
-#: worker never waits for work, while a stop finds no backlog to wait on
+#: chunks a worker is handed ahead of the one being read: one being priced, one waiting, so that a worker
+#: never waits for work, while a stop leaves no backlog
 WINDOW = 2
 
 _job: dict = {}      # a worker's space and pricing options
@@ -111,7 +111,7 @@ def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
             workers.append((proc, here))
         sent = 0
         for k, part in enumerate(parts):
-            while sent < len(parts) and sent <= k + WINDOW * len(workers) - 1:
+            while sent < min(len(parts), k + WINDOW * len(workers)):
                 workers[sent % len(workers)][1].send(parts[sent])
                 sent += 1
             yield from _read(space, part, _answer(workers[k % len(workers)]), options, sweep)
@@ -137,8 +137,8 @@ def _answer(worker) -> list:
 
 
 def _serve(conn, init: tuple) -> None:
-    """A worker: prices each chunk it receives, in order, until its pipe closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """A worker: set up (:func:`_start`), then prices each chunk it receives, in order, until its pipe
+    closes."""
     _start(*init)
     while True:
         try:
