@@ -96,6 +96,7 @@ class Env:
         self.zero = 0.0 if numeric else sp.Integer(0)
         self.one = 1.0 if numeric else sp.Integer(1)
         self._local: dict = {}
+        self.groups: dict = {}    # axes -> their link groups (symcost.collectives.links.phases)
         self._elementwise = False
 
     @classmethod

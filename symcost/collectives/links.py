@@ -69,12 +69,20 @@ def group(axes, env) -> Group:
                  tuple(a.edges for a in info))
 
 
-def phases(axes, env) -> list[Group]:
-    """``axes`` grouped by link kind, innermost first: one group when they share a kind."""
-    kinds = [env.axis_info(a).kind for a in axes]
-    if all(k == kinds[0] for k in kinds):
-        return [group(axes, env)]
-    return [group(tuple(a for a, k in zip(axes, kinds) if k == kind), env) for kind in KIND_ORDER if kind in kinds]
+def phases(axes, env) -> tuple[Group, ...]:
+    """``axes`` grouped by link kind, innermost first: one group when they share a kind (kept by ``env``,
+    whose sizes and links they read: a ranker prices thousands of moves over the same axes)."""
+    axes = tuple(axes)
+    got = env.groups.get(axes)
+    if got is None:
+        kinds = [env.axis_info(a).kind for a in axes]
+        if all(k == kinds[0] for k in kinds):
+            got = (group(axes, env),)
+        else:
+            got = tuple(group(tuple(a for a, k in zip(axes, kinds) if k == kind), env)
+                        for kind in KIND_ORDER if kind in kinds)
+        env.groups[axes] = got
+    return got
 
 
 def by_kind(axes, mesh) -> list[tuple[str, tuple]]:
