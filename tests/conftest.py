@@ -51,6 +51,21 @@ def untimed():
     return without_timings
 
 
+@pytest.fixture
+def python_ctrl_c():
+    """Ctrl-C handled as Python handles it (``signal.default_int_handler``) for the test's length, and a
+    subprocess it starts taking Ctrl-C by default: a test process started with SIGINT ignored (a shell
+    without job control ignores it in every command it runs in the background, ``make test &`` included,
+    and processes inherit it) would see no Ctrl-C at all, which a user at a terminal sees."""
+    import signal
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 # Hypothesis profiles for the property tests that take their example count from the profile (the simulator's
 # backward property): "fast" for your own loop, "ci" for `make test`, which sets SYMCOST_HYPOTHESIS=ci.
 from hypothesis import HealthCheck, settings  # noqa: E402
@@ -69,24 +84,67 @@ def examples(n: int) -> int:
 
 
 
+#: seconds each unit of the suite took (a class, else a module), as the last recording measured them, under
+#: each hypothesis profile: ``SYMCOST_DURATIONS=write make test`` (the "ci" profile) and ``SYMCOST_DURATIONS=write
+#: make test-fast`` ("fast") write them (:func:`pytest_sessionfinish`)
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+
+
 def _scope(nodeid: str) -> str:
     """The unit ``--dist loadscope`` gives one process: a test's class, else its module (as pytest-xdist
     splits a test's id at its last ``::``)."""
     return nodeid.rsplit("::", 1)[0]
 
 
+def _recorded() -> dict:
+    """``{unit: seconds}`` recorded under this run's profile (empty where nothing was)."""
+    import json
+    try:
+        return json.loads(DURATIONS.read_text()).get(PROFILE, {})
+    except (OSError, ValueError):
+        return {}
+
+
 def pytest_collection_modifyitems(config, items):
-    """On several processes (pytest-xdist, ``--dist loadscope --no-loadscope-reorder``), the units that hold
-    a test marked ``long(seconds)`` go first, longest first, then the rest by their number of tests, most
-    first (what pytest-xdist does by itself, which puts a long one-test class last: the suite then waits a
-    minute for one process). Longest first is how a fixed number of processes finish together; nothing a
-    test asserts depends on the order."""
+    """On several processes (pytest-xdist, ``--dist loadscope --no-loadscope-reorder``) the units go longest
+    first, by the seconds recorded in ``tests/durations.json`` (a unit not recorded yet: its number of tests
+    times the recorded seconds of a test). pytest-xdist by itself orders them by their number of tests, which
+    put a one-test class of a minute last, and the rest of the suite then waited for one process. Longest
+    first is how a fixed number of processes finish together; nothing a test asserts depends on the order."""
     if not hasattr(config, "workerinput"):
         return
     units: dict = {}
     for item in items:
         units.setdefault(_scope(item.nodeid), []).append(item)
-    def seconds(unit) -> float:
-        return sum(m.args[0] for i in units[unit] for m in i.iter_markers("long"))
-    order = sorted(units, key=lambda u: (-seconds(u), -len(units[u])))
+    known = _recorded()
+    tests = sum(len(v) for u, v in units.items() if u in known)
+    each = sum(known[u] for u in units if u in known) / tests if tests else 0.0
+    order = sorted(units, key=lambda u: (-known.get(u, each * len(units[u])), -len(units[u])))
     items[:] = [i for u in order for i in units[u]]
+
+
+_TOOK_UNIT: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    """Each test's setup, call and teardown seconds, added to its unit's (on the controlling process, which
+    sees every process's reports)."""
+    if os.environ.get("SYMCOST_DURATIONS") == "write":
+        unit = _scope(report.nodeid)
+        _TOOK_UNIT[unit] = _TOOK_UNIT.get(unit, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """``SYMCOST_DURATIONS=write``: the units' seconds of this run replace those recorded under its profile
+    (units this run did not reach are kept)."""
+    if os.environ.get("SYMCOST_DURATIONS") != "write" or hasattr(session.config, "workerinput") or not _TOOK_UNIT \
+            or not session.config.getoption("numprocesses", None):     # the order matters on several processes
+        return
+    import json
+    try:
+        data = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        data = {}
+    got = {**data.get(PROFILE, {}), **{u: round(t, 2) for u, t in _TOOK_UNIT.items()}}
+    data[PROFILE] = dict(sorted(got.items()))
+    DURATIONS.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -58,7 +58,6 @@ SWEEP_POINTS = 50
 
 
 @pytest.mark.slow
-@pytest.mark.long(8)
 def test_4_a_sweep_does_not_keep_every_ranker_alive():
     """A 300-point batch sweep held about 58 MB until clear_caches(): rankers were cache keys by identity.
     They are values now, every cache is bounded, and what a sweep holds is what its caches hold: a sweep in

@@ -191,7 +191,6 @@ def test_where_the_searchs_best_is_not_the_optimum_the_better_plan_is_shown_and_
 
 @needs_scipy
 @pytest.mark.slow
-@pytest.mark.long(15)
 def test_the_llama_layer_is_solved_within_one_percent():
     """The LLaMA 3 8B layer, forward and backward, on h100 X=4,Y=2: the best plan with a proven gap of at
     most 1 % (its time is a benchmark row: benchmarks/bench_search.py)."""

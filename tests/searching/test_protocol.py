@@ -168,7 +168,7 @@ def test_ctrl_c_in_a_sweep_over_chip_budgets_stops_the_sweep(monkeypatch, capsys
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_ctrl_c_that_a_finalizer_dropped_still_stops_the_pricing():
+def test_ctrl_c_that_a_finalizer_dropped_still_stops_the_pricing(python_ctrl_c):
     """Python runs a signal's handler between any two instructions, those of a finalizer too, and drops
     (prints) an exception a finalizer raises: a Ctrl-C landing while an unfinished generator is freed never
     reaches the search. The pricing still stops at the next item, with what it priced."""

@@ -99,14 +99,12 @@ def test_every_candidate_of_the_mlp_on_16x16x16(backward):
 # The layer's two checks are the suite's longest: each a class, so that ``--dist loadscope`` may give them
 # to different workers (it keeps a module's functions on one worker, a class's methods on one)
 @pytest.mark.slow
-@pytest.mark.long(21)
 class TestEveryCandidateOfTheLayerOnX4Y2Forward:
     def test_forward(self):
         assert _checked(_layer(), "X=4,Y=2", None, "h100", False, wider=16) == 2916
 
 
 @pytest.mark.slow
-@pytest.mark.long(56)
 class TestEveryCandidateOfTheLayerOnX4Y2Backward:
     def test_forward_and_backward(self):
         assert _checked(_layer(), "X=4,Y=2", None, "h100", True, wider=16) == 2916

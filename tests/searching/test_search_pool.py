@@ -113,7 +113,7 @@ def test_start_method_avoids_forking_threads(monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc")
-def test_ctrl_c_stops_the_workers_quietly(tmp_path):
+def test_ctrl_c_stops_the_workers_quietly(tmp_path, python_ctrl_c):
     """Ctrl-C on a terminal interrupts the whole process group: the search stops with exit code 130, no
     traceback from any worker, and no worker left running."""
     import os

@@ -132,7 +132,6 @@ def _run(case, seed=0):
 
 
 @pytest.mark.slow
-@pytest.mark.long(20)
 @given(einsum_cases(oracle=True))
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_every_einsum_plan_reproduces_numpy(case):
@@ -161,7 +160,6 @@ def test_every_reshard_reproduces_the_array(case):
 
 
 @pytest.mark.slow
-@pytest.mark.long(8)
 @given(einsum_cases(oracle=True, uneven=True))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_padded_plans_reproduce_numpy(case):

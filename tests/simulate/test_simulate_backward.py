@@ -166,7 +166,6 @@ def test_the_reference_gradient_of_a_chain_is_its_finite_difference():
     assert np.allclose(grads["In"][1], seed @ (values["W1"][1] @ values["W2"][1]).T)
 
 
-@pytest.mark.long(11)
 @given(training_cases())
 @settings(settings.get_profile(os.environ.get("SYMCOST_HYPOTHESIS", "fast")))
 def test_every_backward_plan_computes_the_gradients(case):
