@@ -23,7 +23,7 @@ demo: $(STAMP)
 # the static checks, then every test (doctests of the package included); the JAX extra first where it can
 # be installed, so that the tests that run on (forced CPU host) devices run too. The tests that compare
 # wall-clock times (marked timing) run alone first; the rest on two processes, a module (or a class) to a
-# process (its fixtures made once), the longest first (the long(seconds) marker; tests/conftest.py), the
+# process (its fixtures made once), the longest first (the seconds tests/durations.json recorded; tests/conftest.py), the
 # property tests that take their size from the hypothesis profile at full size (SYMCOST_HYPOTHESIS=ci).
 # Both passes share one quick bf16 calibration of the host devices. With .venv made, 3 min 33-45 s on
 # 2 cores (the timing pass 16-27 s, the rest 3 min 12 s, about 350 s of CPU; about 65 s of it the check that
