@@ -4,6 +4,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JAXSTAMP := $(VENV)/.installed-jax
+# Python keeps its compiled bytecode (__pycache__, ignored by git) here even where the environment asks it
+# not to: every test process would otherwise compile the package and rewrite each test module's asserts
+# again (pytest caches the rewritten modules only where bytecode may be written), about 2 s of each run
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint bench venv jax clean
 
