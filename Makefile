@@ -29,8 +29,8 @@ demo: $(STAMP)
 # wall-clock times (marked timing) run alone first; the rest on two processes, a module (or a class) to a
 # process (its fixtures made once), the longest first (the seconds tests/durations.json recorded; tests/conftest.py), the
 # property tests that take their size from the hypothesis profile at full size (SYMCOST_HYPOTHESIS=ci).
-# Both passes share one quick bf16 calibration of the host devices. With .venv made, 3 min 33-45 s on
-# 2 cores (the timing pass 16-27 s, the rest 3 min 12 s, about 350 s of CPU; about 65 s of it the check that
+# Both passes share one quick bf16 calibration of the host devices. With .venv made, 3 min 31-52 s on
+# 2 cores (the timing pass 16-37 s, the rest 3 min 12-14 s, about 350 s of CPU; about 65 s of it the check that
 # every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan derive finds alone); from a fresh
 # clone, with the virtual environment and the JAX extra, 4 min 6-39 s measured (docs/benchmarks.md, Tests)
 test: $(STAMP) lint
@@ -40,7 +40,7 @@ test: $(STAMP) lint
 	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not timing"
 	@rm -rf .test-calibration
 
-# the fast tier for your own loop: everything but the tests marked slow (about 80 s of CPU, 47-51 s on
+# the fast tier for your own loop: everything but the tests marked slow (about 80 s of CPU, 42-46 s on
 # 2 cores; docs/benchmarks.md, Tests)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not slow"
