@@ -229,6 +229,16 @@ def alone(c: OpCost, env: Env) -> OpCost:
     return _floored(c, tk)
 
 
+def floored(costs, env: Env) -> list:
+    """``costs`` with the per-kernel floor (``env.t_kernel``) added to each operation that launches a kernel
+    (:func:`kernel_starts`), as :func:`totals` counts them; unchanged where the preset has no floor."""
+    costs = list(costs)
+    tk = env.t_kernel
+    if tk == 0:
+        return costs
+    return [_floored(c, tk) if k else c for c, k in zip(costs, kernel_starts(costs))]
+
+
 def totals(costs, env: Env, overlap: str = "program") -> Totals:
     """Totals of a sequence of :class:`OpCost` under an overlap policy (see the module docstring). The
     one place a plan's step time is decided: the ranker, plans, solve and the serving models call it.
@@ -244,12 +254,9 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     ``program`` the step is at least the kernels' sum plus every collective's latency."""
     if overlap not in OVERLAPS:
         raise ValueError(f"overlap must be one of {OVERLAPS}, not {overlap!r}")
-    costs = list(costs)
+    costs = floored(costs, env)
     z = env.zero
-    tk = env.t_kernel
-    floors = not (tk == 0)
-    if floors:
-        costs = [_floored(c, tk) if k else c for c, k in zip(costs, kernel_starts(costs))]
+    floors = not (env.t_kernel == 0)
     fl = tm = th = local = serial = z
     per_axis: dict[str, list] = {}        # axis -> [time, throughput term] of its collectives
     comm, comm_bw = z, z

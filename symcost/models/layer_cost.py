@@ -36,7 +36,7 @@ from .. import caching, dtypes
 from ..env import Env
 from ..errors import UsageError
 from ..layout import Layout, bytes_per_device
-from ..pricing import op_cost
+from ..pricing import floored, op_cost
 from ..program import derive_program
 from . import expert_layer
 from .collective import collective_seconds  # noqa: F401  (where a run prices its collectives)
@@ -280,8 +280,10 @@ def _timings(lay: LayerCost) -> dict:
     weights = {t.name: t for t in plan.layouts}
     replicated = {w for w, t in weights.items() if "Y" not in t.sharding_axes} if lay.seq_parallel else set()
     sequence_parallel: set = set()
-    for s in plan.steps:
-        c = op_cost(s.op, env, lay.on_chip)
+    # each step as the one pricing path totals it: a step that launches a kernel pays the preset's per-kernel
+    # floor beside its work (none on a preset without one)
+    costs = floored([op_cost(s.op, env, lay.on_chip) for s in plan.steps], env)
+    for s, c in zip(plan.steps, costs):
         again = s.phase == "forward" and (lay.policy == "full" or (s.is_compute and s.tensor in redo))
         if s.is_compute:
             out[s.phase + "_compute"] += c.seconds
