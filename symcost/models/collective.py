@@ -1,12 +1,13 @@
 """A collective of a training run, outside the layer's plan: the data-parallel gradient reduction, a
 pipeline stage's send, an MoE layer's AllToAll. Each is a :class:`~symcost.collectives.Move` of the
 collectives registry on a mesh placed on the hardware (:func:`symcost.topology.place`: inner axes fill the
-fast domain first), priced by :func:`symcost.pricing.op_cost` with the preset's achieved efficiency -- the
-same rules and link models as every collective of a plan.
+fast domain first), priced by :func:`symcost.pricing.op_cost` with the preset's achieved efficiency and
+its per-kernel floor (:func:`symcost.pricing.alone`) -- the same rules, link models and floor as every
+collective of a plan.
 
     >>> from symcost.hardware import hardware
     >>> round(collective_seconds(hardware("h100"), "AllReduce", 1e9, 8, "A=8", "A") * 1e3, 3)
-    4.769
+    4.773
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from .. import caching
 from ..collectives import Move
 from ..env import Env
 from ..layout import Layout
-from ..pricing import op_cost
+from ..pricing import alone, op_cost
 
 
 def collective_seconds(hw, kind: str, nbytes: float, group: int, axis_mesh: str, axis: str) -> float:
@@ -57,7 +58,7 @@ def _collective(hw, kind, nbytes, axis, mesh) -> float:
     else:
         raise ValueError(kind)
     env = Env.numeric(mesh, sizes, hw.bindings("bf16"), hw.efficiency)
-    return op_cost(move, env).seconds
+    return alone(op_cost(move, env), env).seconds      # a kernel: with the preset's per-kernel floor
 
 
 

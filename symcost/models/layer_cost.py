@@ -342,7 +342,8 @@ def _head(lay: LayerCost) -> float:
     matmul, then each rank's cross-entropy over its own block in fp32 (the max and the sum across ranks are
     B T floats each, not priced), forward and backward. Megatron 2022 casts the bf16 logits to fp32 before
     the cross-entropy (``output.float()``) and the fp32 gradient back: a pass each way reading 2 and
-    writing 4 bytes an element, or reading 4 and writing 2, at the preset's achieved HBM bandwidth."""
+    writing 4 bytes an element, or reading 4 and writing 2, at the preset's achieved HBM bandwidth (a kernel
+    each, with the per-kernel floor)."""
     tp = lay.tp
     m = "_Y" if tp > 1 else ""
     c = "_Z" if lay.cp > 1 else ""
@@ -355,7 +356,8 @@ def _head(lay: LayerCost) -> float:
     env = lay.env(plan)
     logits = lay.microbatch * lay.seq / lay.cp * sizes["Q"]
     casts = 2 * 6 * logits / (lay.hw.hbm_bandwidth * lay.hw.efficiency.hbm)
-    return sum(op_cost(s.op, env).seconds for s in plan.steps if s.is_compute) + casts
+    costs = floored([op_cost(s.op, env) for s in plan.steps], env)    # each kernel with the per-kernel floor
+    return sum(c.seconds for s, c in zip(plan.steps, costs) if s.is_compute) + casts + 2 * env.t_kernel
 
 
 __all__ = ["LayerCost", "ATTENTION", "RECOMPUTE", "JAX_POLICIES", "policy", "collective_seconds"]
