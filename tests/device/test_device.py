@@ -137,6 +137,26 @@ def _timing(seconds, runs=20):
     return Timing(seconds, runs, 0.02, 1, (seconds,) * runs)
 
 
+def test_the_matmul_sweep_times_its_fastest_sizes_again(monkeypatch):
+    """The sweep stops where two sizes in a row agree; a size read low once (another process on the
+    machine) can make them agree below the peak. Its two fastest sizes are then timed again and the faster
+    reading of each kept: here 1024 reads 39.8 GFLOP/s, then 44.9 (the 8 devices' einsum of that size then
+    reached 47 GFLOP/s, 16 % over the peak first taken)."""
+    from symcost.device import bench, calibrate
+    rates = {256: [19e9], 512: [32.6e9], 1024: [39.8e9, 44.9e9], 2048: [40.8e9, 41.0e9]}
+    timed = []
+
+    def matmul(n, dtype, runs, key):
+        timed.append(n)
+        flops = 2.0 * n ** 3
+        return Sample(n, flops, _timing(flops / rates[n].pop(0)))
+    monkeypatch.setattr(bench, "matmul", matmul)
+    pts, reached = calibrate.matmul_to_peak((256, 512, 1024), "bf16", 3, None)
+    assert reached and timed == [256, 512, 1024, 2048, 2048, 1024]     # 2048 agreed with 1024: the sweep stopped
+    assert [p.size for p in pts] == [256, 512, 1024, 2048]
+    assert max(p.rate for p in pts) == pytest.approx(44.9e9) and pts[3].rate == pytest.approx(41.0e9)
+
+
 def _calibration(base, platform="gpu", kind="NVIDIA H100 80GB HBM3"):
     info = DeviceInfo(platform, kind, 8, 80e9, "0.0")
     cal = Calibration(info, "2025-01-01 00:00:00 UTC", False, Sweep((1024, 8192), ("bf16",), 1 << 30, 1 << 26, 256,
