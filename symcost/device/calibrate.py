@@ -7,11 +7,13 @@
 
 What is swept depends on the backend (a CPU gets smaller sizes than a GPU, so that the sweep ends in
 seconds) and on ``quick``. The matmul sweep goes on doubling past its listed sizes until the peak is
-reached -- two sizes in a row within :data:`PEAK_WITHIN` of each other and of the best -- or one call takes
-longer than :data:`MAX_CALL` seconds (a peak taken at a size still climbing would price every large einsum
-too slow); its :data:`AGAIN` fastest sizes are then timed again, the faster reading of each kept (other
-work on a shared machine only slows a run: a size read low once no longer sets the peak). ``model`` adds
-matmuls at the shapes of a model's layers (its weights, at ``tokens`` rows: decode and prefill). The
+reached -- two sizes in a row within :data:`PEAK_WITHIN` of each other and of the best -- or the next
+size's call would take longer than :data:`MAX_CALL` seconds at the rate the last one ran (eight times its
+FLOPs; a peak taken at a size still climbing would price every large einsum too slow, a call of several
+seconds on a CPU adds its length to the calibration five times over); its :data:`AGAIN` fastest sizes
+are then timed again, the faster reading of each kept (other work on a shared machine only slows a run: a
+size read low once no longer sets the peak). ``model`` adds matmuls at the shapes of a model's layers
+(its weights, at ``tokens`` rows: decode and prefill). The
 per-kernel floor is timed as chains of dependent matrix-vector kernels in one jit
 (:class:`~symcost.device.bench.KernelFloor`). The result is a value; :mod:`symcost.device.preset` turns
 it into a preset file.
@@ -29,9 +31,9 @@ from .fit import LineFit, fit_line
 
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
 PEAK_WITHIN = 0.03       # two sizes in a row this close (and this close to the best): the peak is reached
-MAX_CALL = 1.0           # seconds: the matmul sweep stops doubling once one call takes longer
+MAX_CALL = 1.0           # seconds: the matmul sweep does not double into a call predicted to take longer
 MAX_N = 32768            # and never goes past this n
-AGAIN = 2                # the fastest sizes of the sweep timed a second time, the faster reading kept
+AGAIN = 3                # the fastest sizes of the sweep timed a second time, the faster reading kept
 KERNEL_CHAIN = 128       # kernels in each chain of the per-kernel floor
 
 
@@ -157,7 +159,7 @@ def matmul_to_peak(sizes, dtype: str, runs: int, key, step=lambda n: None) -> tu
         n = todo.pop(0)
         step(n)
         pts.append(bench.matmul(n, dtype, runs, key))
-        if not todo and not _at_peak(pts) and pts[-1].timing.median < MAX_CALL and 2 * n <= MAX_N:
+        if not todo and not _at_peak(pts) and 8 * pts[-1].timing.median <= MAX_CALL and 2 * n <= MAX_N:
             todo.append(2 * n)
     reached = _at_peak(pts)
     # a second look at the fastest sizes: other work on the machine only ever slows a run, so a size that

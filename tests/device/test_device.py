@@ -139,11 +139,11 @@ def _timing(seconds, runs=20):
 
 def test_the_matmul_sweep_times_its_fastest_sizes_again(monkeypatch):
     """The sweep stops where two sizes in a row agree; a size read low once (another process on the
-    machine) can make them agree below the peak. Its two fastest sizes are then timed again and the faster
+    machine) can make them agree below the peak. Its three fastest sizes are then timed again and the faster
     reading of each kept: here 1024 reads 39.8 GFLOP/s, then 44.9 (the 8 devices' einsum of that size then
     reached 47 GFLOP/s, 16 % over the peak first taken)."""
     from symcost.device import bench, calibrate
-    rates = {256: [19e9], 512: [32.6e9], 1024: [39.8e9, 44.9e9], 2048: [40.8e9, 41.0e9]}
+    rates = {256: [19e9], 512: [32.6e9, 31.0e9], 1024: [39.8e9, 44.9e9], 2048: [40.8e9, 41.0e9]}
     timed = []
 
     def matmul(n, dtype, runs, key):
@@ -152,9 +152,28 @@ def test_the_matmul_sweep_times_its_fastest_sizes_again(monkeypatch):
         return Sample(n, flops, _timing(flops / rates[n].pop(0)))
     monkeypatch.setattr(bench, "matmul", matmul)
     pts, reached = calibrate.matmul_to_peak((256, 512, 1024), "bf16", 3, None)
-    assert reached and timed == [256, 512, 1024, 2048, 2048, 1024]     # 2048 agreed with 1024: the sweep stopped
+    assert reached and timed == [256, 512, 1024, 2048, 2048, 1024, 512]   # 2048 agreed with 1024: the sweep stopped
     assert [p.size for p in pts] == [256, 512, 1024, 2048]
     assert max(p.rate for p in pts) == pytest.approx(44.9e9) and pts[3].rate == pytest.approx(41.0e9)
+    assert pts[1].rate == pytest.approx(32.6e9)                         # the slower second reading is dropped
+
+
+def test_the_matmul_sweep_does_not_double_into_a_call_longer_than_a_second(monkeypatch):
+    """A CPU's 2048^3 bf16 matmul takes about 0.4 s a call: 4096^3 would take eight times that, timed five
+    times (two warm-ups, three runs) and again when it is among the fastest. The sweep stops doubling where
+    the next call, at the rate of the last, would pass ``MAX_CALL``; the peak is then not reached."""
+    from symcost.device import bench, calibrate
+    timed = []
+
+    def matmul(n, dtype, runs, key):
+        timed.append(n)
+        flops = 2.0 * n ** 3
+        return Sample(n, flops, _timing(flops / {512: 30e9, 1024: 35e9, 2048: 41e9}[n]))
+    monkeypatch.setattr(bench, "matmul", matmul)
+    pts, reached = calibrate.matmul_to_peak((512, 1024), "bf16", 3, None)
+    assert 8 * 2 * 2048 ** 3 / 41e9 > calibrate.MAX_CALL >= 8 * 2 * 1024 ** 3 / 35e9
+    assert not reached and [p.size for p in pts] == [512, 1024, 2048]
+    assert timed == [512, 1024, 2048, 2048, 1024, 512]
 
 
 def _calibration(base, platform="gpu", kind="NVIDIA H100 80GB HBM3"):
@@ -367,11 +386,10 @@ def calibrated(tmp_path_factory, cli):
     share one calibration of these devices: the first writes it there, the second reads it.
 
     It is ``calibrate --quick --dtypes bf16 --runs 3``, the command as a user runs it for the dtype these
-    tests price (a CPU's quick sweep also measures fp32, whose matmuls double up to 4096^3 at 4 to 8 s a
-    call: two thirds of the calibration, which no test reads): the bf16 matmul sweep doubles past its listed
-    sizes, which the timing test of the peak needs, until two sizes agree or one call takes over a second (a
-    sweep that stopped early under load left the peak below what a large einsum reaches, which that test
-    catches); every collective is fitted over four sizes (the fit tests need three or more, from at most
+    tests price (a CPU's quick sweep also measures fp32, which no test reads): the bf16 matmul sweep doubles
+    past its listed sizes, which the timing test of the peak needs, until two sizes agree or the next call
+    would take over a second (a sweep that stopped early under load left the peak below what a large einsum
+    reaches, which that test catches); every collective is fitted over four sizes (the fit tests need three or more, from at most
     8 kB to at least 1 MB); three timed runs a point (medians of three, as the tests check)."""
     if not HAS_JAX:
         pytest.skip("calibrate needs the jax extra: pip install 'symcost[jax]'")
