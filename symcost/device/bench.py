@@ -167,7 +167,7 @@ def kernel_floor(widths, chain: int, runs: int, key) -> KernelFloor:
     out = []
     for k in widths:
         key, sub = jx.random.split(key)
-        ws = [runtime.random_array(kk, (k, k), "bf16", None) for kk in jx.random.split(sub, chain)]
+        ws = runtime.random_arrays(sub, (k, k), "bf16", chain)
         v = jnp.ones((k,), jnp.bfloat16)
 
         def f(x, weights):
