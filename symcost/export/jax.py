@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..einsum import LocalEinsum
+from ..elementwise import Elementwise
 from ..errors import ExportError
 
 __all__ = ["export_plan", "concrete_sizes", "lower", "Lowering", "Lowered", "einsum_line", "layout_key",
@@ -49,15 +50,28 @@ def _var(name: str) -> str:
     return "t_" + re.sub(r"\W", "_", name)
 
 
-def concrete_sizes(plan, what: str) -> dict:
+def _reads(op) -> tuple:
+    return tuple(op.inputs) if isinstance(op, (LocalEinsum, Elementwise)) else (op.before,)
+
+
+def _writes(op):
+    return op.output if isinstance(op, (LocalEinsum, Elementwise)) else op.after
+
+
+def concrete_sizes(plan, what: str, elementwise: bool = False) -> dict:
     """Every dimension's size: the bound ones, and for the rest a small size every layout divides (twice
-    the number of devices). JAX's shard_map needs dimensions its axes divide: padded blocks are refused."""
+    the number of devices). JAX's shard_map needs dimensions its axes divide: padded blocks are refused.
+    ``elementwise``: the lowering writes elementwise work (each rule's ``jax`` form); else it is refused."""
     mesh = plan.mesh
     if not mesh.bound:
         raise ExportError(f"cannot {what}: give every mesh axis a size (--mesh X=4,...)")
     for s in plan.steps:
-        if s.is_elementwise:
-            raise ExportError(f"cannot {what}: elementwise work ({s.kind}) has no JAX lowering yet")
+        if s.is_elementwise and not elementwise:
+            raise ExportError(f"cannot {what} elementwise work ({s.kind}) yet: export-jax writes it")
+        if s.is_elementwise and (s.op.grad or not s.op.rule.jax):
+            raise ExportError(f"cannot {what}: {s.op.label} has no JAX lowering (the notation does not say "
+                              f"which function it applies)" if not s.op.grad else
+                              f"cannot {what}: a backward step ({s.op.label}) has no JAX lowering")
     if plan.padding:
         raise ExportError(f"cannot {what} padded blocks ({plan.padding[0]}): bind sizes the axes divide")
     default = 2
@@ -65,12 +79,16 @@ def concrete_sizes(plan, what: str) -> dict:
         default *= a.size
     sizes = {}
     for s in plan.steps:
-        for t in (s.op.inputs + (s.op.output,) if s.is_einsum else (s.op.before, s.op.after)):
+        for t in _reads(s.op) + (_writes(s.op),):
             sizes.update({d: default for d in t.dims if not d.isdigit()})
     sizes.update({d: default for lay in plan.layouts for d in lay.dims if not d.isdigit()})
     sizes.update(dict(plan.sizes))
     return sizes
 
+
+#: elementwise work lowered as the identity (its rule's ``jax`` form), and why
+STAND_INS = {"Rotary": "its rotation needs each element's position, which the notation does not name",
+             "Dropout": "its mask is random (as at inference)"}
 
 #: jnp names of symcost's dtypes (``native`` lowering keeps each tensor in its own dtype)
 JNP_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn", "int8": "int8",
@@ -121,7 +139,37 @@ def einsum_line(op: LocalEinsum, var=_var, native: bool = False) -> str:
             f".astype(jnp.{JNP_DTYPES[op.output.dtype]})")
 
 
-def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout: bool = False) -> Lowering:
+def _shape_of(layout, sizes: dict, mesh=None) -> tuple:
+    """A layout's shape: whole, or (with ``mesh``) one device's block."""
+    def size(d: str) -> int:
+        return int(d) if d.isdigit() else int(sizes[d])
+    if mesh is None:
+        return tuple(size(d) for d in layout.dims)
+    out = []
+    for d, ax in zip(layout.dims, layout.axes):
+        n = 1
+        for a in ax:
+            n *= mesh.axis(a).size
+        out.append(size(d) // n)
+    return tuple(out)
+
+
+def elementwise_expr(op: Elementwise, args: list, shape: tuple) -> str:
+    """Elementwise work as one jax.numpy expression on ``args`` (each operand's variable; ``shape``: the
+    result's, whole or a block), from its rule's ``jax`` form: an operand whose dimensions are the first's
+    in another order is transposed to them first, and the reduced dimension is found where
+    :mod:`symcost.simulation` finds it (in the result, for a rule that adds it)."""
+    dims = op.inputs[0].dims
+    args = [f"jnp.transpose({a}, {tuple(t.dims.index(d) for d in dims)})"
+            if t.dims != dims and sorted(t.dims) == sorted(dims) else a for t, a in zip(op.inputs, args)]
+    where = op.output.dims if op.rule.broadcasts else dims
+    axis = where.index(op.reduce) if op.reduce else None
+    k = shape[axis] if axis is not None and axis < len(shape) else None
+    return op.rule.jax.format(*args, axis=axis, k=k, shape=shape)
+
+
+def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout: bool = False,
+          elementwise: bool = False) -> Lowering:
     """Every step of ``plan`` as ``shard_map`` body lines: einsums as ``jnp.einsum``, each move through
     its rule's :meth:`~symcost.collectives.MoveRule.lower_jax`. ``var`` names a tensor's variable;
     ``what`` says what the lowering is for in its errors.
@@ -130,24 +178,29 @@ def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout:
     ``by_layout`` each layout of a tensor is its own variable (``var`` gets :func:`layout_key`), so a step
     that reads an earlier layout reads it as it was; and a step that writes a value over one nothing has
     read yet (the gradient contributions a backward pass sums) adds to it, so every step's work is live
-    in the program (a compiler drops what no one reads)."""
+    in the program (a compiler drops what no one reads). ``elementwise``: elementwise work is written too
+    (:func:`elementwise_expr`), else refused."""
     mesh = plan.mesh
-    sizes = concrete_sizes(plan, what)
+    sizes = concrete_sizes(plan, what, elementwise)
     key = layout_key if by_layout else (lambda t: t.name)
     inputs, seen, steps, produced = [], set(), [], []
     unread: set = set()
     last = {}                                   # each tensor's layout as the last step left it
     for i, s in enumerate(plan.steps):
         op = s.op
-        reads = op.inputs if isinstance(op, LocalEinsum) else (op.before,)
+        reads = _reads(op)
         for t in reads:
             if t.name not in seen and t.name not in produced and (not by_layout or key(t) not in seen):
                 inputs.append(t)
                 seen.update((t.name, key(t)))
             unread.discard(key(t))
-        out = op.output if isinstance(op, LocalEinsum) else op.after
+        out = _writes(op)
         v = var(key(out))
-        if isinstance(op, LocalEinsum):
+        if isinstance(op, Elementwise):
+            expr = elementwise_expr(op, [var(key(t)) for t in op.inputs], _shape_of(out, sizes, mesh))
+            lines = (f"{v} = {expr}",)
+            again = (f"{v} = {v} + {expr}",) if by_layout and key(out) in unread else None
+        elif isinstance(op, LocalEinsum):
             line = einsum_line(op, lambda n: var(key(next(t for t in op.inputs + (op.output,) if t.name == n))),  # noqa: B023
                                native) if by_layout else einsum_line(op, var, native)
             lines = (line,)
@@ -164,18 +217,24 @@ def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout:
         if by_layout:
             unread.add(key(out))
             seen.add(key(out))
-        if (isinstance(op, LocalEinsum) or op.after.name != op.before.name) and out.name not in produced:
+        if (isinstance(op, (LocalEinsum, Elementwise)) or op.after.name != op.before.name) \
+                and out.name not in produced:
             produced.append(out.name)
     finals = {l.name: l for l in plan.layouts}
     if by_layout:       # the backward's tensors too (the plan's final layouts are the forward's)
         finals = {**{n: t for n, t in last.items() if n not in finals}, **finals}
+    else:               # a tensor's one variable holds the layout its last step left (a result gathered later)
+        finals.update(last)
     outputs = produced or [t.name for t in inputs]
     return Lowering(tuple(inputs), tuple(finals[n] for n in outputs if n in finals), tuple(steps), sizes)
 
 
-def _reference(step: Lowered) -> str | None:
+def _reference(step: Lowered, sizes: dict) -> str | None:
     """The unsharded computation of a step for the exported check (moves other than renames change
     nothing)."""
+    if isinstance(step.op, Elementwise):
+        args = [f"r[{t.name!r}]" for t in step.inputs]
+        return f"r[{step.output.name!r}] = {elementwise_expr(step.op, args, _shape_of(step.output, sizes))}"
     if isinstance(step.op, LocalEinsum):
         return (f"r[{step.output.name!r}] = jnp.einsum({step.op.subscripts()!r}, "
                 + ", ".join(f"r[{t.name!r}]" for t in step.inputs) + ")")
@@ -185,12 +244,16 @@ def _reference(step: Lowered) -> str | None:
 
 
 def export_plan(plan) -> str:
-    """A standalone Python program that runs ``plan`` with shard_map and checks it against jnp.einsum.
+    """A standalone Python program that runs ``plan`` with shard_map and checks it against the same program
+    on whole arrays (``jnp.einsum`` for a program of einsums; elementwise work as its rule's ``jax`` form).
     Dimensions left unbound get a small size every layout divides (twice the number of devices)."""
     mesh = plan.mesh
-    low = lower(plan)
+    low = lower(plan, elementwise=True)
     inputs, outs, sizes, body = low.inputs, low.outputs, low.sizes, low.body
-    ref = [r for r in map(_reference, low.steps) if r is not None]
+    ref = [r for r in (_reference(s, sizes) for s in low.steps) if r is not None]
+    kinds = sorted({s.op.kind for s in low.steps if isinstance(s.op, Elementwise)})
+    whole = "the program on whole arrays" if kinds else "jnp.einsum"
+    stand_ins = [k for k in kinds if k in STAND_INS]
     for t in inputs:
         if t.unreduced:
             raise ExportError(f"cannot export: input {t.name} holds partial sums ({t})")
@@ -206,6 +269,7 @@ def export_plan(plan) -> str:
         '"""Generated by symcost export-jax: ' + plan.expression.replace('"', "'").replace("\n", "; ") + '"""',
         "import os",
         f"os.environ['XLA_FLAGS'] = os.environ.get('XLA_FLAGS', '') + ' --xla_force_host_platform_device_count={ndev}'",
+        *(f"# {k} is lowered as the identity, as symcost's simulator runs it: {STAND_INS[k]}" for k in stand_ins),
         "import sys",
         "import numpy as np",
         "import jax",
@@ -252,7 +316,7 @@ def export_plan(plan) -> str:
         "    ok = True",
         "    for name, value in zip(OUT_SPECS, got):",
         "        good = bool(np.allclose(np.asarray(value), np.asarray(want[name]), rtol=1e-4, atol=1e-3))",
-        "        print(f'{name}: {\"matches\" if good else \"DIFFERS from\"} jnp.einsum')",
+        f"        print(f'{{name}}: {{\"matches\" if good else \"DIFFERS from\"}} {whole}')",
         "        ok = ok and good",
         "    return 0 if ok else 1",
         "",
