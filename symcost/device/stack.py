@@ -9,8 +9,9 @@ gradients symcost derives, including those of its collectives). Each layer's out
 input; whatever a layer produces that nothing reads (the new keys and values, the gradients) is returned,
 so the compiler cannot drop the einsums that make it. The stack is the layer's matmuls
 (``layer_program(..., elementwise=False)``): its elementwise work (norms, rotary embedding, activations,
-residual adds) has no JAX lowering yet, so it is neither run nor predicted here -- the comparison is of
-the derived matmul programs, as docs/devices.md says, while ``symcost serve`` prices the whole layer.
+residual adds) is neither run nor predicted here -- its forward has a JAX lowering (``measure PROGRAM``
+runs it), its backward steps do not -- so the comparison is of the derived matmul programs, as
+docs/devices.md says, while ``symcost serve`` prices the whole layer.
 
 The prediction is the derivation's: each layer's plan under the ``step`` overlap policy (its einsums one
 after another, each max(T_math, T_hbm); collectives beside them), times the layers, plus the head's.

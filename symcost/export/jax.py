@@ -198,6 +198,8 @@ def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout:
         v = var(key(out))
         if isinstance(op, Elementwise):
             expr = elementwise_expr(op, [var(key(t)) for t in op.inputs], _shape_of(out, sizes, mesh))
+            if native and out.dtype in JNP_DTYPES:          # the result in its own dtype, as an einsum's
+                expr = f"({expr}).astype(jnp.{JNP_DTYPES[out.dtype]})"
             lines = (f"{v} = {expr}",)
             again = (f"{v} = {v} + {expr}",) if by_layout and key(out) in unread else None
         elif isinstance(op, LocalEinsum):

@@ -476,6 +476,24 @@ def test_measure_reports_what_it_ran(cli, calibrated, tmp_path):
 
 @pytest.mark.slow
 @NEEDS_JAX
+def test_measure_runs_elementwise_work(cli, calibrated):
+    """A plan's norms, activations and adds run as ``export-jax`` writes them, each step timed beside its
+    prediction (the layer Megatron's sequence parallelism plans, on 8 host devices)."""
+    path, _ = calibrated
+    layer, dims = str(ROOT / "examples" / "megatron_sp_layer.sc"), "B=2,T=64,S=64,D=64,K=8,G=1,H=8,F=256"
+    r = cli("measure", layer, "--mesh", "Y=8", "--dims", dims, "--hw", str(path), "--json", "--runs", "3")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    plan = symcost.derive(open(layer).read(), mesh="Y=8", dims=dims, hw=str(path))
+    assert [s["step"] for s in out["steps"]] == [s.signature() for s in plan.steps]
+    kinds = {s["kind"] for s in out["steps"]}
+    assert {"LayerNorm", "Softmax", "GeLU", "Dropout", "Add", "AllGather", "ReduceScatter", "Einsum"} <= kinds
+    assert all(s["measured"]["seconds"] > 0 for s in out["steps"])
+    assert out["measured"]["seconds"] > 0 and out["ratio"] > 0
+
+
+@pytest.mark.slow
+@NEEDS_JAX
 def test_measure_runs_a_models_layer_stack(cli, calibrated, tmp_path):
     import jsonschema
     path, _ = calibrated
