@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The device check behind docs/devices-measured.md's "a layer with elementwise work": `measure` of Megatron's
+# sequence-parallel GPT layer (examples/megatron_sp_layer.sc) at one GPU's share of the 22B layer at TP 8
+# (Korthikanti et al. 2022, Table 4: 8 of the 64 heads, 3,072 of the 24,576 hidden units), and of the
+# LLaMA 3 8B decode layer (examples/llama3_8b_decode_layer.sc), against the preset of the GPU found.
+#   OUT=folder benchmarks/elementwise_check.sh
+set -u
+OUT=${OUT:?give an output folder in OUT}
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$GPU" in *H200*) HW=h200;; *) HW=h100;; esac
+echo "$GPU -> $HW" > "$OUT/info.txt"
+python3 -c "import jax; print(jax.__version__, jax.devices())" >> "$OUT/info.txt" 2>&1
+SC="python3 -m symcost.cli"
+LAYER="examples/megatron_sp_layer.sc --mesh Y=1 --dims B=4,T=2048,S=2048,D=6144,K=8,G=1,H=96,F=3072"
+timeout 200 $SC measure $LAYER --hw $HW --runs 20 > "$OUT/sp_layer.txt" 2>&1; echo "exit $?" >> "$OUT/sp_layer.txt"
+timeout 200 $SC measure $LAYER --hw $HW --runs 20 --json > "$OUT/sp_layer.json" 2> "$OUT/sp_layer.err"
+timeout 120 $SC measure examples/llama3_8b_decode_layer.sc --dims B=1,T=1,S=1024,D=4096,K=8,G=4,H=128,F=14336 \
+  --hw $HW --runs 20 > "$OUT/decode_layer.txt" 2>&1; echo "exit $?" >> "$OUT/decode_layer.txt"
