@@ -46,6 +46,9 @@ class Rule:
     #: variables, ``{axis}`` the reduced (or added) dimension's position, ``{k}`` the result's size there,
     #: ``{shape}`` the result's block shape; empty where the notation does not say enough to write it
     jax: str = ""
+    #: an operand's gradient from the result's (``{0}``) and what the rule saves (``{1}``: its output or
+    #: mask), for a rule that does not save its inputs (one that does is differentiated by ``jax.vjp``)
+    jax_grad: str = ""
 
     communicates = False       # the planner's and the printers' question to every step
     inserted = False
@@ -74,28 +77,32 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("RMSNorm", 1, 4, 8, "inputs", reduces=True, summary="normalise by the root mean square over a dimension",
          jax="{0} / jnp.sqrt(jnp.mean({0} * {0}, axis={axis}, keepdims=True) + 1e-6)"),
     Rule("Softmax", 1, 5, 4, "output", reduces=True, summary="softmax over a dimension (attention scores)",
-         jax="jax.nn.softmax({0}, axis={axis})"),
+         jax="jax.nn.softmax({0}, axis={axis})",
+         jax_grad="{1} * ({0} - jnp.sum({0} * {1}, axis={axis}, keepdims=True))"),
     Rule("GeLU", 1, 8, 14, "inputs", summary="GeLU activation (tanh form)", jax="jax.nn.gelu({0}, approximate=True)"),
     Rule("SiLU", 1, 4, 8, "inputs", summary="SiLU (swish) activation, the gate of SwiGLU", jax="jax.nn.silu({0})"),
-    Rule("ReLU", 1, 1, 1, "output", summary="ReLU activation", jax="jax.nn.relu({0})"),
+    Rule("ReLU", 1, 1, 1, "output", summary="ReLU activation", jax="jax.nn.relu({0})",
+         jax_grad="{0} * ({1} > 0)"),
     Rule("Pointwise", 1, 1, 1, "inputs",
          summary="a function of one operand, element by element (exp, tanh, rsqrt, a scaling by a constant)"),
     Rule("Mul", 2, 1, 1, "inputs", summary="elementwise product (the gate of a gated MLP)", jax="{0} * {1}"),
-    Rule("Add", 2, 1, 0, "none", linear=True, summary="elementwise sum (a residual connection)", jax="{0} + {1}"),
+    Rule("Add", 2, 1, 0, "none", linear=True, summary="elementwise sum (a residual connection)", jax="{0} + {1}",
+         jax_grad="{0}"),
     # rotary embedding's rotation needs each element's global position, and dropout's mask a seed per
     # element, neither of which the notation names: both are lowered as the identity (the simulator's choice)
-    Rule("Rotary", 1, 3, 3, "none", linear=True, relabels=True, summary="rotary position embedding", jax="{0}"),
+    Rule("Rotary", 1, 3, 3, "none", linear=True, relabels=True, summary="rotary position embedding", jax="{0}",
+         jax_grad="{0}"),
     Rule("Dropout", 1, 2, 1, "mask", linear=True, summary="dropout (writes a one-byte mask the backward pass reads)",
-         jax="{0}"),
+         jax="{0}", jax_grad="{0} * {1}"),
     Rule("View", 1, 0, 0, "none", linear=True, relabels=True, summary="a view: renames dimensions, moves nothing",
-         jax="{0}.reshape({shape})"),
+         jax="{0}.reshape({shape})", jax_grad="{0}.reshape({shape})"),
     Rule("TopK", 1, 6, 4, "inputs", reduces=True, relabels=True,
          summary="a router's softmax and top-k over the experts (each token's k expert weights)",
          jax="jnp.moveaxis(jax.lax.top_k(jnp.moveaxis(jax.nn.softmax({0}, axis={axis}), {axis}, -1), {k})[0],"
              " -1, {axis})"),
     Rule("Dispatch", 2, 0, 1, "none", reduces=True, broadcasts=True,
          summary="a copy of each token to each of its k experts' slots, steered by the router (an MoE permutation)",
-         jax="jnp.broadcast_to(jnp.expand_dims({0}, {axis}), {shape})"),
+         jax="jnp.broadcast_to(jnp.expand_dims({0}, {axis}), {shape})", jax_grad="jnp.sum({0}, axis={axis})"),
     Rule("CrossEntropy", 1, 6, 3, "inputs", reduces=True, drops=True,
          summary="softmax cross-entropy over the vocabulary (one loss a token)",
          jax="jax.nn.logsumexp({0}, axis={axis})"),

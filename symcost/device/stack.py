@@ -7,11 +7,10 @@ weights at the given sizes, then the unembedding, against symcost's prediction f
 tokens attending to themselves, ``train`` the derived forward and backward einsums of each layer (the
 gradients symcost derives, including those of its collectives). Each layer's output is the next layer's
 input; whatever a layer produces that nothing reads (the new keys and values, the gradients) is returned,
-so the compiler cannot drop the einsums that make it. The stack is the layer's matmuls
-(``layer_program(..., elementwise=False)``): its elementwise work (norms, rotary embedding, activations,
-residual adds) is neither run nor predicted here -- its forward has a JAX lowering (``measure PROGRAM``
-runs it), its backward steps do not -- so the comparison is of the derived matmul programs, as
-docs/devices.md says, while ``symcost serve`` prices the whole layer.
+so the compiler cannot drop the einsums that make it. The stack is the whole layer ``symcost serve`` prices:
+its matmuls and its elementwise work (norms, rotary embedding as the identity, activations, residual adds),
+each lowered as ``export-jax`` writes it (a backward step as its rule's gradient form or ``jax.vjp`` of
+its forward).
 
 The prediction is the derivation's: each layer's plan under the ``step`` overlap policy (its einsums one
 after another, each max(T_math, T_hbm); collectives beside them), times the layers, plus the head's.
@@ -84,7 +83,7 @@ def _plans(cfg, hw, mode, batch, seq, chips, dtype, kv_dtype):
     layers = []
     for moe, count in kinds:
         if count:
-            text = layer_program(cfg, sharding, dtype=dtype, kv_dtype=kv_dtype, moe=moe, elementwise=False)
+            text = layer_program(cfg, sharding, dtype=dtype, kv_dtype=kv_dtype, moe=moe)
             plan = derive_program(text, mesh=mesh, dims=sizes(cfg, batch=batch, seq=t, context=s, experts_moe=moe),
                                   hw=hw, moves="all", overlap="step", backward=mode == "train")
             layers.append((plan, count))

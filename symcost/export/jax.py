@@ -68,10 +68,9 @@ def concrete_sizes(plan, what: str, elementwise: bool = False) -> dict:
     for s in plan.steps:
         if s.is_elementwise and not elementwise:
             raise ExportError(f"cannot {what} elementwise work ({s.kind}) yet: export-jax writes it")
-        if s.is_elementwise and (s.op.grad or not s.op.rule.jax):
+        if s.is_elementwise and not _lowerable(s.op):
             raise ExportError(f"cannot {what}: {s.op.label} has no JAX lowering (the notation does not say "
-                              f"which function it applies)" if not s.op.grad else
-                              f"cannot {what}: a backward step ({s.op.label}) has no JAX lowering")
+                              f"which function it applies)")
     if plan.padding:
         raise ExportError(f"cannot {what} padded blocks ({plan.padding[0]}): bind sizes the axes divide")
     default = 2
@@ -154,11 +153,21 @@ def _shape_of(layout, sizes: dict, mesh=None) -> tuple:
     return tuple(out)
 
 
-def elementwise_expr(op: Elementwise, args: list, shape: tuple) -> str:
-    """Elementwise work as one jax.numpy expression on ``args`` (each operand's variable; ``shape``: the
-    result's, whole or a block), from its rule's ``jax`` form: an operand whose dimensions are the first's
-    in another order is transposed to them first, and the reduced dimension is found where
-    :mod:`symcost.simulation` finds it (in the result, for a rule that adds it)."""
+def _lowerable(op: Elementwise) -> bool:
+    rule = op.rule
+    return bool(rule.jax_grad or rule.saves == "inputs" and rule.jax) if op.grad else bool(rule.jax)
+
+
+def elementwise_expr(op: Elementwise, args: list, sizes: dict, mesh=None) -> str:
+    """Elementwise work as one jax.numpy expression on ``args`` (each operand's variable), whole arrays or
+    (with ``mesh``) one device's blocks, from its rule's ``jax`` form: an operand whose dimensions are the
+    first's in another order is transposed to them first, and the reduced dimension is found where
+    :mod:`symcost.simulation` finds it (in the result, for a rule that adds it). A backward step (``Rule'``:
+    the result's gradient, then what the rule saved) is its rule's ``jax_grad`` form, or, for a rule that
+    saves its inputs, ``jax.vjp`` of its forward at them."""
+    shape = _shape_of(op.output, sizes, mesh)
+    if op.grad:
+        return _gradient_expr(op, args, sizes, mesh, shape)
     dims = op.inputs[0].dims
     args = [f"jnp.transpose({a}, {tuple(t.dims.index(d) for d in dims)})"
             if t.dims != dims and sorted(t.dims) == sorted(dims) else a for t, a in zip(op.inputs, args)]
@@ -166,6 +175,20 @@ def elementwise_expr(op: Elementwise, args: list, shape: tuple) -> str:
     axis = where.index(op.reduce) if op.reduce else None
     k = shape[axis] if axis is not None and axis < len(shape) else None
     return op.rule.jax.format(*args, axis=axis, k=k, shape=shape)
+
+
+def _gradient_expr(op: Elementwise, args: list, sizes: dict, mesh, shape: tuple) -> str:
+    rule = op.rule
+    axis = (op.inputs[0] if rule.broadcasts else op.output).dims.index(op.reduce) if op.reduce else None
+    if rule.saves != "inputs":
+        return rule.jax_grad.format(*args, axis=axis, shape=shape)
+    saved = [t.name for t in op.inputs[1:]]
+    which = saved.index(op.output.name[1:]) if op.output.name[1:] in saved else 0
+    dres = _shape_of(op.inputs[0], sizes, mesh)         # a top-k's k: its result's size there
+    k = dres[axis] if axis is not None and axis < len(dres) else None
+    params = [f"v{i}" for i in range(len(saved))]
+    forward = rule.jax.format(*params, axis=axis, k=k, shape=shape)
+    return f"jax.vjp(lambda {', '.join(params)}: {forward}, {', '.join(args[1:])})[1]({args[0]})[{which}]"
 
 
 def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout: bool = False,
@@ -197,7 +220,7 @@ def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout:
         out = _writes(op)
         v = var(key(out))
         if isinstance(op, Elementwise):
-            expr = elementwise_expr(op, [var(key(t)) for t in op.inputs], _shape_of(out, sizes, mesh))
+            expr = elementwise_expr(op, [var(key(t)) for t in op.inputs], sizes, mesh)
             if native and out.dtype in JNP_DTYPES:          # the result in its own dtype, as an einsum's
                 expr = f"({expr}).astype(jnp.{JNP_DTYPES[out.dtype]})"
             lines = (f"{v} = {expr}",)
@@ -236,7 +259,7 @@ def _reference(step: Lowered, sizes: dict) -> str | None:
     nothing)."""
     if isinstance(step.op, Elementwise):
         args = [f"r[{t.name!r}]" for t in step.inputs]
-        return f"r[{step.output.name!r}] = {elementwise_expr(step.op, args, _shape_of(step.output, sizes))}"
+        return f"r[{step.output.name!r}] = {elementwise_expr(step.op, args, sizes)}"
     if isinstance(step.op, LocalEinsum):
         return (f"r[{step.output.name!r}] = jnp.einsum({step.op.subscripts()!r}, "
                 + ", ".join(f"r[{t.name!r}]" for t in step.inputs) + ")")

@@ -512,10 +512,10 @@ def test_measure_runs_a_models_layer_stack(cli, calibrated, tmp_path):
     c = load_model_config(str(cfg))
     m, sh = default_mesh(c, 8)
     dims = sizes(c, batch=8, seq=1, context=64)
-    layer = derive_program(layer_program(c, sh, elementwise=False), mesh=m, dims=dims, hw=str(path), moves="all",
-                           overlap="step")
+    layer = derive_program(layer_program(c, sh), mesh=m, dims=dims, hw=str(path), moves="all", overlap="step")
     head = derive_program(head_program(c, sh), mesh=m, dims=dims, hw=str(path), moves="all", overlap="step")
     assert [s["step"] for s in out["steps"]] == [s.signature() for s in layer.steps + head.steps]
+    assert {"RMSNorm", "Rotary", "SiLU", "Mul", "Add"} <= {s["kind"] for s in out["steps"]}   # the whole layer
     want = 2 * layer.numeric()["t_step"] + head.numeric()["t_step"]
     assert out["predicted"]["seconds"] == pytest.approx(want, rel=1e-9)
 
@@ -535,6 +535,8 @@ def test_measure_runs_a_training_step_forward_and_backward(cli, calibrated, tmp_
     assert out["what"]["mode"] == "train" and out["measured"]["seconds"] > 0
     assert {s["phase"] for s in out["steps"]} == {"forward", "backward"}
     assert sum(s["phase"] == "backward" for s in out["steps"]) > sum(s["phase"] == "forward" for s in out["steps"])
+    backward = {s["kind"] for s in out["steps"] if s["phase"] == "backward"}
+    assert {"RMSNorm", "SiLU", "Mul"} <= backward        # the elementwise gradients run too (jax.vjp of each)
 
 
 @pytest.mark.slow

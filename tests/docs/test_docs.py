@@ -225,6 +225,23 @@ def test_export_lowers_elementwise_work(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
+def test_each_rules_jax_lowering_means_what_the_simulator_computes():
+    """Every rule's JAX form, forward and each operand's gradient (``jax_grad``, or ``jax.vjp`` of the
+    forward for a rule that saves its inputs), against the simulator's NumPy meaning (symcost.arrays), in
+    float64 (tests/data/elementwise_jax_check.py, in a process of its own)."""
+    from symcost.elementwise import RULES
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "data" / "elementwise_jax_check.py")],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines and all(line.endswith(": ok") for line in lines), r.stdout
+    lowered = {name for name, rule in RULES.items() if rule.jax}
+    assert {line.split()[0] for line in lines if " forward" in line} == lowered == set(RULES) - {"Pointwise"}
+    assert sum(" gradient " in line for line in lines) == len(lowered) + 2     # Mul's and Add's two operands
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
 def test_exported_programs_with_elementwise_work_run_and_agree(tmp_path, capsys):
     """Every output of each exported program, run on 4 host devices, matches the same program on whole
     arrays (one Python process runs them all: JAX starts once)."""
