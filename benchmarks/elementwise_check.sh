@@ -16,3 +16,10 @@ timeout 200 $SC measure $LAYER --hw $HW --runs 20 > "$OUT/sp_layer.txt" 2>&1; ec
 timeout 200 $SC measure $LAYER --hw $HW --runs 20 --json > "$OUT/sp_layer.json" 2> "$OUT/sp_layer.err"
 timeout 120 $SC measure examples/llama3_8b_decode_layer.sc --dims B=1,T=1,S=1024,D=4096,K=8,G=4,H=128,F=14336 \
   --hw $HW --runs 20 > "$OUT/decode_layer.txt" 2>&1; echo "exit $?" >> "$OUT/decode_layer.txt"
+# a model's whole layer stack (its elementwise work included), as one call and step by step
+timeout 200 $SC measure llama3-8b --decode --batch 1 --seq 1024 --hw $HW --no-steps --runs 20 \
+  > "$OUT/decode_stack.txt" 2>&1; echo "exit $?" >> "$OUT/decode_stack.txt"
+timeout 200 $SC measure llama3-8b --prefill --seq 2048 --layers 4 --hw $HW --no-steps --runs 10 \
+  > "$OUT/prefill_stack.txt" 2>&1; echo "exit $?" >> "$OUT/prefill_stack.txt"
+timeout 200 $SC measure llama3-8b --train --batch 1 --seq 2048 --layers 1 --hw $HW --no-steps --runs 10 \
+  > "$OUT/train_layer.txt" 2>&1; echo "exit $?" >> "$OUT/train_layer.txt"
