@@ -95,7 +95,7 @@ def lowered(plan) -> tuple[Lowering, Names]:
     if not plan.mesh.bound:
         raise UsageError("give every mesh axis a size (--mesh X=4,...)")
     names = Names()
-    low = lower(plan, var=names, native=True, what="run", by_layout=True, elementwise=True)
+    low = lower(plan, var=names, native=True, what="run", by_layout=True)
     bound = dict(plan.sizes)
     missing = sorted({d for t in low.inputs for d in t.dims if not d.isdigit() and d not in bound})
     if missing:

@@ -67,7 +67,8 @@ def concrete_sizes(plan, what: str, elementwise: bool = False) -> dict:
         raise ExportError(f"cannot {what}: give every mesh axis a size (--mesh X=4,...)")
     for s in plan.steps:
         if s.is_elementwise and not elementwise:
-            raise ExportError(f"cannot {what} elementwise work ({s.kind}) yet: export-jax writes it")
+            raise ExportError(f"cannot {what}: the plan has elementwise work ({s.kind}), which export-jax and "
+                              f"measure run")
         if s.is_elementwise and not _lowerable(s.op):
             raise ExportError(f"cannot {what}: {s.op.label} has no JAX lowering (the notation does not say "
                               f"which function it applies)")
@@ -191,8 +192,7 @@ def _gradient_expr(op: Elementwise, args: list, sizes: dict, mesh, shape: tuple)
     return f"jax.vjp(lambda {', '.join(params)}: {forward}, {', '.join(args[1:])})[1]({args[0]})[{which}]"
 
 
-def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout: bool = False,
-          elementwise: bool = False) -> Lowering:
+def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout: bool = False) -> Lowering:
     """Every step of ``plan`` as ``shard_map`` body lines: einsums as ``jnp.einsum``, each move through
     its rule's :meth:`~symcost.collectives.MoveRule.lower_jax`. ``var`` names a tensor's variable;
     ``what`` says what the lowering is for in its errors.
@@ -201,10 +201,10 @@ def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout:
     ``by_layout`` each layout of a tensor is its own variable (``var`` gets :func:`layout_key`), so a step
     that reads an earlier layout reads it as it was; and a step that writes a value over one nothing has
     read yet (the gradient contributions a backward pass sums) adds to it, so every step's work is live
-    in the program (a compiler drops what no one reads). ``elementwise``: elementwise work is written too
-    (:func:`elementwise_expr`), else refused."""
+    in the program (a compiler drops what no one reads). Elementwise work is each rule's ``jax`` form
+    (:func:`elementwise_expr`)."""
     mesh = plan.mesh
-    sizes = concrete_sizes(plan, what, elementwise)
+    sizes = concrete_sizes(plan, what, elementwise=True)
     key = layout_key if by_layout else (lambda t: t.name)
     inputs, seen, steps, produced = [], set(), [], []
     unread: set = set()
@@ -273,7 +273,7 @@ def export_plan(plan) -> str:
     on whole arrays (``jnp.einsum`` for a program of einsums; elementwise work as its rule's ``jax`` form).
     Dimensions left unbound get a small size every layout divides (twice the number of devices)."""
     mesh = plan.mesh
-    low = lower(plan, elementwise=True)
+    low = lower(plan)
     inputs, outs, sizes, body = low.inputs, low.outputs, low.sizes, low.body
     ref = [r for r in (_reference(s, sizes) for s in low.steps) if r is not None]
     kinds = sorted({s.op.kind for s in low.steps if isinstance(s.op, Elementwise)})

@@ -110,8 +110,6 @@ def xla_check(plan) -> dict:
     mesh = plan.mesh
     if not mesh.bound:
         raise ExportError("xla-check needs every mesh axis sized (--mesh X=4,...)")
-    if any(s.is_elementwise for s in plan.steps):
-        raise ExportError("xla-check compares one einsum; this plan has elementwise work")
     einsums = [s.op for s in plan.steps if isinstance(s.op, LocalEinsum)]
     if len(einsums) != 1:
         raise ExportError("xla-check compares one einsum; this plan has " + str(len(einsums)))

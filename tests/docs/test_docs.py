@@ -221,6 +221,8 @@ def test_export_lowers_elementwise_work(tmp_path, capsys):
     code, _, err = run(capsys, "export-jax", "Y[B_X] = Pointwise(X[B_X])", "--mesh", "X=2", "--dims", "B=4",
                        "-o", str(tmp_path / "p.py"))
     assert code == 1 and "Pointwise has no JAX lowering" in err
+    code, _, err = run(capsys, "xla-check", "Xn[B_X, D] = LayerNorm_D(X[B_X, D])", "--mesh", "X=2", "--dims", "B=4,D=8")
+    assert code == 1 and "the plan has elementwise work (LayerNorm), which export-jax and measure run" in err
 
 
 @pytest.mark.slow
