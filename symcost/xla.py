@@ -32,7 +32,7 @@ def ring_link_bytes(plan, phase: str | None = None, sizes=None) -> int:
     """Bytes each device sends for the plan's collectives under the ring model (numbers bound)."""
     env = Env.numeric(plan.mesh, dict(plan.sizes) if sizes is None else sizes)
     total = sum(step_link_bytes(s.op, env) for s in plan.steps
-                if (phase is None or s.phase == phase) and not s.is_einsum)
+                if (phase is None or s.phase == phase) and not s.is_compute)
     return int(round(total))
 
 

@@ -58,17 +58,14 @@ def _writes(op):
     return op.output if isinstance(op, (LocalEinsum, Elementwise)) else op.after
 
 
-def concrete_sizes(plan, what: str, elementwise: bool = False) -> dict:
+def concrete_sizes(plan, what: str) -> dict:
     """Every dimension's size: the bound ones, and for the rest a small size every layout divides (twice
-    the number of devices). JAX's shard_map needs dimensions its axes divide: padded blocks are refused.
-    ``elementwise``: the lowering writes elementwise work (each rule's ``jax`` form); else it is refused."""
+    the number of devices). JAX's shard_map needs dimensions its axes divide: padded blocks are refused, and
+    elementwise work no rule's ``jax`` form writes."""
     mesh = plan.mesh
     if not mesh.bound:
         raise ExportError(f"cannot {what}: give every mesh axis a size (--mesh X=4,...)")
     for s in plan.steps:
-        if s.is_elementwise and not elementwise:
-            raise ExportError(f"cannot {what}: the plan has elementwise work ({s.kind}), which export-jax and "
-                              f"measure run")
         if s.is_elementwise and not _lowerable(s.op):
             raise ExportError(f"cannot {what}: {s.op.label} has no JAX lowering (the notation does not say "
                               f"which function it applies)")
@@ -204,7 +201,7 @@ def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout:
     in the program (a compiler drops what no one reads). Elementwise work is each rule's ``jax`` form
     (:func:`elementwise_expr`)."""
     mesh = plan.mesh
-    sizes = concrete_sizes(plan, what, elementwise=True)
+    sizes = concrete_sizes(plan, what)
     key = layout_key if by_layout else (lambda t: t.name)
     inputs, seen, steps, produced = [], set(), [], []
     unread: set = set()

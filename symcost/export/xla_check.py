@@ -1,18 +1,24 @@
-"""``symcost xla-check``: compile a plan's sharded einsum with XLA's SPMD partitioner on forced host
-devices, and list the collectives XLA inserted beside symcost's, priced in one ring model.
+"""``symcost xla-check``: compile a plan's program with XLA's SPMD partitioner on forced host devices, and
+list the collectives XLA inserted beside symcost's, priced in one ring model.
 
     XLA_FLAGS=--xla_force_host_platform_device_count=8 symcost xla-check "A[I_X, J] * B[J, K_X] -> C[I_X, K]" \\
         --mesh X=4 --dims I=256,J=1024,K=512
+
+A plan of one einsum is compiled as that einsum from its operands' layouts to its result's. A program of
+several statements (einsums, elementwise work) is compiled whole, as the plan's steps compute it on whole
+arrays (:func:`symcost.export.jax.lower`), from its inputs' layouts to its results' final layouts: XLA lays
+out what lies between as its partitioner chooses, so the two lists compare two plans of one program.
 """
 from __future__ import annotations
 
 import re
 
 from ..einsum import LocalEinsum
+from ..elementwise import Elementwise
 from ..env import Env
 from ..errors import ExportError
 from ..xla import ring_link_bytes, step_link_bytes
-from .jax import concrete_sizes
+from .jax import concrete_sizes, elementwise_expr, lower
 
 
 
@@ -22,8 +28,9 @@ _HLO = re.compile(r"=\s*(\(?[a-z0-9]+\[[^\]]*\][^=]*?)\s(all-gather|reduce-scatt
 
 def _group_axes(line: str, mesh):
     """(mesh axes, group size) of a collective from its replica groups: the named-mesh form
-    ``mesh['axis_0'=1,'axis_1'=4] {'axis_1'}`` (its axes of size > 1 are the mesh's, in order) or the
-    explicit ``{{0,1},{2,3}}`` form."""
+    ``mesh['axis_0'=1,'axis_1'=4] {'axis_1'}`` (its axes of size > 1 are the mesh's, in order), the
+    explicit ``{{0,1},{2,3}}`` form, or the iota form ``[2,4]<=[8]`` (two groups of four: the device ids
+    0..7 laid out as ``[8]``, transposed where ``T(...)`` follows, then read as ``[2,4]``)."""
     m = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", line)
     if m:
         hlo_axes = [(a.strip().strip("'"), int(n)) for a, n in re.findall(r"'?([\w]+)'?=(\d+)", m.group(1))]
@@ -36,14 +43,28 @@ def _group_axes(line: str, mesh):
             if a in chosen:
                 size *= n
         return axes, size
-    m = re.search(r"replica_groups=\{\{([0-9,\s]*)\}", line)
+    m = re.search(r"replica_groups=\[([0-9,]+)\]<=\[([0-9,]+)\](?:T\(([0-9,]+)\))?", line)
     if m:
         import numpy as np
+        ids = np.arange(int(np.prod([int(x) for x in m.group(2).split(",")]))).reshape(
+            [int(x) for x in m.group(2).split(",")])
+        if m.group(3):
+            ids = ids.transpose([int(x) for x in m.group(3).split(",")])
+        groups = ids.reshape([int(x) for x in m.group(1).split(",")])
+        return _axes_of([int(g) for g in groups.reshape(-1, groups.shape[-1])[0]], mesh)
+    m = re.search(r"replica_groups=\{\{([0-9,\s]*)\}", line)
+    if m:
         group = [int(x) for x in m.group(1).split(",") if x.strip()]
-        shape = [a.size for a in mesh.axes]
-        coords = [np.unravel_index(g, shape) for g in group]
-        return [a.name for k, a in enumerate(mesh.axes) if len({c[k] for c in coords}) > 1], len(group)
+        return _axes_of(group, mesh)
     return [], 1
+
+
+def _axes_of(group: list, mesh):
+    """(the mesh axes along which one replica group's devices differ, its size)."""
+    import numpy as np
+    shape = [a.size for a in mesh.axes]
+    coords = [np.unravel_index(g, shape) for g in group]
+    return [a.name for k, a in enumerate(mesh.axes) if len({c[k] for c in coords}) > 1], len(group)
 
 
 def _elements(type_str: str) -> int:
@@ -98,8 +119,39 @@ def hlo_collectives(hlo: str, mesh, elem_bytes: int = 2) -> list[dict]:
     return found
 
 
+def _whole(plan, jax, jnp):
+    """``(input layouts, result layouts, f)``: ``f(*inputs)`` computes the plan's steps on whole arrays (an
+    einsum as ``jnp.einsum``, elementwise work as its rule's ``jax`` form, a move that renames its tensor
+    as that name) and returns every result the program computes, in its final layout."""
+    low = lower(plan, what="check with XLA")
+    for t in low.inputs:
+        if t.unreduced:
+            raise ExportError(f"cannot check with XLA: input {t.name} holds partial sums ({t})")
+    for t in low.outputs:
+        if t.unreduced:
+            raise ExportError(f"cannot check with XLA: the result {t} still holds partial sums")
+    # each elementwise step's expression on numbered operands (symcost's text: no name from the program)
+    exprs = {i: elementwise_expr(s.op, [f"a{k}" for k in range(len(s.op.inputs))], low.sizes)
+             for i, s in enumerate(low.steps) if isinstance(s.op, Elementwise)}
+
+    def f(*xs):
+        r = dict(zip([t.name for t in low.inputs], xs))
+        for i, s in enumerate(low.steps):
+            op = s.op
+            if isinstance(op, LocalEinsum):
+                r[op.output.name] = jnp.einsum(op.subscripts(), *(r[t.name] for t in op.inputs))
+            elif isinstance(op, Elementwise):
+                scope = {"jax": jax, "jnp": jnp, **{f"a{k}": r[t.name] for k, t in enumerate(op.inputs)}}
+                r[op.output.name] = eval(exprs[i], scope)   # noqa: S307 -- symcost's generated text only
+            elif op.after.name != op.before.name:
+                r[op.after.name] = r[op.before.name]
+        return tuple(r[t.name] for t in low.outputs)
+    return low.inputs, low.outputs, f
+
+
 def xla_check(plan) -> dict:
-    """Compile the plan's single einsum with XLA's SPMD partitioner on forced host devices and compare."""
+    """Compile the plan's program (one einsum, or the whole program: see the module docstring) with XLA's
+    SPMD partitioner on forced host devices and compare the collectives."""
     try:
         import numpy as np
         import jax
@@ -111,9 +163,6 @@ def xla_check(plan) -> dict:
     if not mesh.bound:
         raise ExportError("xla-check needs every mesh axis sized (--mesh X=4,...)")
     einsums = [s.op for s in plan.steps if isinstance(s.op, LocalEinsum)]
-    if len(einsums) != 1:
-        raise ExportError("xla-check compares one einsum; this plan has " + str(len(einsums)))
-    e = einsums[0]
     ndev = 1
     for a in mesh.axes:
         ndev *= a.size
@@ -121,22 +170,27 @@ def xla_check(plan) -> dict:
         raise ExportError(f"xla-check needs {ndev} devices; run with "
                           f"XLA_FLAGS=--xla_force_host_platform_device_count={ndev}")
     sizes = concrete_sizes(plan, "check with XLA")
-    first = {}
-    for s in plan.steps:
-        op = s.op
-        for t in (op.inputs if s.is_einsum else (op.before,)):
-            first.setdefault(t.name, t)
-    ins = [first[t.name] for t in e.inputs]
-    final = {l.name: l for l in plan.layouts}[e.output.name]
+    if len(einsums) == 1 and len([s for s in plan.steps if s.is_compute]) == 1:
+        e = einsums[0]
+        first = {}
+        for s in plan.steps:
+            op = s.op
+            for t in (op.inputs if s.is_einsum else (op.before,)):
+                first.setdefault(t.name, t)
+        ins, outs = [first[t.name] for t in e.inputs], [{l.name: l for l in plan.layouts}[e.output.name]]
+
+        def fn(*xs):
+            return (jnp.einsum(e.subscripts(), *xs),)
+    else:
+        ins, outs, fn = _whole(plan, jax, jnp)
     jmesh = Mesh(np.array(jax.devices("cpu")[:ndev]).reshape([a.size for a in mesh.axes]), mesh.names)
 
     def spec(t):
         return P(*[(ax if len(ax) > 1 else ax[0]) if ax else None for ax in t.axes])
 
     shapes = [tuple(int(sizes[d]) if not d.isdigit() else int(d) for d in t.dims) for t in ins]
-    f = jax.jit(lambda *xs: jnp.einsum(e.subscripts(), *xs),
-                in_shardings=tuple(NamedSharding(jmesh, spec(t)) for t in ins),
-                out_shardings=NamedSharding(jmesh, spec(final)))
+    f = jax.jit(fn, in_shardings=tuple(NamedSharding(jmesh, spec(t)) for t in ins),
+                out_shardings=tuple(NamedSharding(jmesh, spec(t)) for t in outs))
     args = [jax.ShapeDtypeStruct(sh, jnp.bfloat16) for sh in shapes]
     hlo = f.lower(*args).compile().as_text()
     found = hlo_collectives(hlo, mesh)
