@@ -35,15 +35,11 @@ def _spec(layout) -> str:
 
 
 def _shape(layout, sizes) -> str:
-    dims = []
+    """A layout's whole shape as Python writes a tuple."""
     for d in layout.dims:
-        if d.isdigit():
-            dims.append(d)
-        elif d in sizes:
-            dims.append(str(sizes[d]))
-        else:
+        if not d.isdigit() and d not in sizes:
             raise ExportError(f"cannot export: dimension {d} has no size; bind it with --dims")
-    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+    return str(_shape_of(layout, sizes))
 
 
 def _var(name: str) -> str:
