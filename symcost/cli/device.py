@@ -272,7 +272,8 @@ def _print_measurement(m, hw) -> None:
         print("step by step (each alone, on its own inputs):")
         width = min(64, max(len(s.signature) for s in m.steps))
         for i, s in enumerate(m.steps, 1):
-            ratio = f"x{s.ratio:.2f}" if s.ratio is not None else "(predicted free)"
+            ratio = (f"x{s.ratio:.2f}" if s.ratio is not None else
+                     "(run as the identity)" if s.identity else "(predicted free)")
             print(f"  {i:2d}. {s.signature:{width}s}  predicted {fmt_seconds(s.predicted or 0):>9s}   measured "
                   f"{fmt_seconds(s.timing.median):>9s}   {ratio}")
         worst = m.worst

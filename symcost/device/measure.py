@@ -30,15 +30,16 @@ class StepResult:
     timing: Timing | None
     predicted: float | None
     phase: str = "forward"
+    identity: bool = False      # run as the identity (rotary embedding, dropout: see export-jax): no ratio
 
     @property
     def ratio(self) -> float | None:
-        if self.timing is None or not self.predicted:
+        if self.timing is None or not self.predicted or self.identity:
             return None
         return self.timing.median / self.predicted
 
     def as_dict(self) -> dict:
-        return {"step": self.signature, "kind": self.kind, "phase": self.phase,
+        return {"step": self.signature, "kind": self.kind, "phase": self.phase, "identity": self.identity,
                 "measured": _timing(self.timing), "predicted": {"seconds": self.predicted}, "ratio": self.ratio}
 
 
@@ -108,7 +109,8 @@ def run_steps(plan, low, names, jmesh, key, runs: int) -> tuple[StepResult, ...]
         key, sub = jx.random.split(key)
         r = programs.build(jmesh, plan.mesh, lw.inputs, (lw.output,), lw.lines, names, low.sizes, sub, s.signature(),
                            compiled)
-        out.append(StepResult(s.signature(), s.kind, time_runnable(r, runs), predicted(plan, s.seconds), s.phase))
+        out.append(StepResult(s.signature(), s.kind, time_runnable(r, runs), predicted(plan, s.seconds), s.phase,
+                              lw.identity))
     return tuple(out)
 
 

@@ -98,6 +98,7 @@ class Lowered:
     output: object
     lines: tuple[str, ...]
     in_body: tuple[str, ...] | None = None    # the lines inside the whole program, where they differ
+    identity: bool = False                    # elementwise work lowered as the identity (:data:`STAND_INS`)
 
 
 def layout_key(layout) -> tuple:
@@ -230,7 +231,8 @@ def lower(plan, var=_var, native: bool = False, what: str = "export", by_layout:
             if by_layout and key(out) in unread:
                 tmp = var(("", i))
                 again = (f"{tmp} = {src}", *op.rule.lower_jax(op, mesh, tmp), f"{v} = {v} + {tmp}")
-        steps.append(Lowered(op, reads, out, tuple(lines), again))
+        identity = isinstance(op, Elementwise) and (op.rule.jax_grad if op.grad else op.rule.jax) == "{0}"
+        steps.append(Lowered(op, reads, out, tuple(lines), again, identity))
         last[out.name] = out
         if by_layout:
             unread.add(key(out))

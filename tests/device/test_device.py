@@ -490,6 +490,9 @@ def test_measure_runs_elementwise_work(cli, calibrated):
     assert {"LayerNorm", "Softmax", "GeLU", "Dropout", "Add", "AllGather", "ReduceScatter", "Einsum"} <= kinds
     assert all(s["measured"]["seconds"] > 0 for s in out["steps"])
     assert out["measured"]["seconds"] > 0 and out["ratio"] > 0
+    identity = [s for s in out["steps"] if s["identity"]]         # dropout, as export-jax lowers it: no ratio
+    assert {s["kind"] for s in identity} == {"Dropout"} and len(identity) == 3
+    assert all(s["ratio"] is None for s in identity) and out["worst"]["step"] not in {s["step"] for s in identity}
 
 
 @pytest.mark.slow
