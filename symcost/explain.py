@@ -65,10 +65,9 @@ def _explained_steps(ops: tuple, mesh, target, phase: str, sizes: tuple) -> tupl
     return tuple(Step(op, mesh, phase, why, sizes=sizes) for op, why in zip(ops, _reasons(ops, mesh, target)))
 
 
-@caching.memoize(maxsize=4096)
 def _reasons(ops: tuple, mesh, target) -> tuple[str, ...]:
-    """Why each operation of a route is there (kept: a search, and the tied plans it weighs, explain the same
-    routes again)."""
+    """Why each operation of a route is there (not kept: :func:`_explained_steps`, its one caller, keeps
+    its answer under a wider key, so no route was ever explained here twice)."""
     einsum, move = caching.resolved(explain_einsum), caching.resolved(explain_move)
     out, nxt = [], None          # read from the end: the einsum each move is there for comes after it
     for op in reversed(ops):
