@@ -5,7 +5,7 @@ import json
 import os
 
 from ..errors import UsageError
-from .options import common, derive_from, mesh_dims_hw, write_output
+from .options import common, derive_from, mesh_dims_hw, planning, write_output
 
 
 def register(sub):
@@ -23,6 +23,7 @@ def register(sub):
 
     j = sub.add_parser("export-jax", help="a runnable JAX shard_map program that performs the plan")
     common(j)
+    planning(j)
     j.add_argument("-o", "--output", required=True, help="the .py file to write")
     j.set_defaults(handler=cmd_export_jax)
 

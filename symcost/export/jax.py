@@ -1,12 +1,13 @@
 """Plans as JAX programs: PartitionSpecs for every input and a ``shard_map`` that performs each step with
-``jax.lax`` collectives; and ``xla_check``, which compiles the same sharded einsum with XLA's automatic
-partitioner and lists the collectives it inserted beside symcost's.
+``jax.lax`` collectives, checked against the same steps on whole arrays (:mod:`.xla_check` compiles the
+program with XLA's partitioner instead and lists the collectives it inserted beside symcost's).
 
     symcost export-jax "In[B_X, D_Y] * W[D_Y, F] -> Out[B_X, F]" --mesh X=4,Y=2 -o layer.py
     python layer.py        # runs on forced host devices, compares with jnp.einsum, exits 0 when equal
 
 The exported file does not import symcost. Each move is lowered by its own rule
-(:meth:`symcost.collectives.MoveRule.lower_jax`).
+(:meth:`symcost.collectives.MoveRule.lower_jax`), elementwise work by its rule's ``jax`` form (its
+gradient by ``jax_grad`` or ``jax.vjp``); ``measure`` compiles the same lowering (:func:`lower`).
 """
 from __future__ import annotations
 
@@ -263,14 +264,63 @@ def _reference(step: Lowered, sizes: dict) -> str | None:
     return None
 
 
+class _LayoutNames:
+    """A variable for each layout of a tensor (a backward plan's export): ``t_W`` for its first, ``t_W_1``,
+    ... after, never one another tensor's."""
+
+    def __init__(self):
+        self.table: dict = {}
+        self.used: set = set()
+
+    def __call__(self, key) -> str:
+        if key not in self.table:
+            k, name = 0, _var(key[0])
+            while name in self.used:
+                k += 1
+                name = f"{_var(key[0])}_{k}"
+            self.table[key] = name
+            self.used.add(name)
+        return self.table[key]
+
+
+def _accumulated(low: Lowering) -> list[str]:
+    """The reference's lines, a gradient's later contributions added to its first (a tensor written again
+    before anything read it)."""
+    out, pending = [], set()
+    for s in low.steps:
+        pending.difference_update(t.name for t in s.inputs)
+        line = _reference(s, low.sizes)
+        if line is None:
+            continue
+        n = s.output.name
+        if n in pending:
+            line = line.replace(f"r[{n!r}] = ", f"r[{n!r}] = r[{n!r}] + ", 1)
+        pending.add(n)
+        out.append(line)
+    return out
+
+
 def export_plan(plan) -> str:
     """A standalone Python program that runs ``plan`` with shard_map and checks it against the same program
     on whole arrays (``jnp.einsum`` for a program of einsums; elementwise work as its rule's ``jax`` form).
-    Dimensions left unbound get a small size every layout divides (twice the number of devices)."""
+    Dimensions left unbound get a small size every layout divides (twice the number of devices). A plan with
+    its backward pass is lowered with a variable for each layout of a tensor (a parameter stays sharded
+    beside its gathered copy; a gradient's contributions are summed), as ``measure`` runs it."""
     mesh = plan.mesh
-    low = lower(plan)
+    if any(s.phase == "backward" for s in plan.steps):
+        each = _LayoutNames()
+        low = lower(plan, var=each, by_layout=True)
+
+        def var(t) -> str:
+            return each(layout_key(t))
+        ref = _accumulated(low)
+    else:
+        low = lower(plan)
+
+        def var(t) -> str:
+            return _var(t.name)
+        ref = [r for r in (_reference(s, low.sizes) for s in low.steps) if r is not None]
     inputs, outs, sizes, body = low.inputs, low.outputs, low.sizes, low.body
-    ref = [r for r in (_reference(s, sizes) for s in low.steps) if r is not None]
     kinds = sorted({s.op.kind for s in low.steps if isinstance(s.op, Elementwise)})
     whole = "the program on whole arrays" if kinds else "jnp.einsum"
     stand_ins = [k for k in kinds if k in STAND_INS]
@@ -308,9 +358,9 @@ def export_plan(plan) -> str:
         "SHAPES = {" + ", ".join(f"{t.name!r}: {_shape(t, sizes)}" for t in inputs) + "}",
         "",
         "",
-        "def step(" + ", ".join(_var(t.name) for t in inputs) + "):",
+        "def step(" + ", ".join(var(t) for t in inputs) + "):",
         "    " + "\n    ".join(body or ["pass"]),
-        "    return (" + ", ".join(_var(o.name) for o in outs) + ("," if len(outs) == 1 else "") + ")",
+        "    return (" + ", ".join(var(o) for o in outs) + ("," if len(outs) == 1 else "") + ")",
         "",
         "",
         "def reference(r):",

@@ -244,12 +244,18 @@ def test_each_rules_jax_lowering_means_what_the_simulator_computes():
 @pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
 def test_exported_programs_with_elementwise_work_run_and_agree(tmp_path, capsys):
     """Every output of each exported program, run on 4 host devices, matches the same program on whole
-    arrays (one Python process runs them all: JAX starts once)."""
+    arrays (one Python process runs them all: JAX starts once). With ``--backward`` too: Megatron's layer
+    and the FSDP+TP strategy, each layout of a tensor its own variable (a parameter sharded beside its
+    gathered copy), a gradient's contributions summed, and every parameter's gradient compared."""
     files = []
-    for i, (program, mesh, dims) in enumerate(ELEMENTWISE_EXPORTS):
+    backward = [(p, m, d) for p, m, d in ELEMENTWISE_EXPORTS[:1]] + [
+        ((ROOT / "derivations" / "fsdp_tp.sc").read_text(), "X=2,Y=2", "B=16,D=16,F=16")]
+    cases = [(*c, False) for c in ELEMENTWISE_EXPORTS] + [(*c, True) for c in backward]
+    for i, (program, mesh, dims, back) in enumerate(cases):
         src, out = tmp_path / f"p{i}.sc", tmp_path / f"p{i}.py"
         src.write_text(program)
-        code, _, err = run(capsys, "export-jax", str(src), "--mesh", mesh, "--dims", dims, "-o", str(out))
+        code, _, err = run(capsys, "export-jax", str(src), "--mesh", mesh, "--dims", dims, "-o", str(out),
+                           *(["--backward"] if back else []))
         assert code == 0, err
         files.append(str(out))
     driver = ("import runpy, sys\nfor f in sys.argv[1:]:\n    print('==', f)\n    try:\n"
@@ -259,12 +265,19 @@ def test_exported_programs_with_elementwise_work_run_and_agree(tmp_path, capsys)
     assert r.returncode == 0, r.stderr
     runs = r.stdout.split("== ")[1:]
     assert len(runs) == len(files)
-    for run_out, (program, _, _) in zip(runs, ELEMENTWISE_EXPORTS):
+    for run_out, (program, _, _, back) in zip(runs, cases):
         lines = run_out.splitlines()
         assert lines[-1] == "exit 0", run_out
-        assert all(line.endswith("matches the program on whole arrays") for line in lines[1:-1]), run_out
-        results = {st.result_name for st in symcost.parse(program).statements if getattr(st, "result_name", None)}
-        assert len(lines) - 2 == len(results) >= 1                  # every result compared (19 in the GPT layer)
+        assert all(line.endswith(" matches the program on whole arrays") or line.endswith(" matches jnp.einsum")
+                   for line in lines[1:-1]), run_out
+        statements = symcost.parse(program).statements
+        results = {st.result_name for st in statements if getattr(st, "result_name", None)}
+        compared = {line.split(":")[0] for line in lines[1:-1]}
+        if not back:
+            assert compared == results and len(results) >= 1          # every result (19 in the GPT layer)
+            continue
+        params = {t.name for st in statements if type(st).__name__ == "Declaration" for t in st.tensors}
+        assert results | {"d" + p for p in params} <= compared      # and every parameter's gradient
 
 
 @pytest.mark.skipif(not HAS_JAX, reason="xla-check needs the jax extra: pip install 'symcost[jax]'")
