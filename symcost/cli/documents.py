@@ -76,7 +76,7 @@ def cmd_export_jax(args) -> int:
 
 
 def cmd_xla_check(args) -> int:
-    from ..export.jax import concrete_sizes
+    from ..export.lowering import concrete_sizes
     from ..export.xla_check import xla_check
     plan = derive_from(args, objective="comms")
     sizes = concrete_sizes(plan, "check with XLA")

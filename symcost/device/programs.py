@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..export.jax import Lowering, layout_key, lower
+from ..export.lowering import Lowering, layout_key, lower
 from . import runtime
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -23,7 +23,7 @@ _VAR = re.compile(r"(?<!')\bt\d+\b(?!')")     # a numbered variable, never a quo
 
 
 class Names:
-    """A tensor (its name, or a layout's :func:`~symcost.export.jax.layout_key`) -> a numbered variable, in
+    """A tensor (its name, or a layout's :func:`~symcost.export.lowering.layout_key`) -> a numbered variable, in
     order of first use."""
 
     def __init__(self):

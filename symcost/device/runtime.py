@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .. import caching
 from ..errors import UsageError
-from ..export.jax import JNP_DTYPES
+from ..export.lowering import JNP_DTYPES
 
 PIP = "pip install 'symcost[jax]'"
 FORCE = "XLA_FLAGS=--xla_force_host_platform_device_count=8"

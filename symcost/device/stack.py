@@ -18,7 +18,7 @@ after another, each max(T_math, T_hbm); collectives beside them), times the laye
 from __future__ import annotations
 
 from ..errors import UsageError
-from ..export.jax import layout_key
+from ..export.lowering import layout_key
 from ..layout import bytes_per_device
 from ..models.inference import default_mesh
 from ..models.transformer import head_program, layer_program, sizes

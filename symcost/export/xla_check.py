@@ -6,7 +6,7 @@ list the collectives XLA inserted beside symcost's, priced in one ring model.
 
 A plan of one einsum is compiled as that einsum from its operands' layouts to its result's. A program of
 several statements (einsums, elementwise work) is compiled whole, as the plan's steps compute it on whole
-arrays (:func:`symcost.export.jax.lower`), from its inputs' layouts to its results' final layouts: XLA lays
+arrays (:func:`symcost.export.lowering.lower`), from its inputs' layouts to its results' final layouts: XLA lays
 out what lies between as its partitioner chooses, so the two lists compare two plans of one program.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ..elementwise import Elementwise
 from ..env import Env
 from ..errors import ExportError
 from ..xla import ring_link_bytes, step_link_bytes
-from .jax import concrete_sizes, elementwise_expr, lower
+from .lowering import concrete_sizes, elementwise_expr, lower
 
 
 

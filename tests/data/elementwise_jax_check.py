@@ -8,7 +8,7 @@ import numpy as np
 
 from symcost import arrays
 from symcost.elementwise import Elementwise
-from symcost.export.jax import elementwise_expr
+from symcost.export.lowering import elementwise_expr
 from symcost.layout import Layout
 
 jax.config.update("jax_enable_x64", True)

@@ -91,7 +91,7 @@ def _train_layer(cfg):
 def test_a_lowering_by_layout_reads_each_layout_as_it_was_and_leaves_no_step_dead(tmp_path):
     import re
     from symcost.device.programs import lowered
-    from symcost.export.jax import layout_key
+    from symcost.export.lowering import layout_key
     plan = _train_layer(_tiny(tmp_path))
     low, names = lowered(plan)
     # the forward slices X[B, T, D] to X[B_Z, T, D] for two of the Q, K, V projections (the third has an
