@@ -94,13 +94,61 @@ def _accumulated(low: Lowering) -> list[str]:
     return out
 
 
+def _autodiff(plan, low: Lowering) -> list[str]:
+    """The exported file's lines that take the gradients of the forward steps by JAX's autodiff: the
+    gradients the program is given (``SEEDS``: ``dOut`` -> ``Out``), those the plan computes of the inputs
+    (``GRADS``), dropout's masks (all ones, as its forward keeps every element), ``forward(r)`` and
+    ``autodiff(values)``."""
+    steps = list(zip(plan.steps, low.steps))
+    made = {lw.output.name for s, lw in steps if s.phase == "forward"}
+    read = {t.name for s, lw in steps if s.phase == "forward" and s.is_compute for t in lw.inputs}
+    given = {t.name for t in low.inputs}
+    seeds = {t.name: t.name[1:] for t in low.inputs if t.name.startswith("d") and t.name[1:] in made}
+    through = sorted(g for g, t in seeds.items() if t in read)
+    if through:      # a residual add's operand, a view's: its gradient is its result's, with no step
+        raise ExportError(f"cannot export the backward pass: the gradient{'s' if len(through) > 1 else ''} "
+                          f"{', '.join(through)} pass{'' if len(through) > 1 else 'es'} through a residual add or a "
+                          f"view without a step (the simulator takes {'them' if len(through) > 1 else 'it'} from "
+                          f"the result's gradient; export-jax does not yet)")
+    masks = sorted({lw.op.inputs[1].name for _, lw in steps
+                    if isinstance(lw.op, Elementwise) and lw.op.grad and lw.op.kind == "Dropout"})
+    grads = {o.name: o.name[1:] for o in low.outputs if o.name.startswith("d") and o.name[1:] in given
+             and o.name[1:] not in seeds and o.name[1:] not in masks}
+    forward = [r for r in (_reference(lw, low.sizes) for s, lw in steps if s.phase == "forward") if r]
+    return [
+        "# the forward steps on whole arrays, and the gradients JAX's autodiff takes of them",
+        f"SEEDS = {seeds!r}",
+        f"GRADS = {grads!r}",
+        f"ONES = {tuple(masks)!r}",
+        "",
+        "",
+        "def forward(r):",
+        "    " + "\n    ".join(forward or ["pass"]),
+        "    return r",
+        "",
+        "",
+        "def autodiff(values):",
+        "    wrt = sorted(set(GRADS.values()))",
+        "",
+        "    def f(*xs):",
+        "        r = forward({**values, **dict(zip(wrt, xs))})",
+        "        return tuple(r[SEEDS[s]] for s in SEEDS)",
+        "    _, pull = jax.vjp(f, *[values[n] for n in wrt])",
+        "    return dict(zip(wrt, pull(tuple(values[s] for s in SEEDS))))",
+        "",
+        "",
+    ]
+
+
 def export_plan(plan) -> str:
     """A standalone Python program that runs ``plan`` with shard_map and checks it against the same program
     on whole arrays (``jnp.einsum`` for a program of einsums; elementwise work as its rule's ``jax`` form).
     Dimensions left unbound get a small size every layout divides (twice the number of devices). A plan with
     its backward pass is lowered with a variable for each layout of a tensor (a parameter stays sharded
-    beside its gathered copy; a gradient's contributions are summed), as ``measure`` runs it."""
+    beside its gathered copy; a gradient's contributions are summed), as ``measure`` runs it, and each
+    gradient of an input is checked against ``jax.vjp`` of the forward steps too (:func:`_autodiff`)."""
     mesh = plan.mesh
+    grads: list = []
     if any(s.phase == "backward" for s in plan.steps):
         each = _LayoutNames()
         low = lower(plan, var=each, by_layout=True)
@@ -108,6 +156,7 @@ def export_plan(plan) -> str:
         def var(t) -> str:
             return each(layout_key(t))
         ref = _accumulated(low)
+        grads = _autodiff(plan, low)
     else:
         low = lower(plan)
 
@@ -162,12 +211,14 @@ def export_plan(plan) -> str:
         "    return r",
         "",
         "",
+        *grads,
         "def main():",
         "    key = jax.random.PRNGKey(0)",
         "    values = {}",
         "    for name, shape in SHAPES.items():",
         "        key, sub = jax.random.split(key)",
         "        values[name] = jax.random.normal(sub, shape, jnp.float32)",
+        *(["        if name in ONES:", "            values[name] = jnp.ones(shape, jnp.float32)"] if grads else []),
         "    kwargs = dict(mesh=MESH, in_specs=tuple(IN_SPECS[n] for n in SHAPES),",
         "                  out_specs=tuple(OUT_SPECS.values()))",
         "    try:",
@@ -182,6 +233,12 @@ def export_plan(plan) -> str:
         "        good = bool(np.allclose(np.asarray(value), np.asarray(want[name]), rtol=1e-4, atol=1e-3))",
         f"        print(f'{{name}}: {{\"matches\" if good else \"DIFFERS from\"}} {whole}')",
         "        ok = ok and good",
+        *(["    auto = autodiff(values)",
+           "    for name, value in zip(OUT_SPECS, got):",
+           "        if name in GRADS:",
+           "            good = bool(np.allclose(np.asarray(value), np.asarray(auto[GRADS[name]]), rtol=1e-4, atol=1e-3))",
+           "            print(f'{name}: {\"matches\" if good else \"DIFFERS from\"} jax.vjp of the forward')",
+           "            ok = ok and good"] if grads else []),
         "    return 0 if ok else 1",
         "",
         "",

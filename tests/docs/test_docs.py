@@ -221,6 +221,10 @@ def test_export_lowers_elementwise_work(tmp_path, capsys):
     code, _, err = run(capsys, "export-jax", "Y[B_X] = Pointwise(X[B_X])", "--mesh", "X=2", "--dims", "B=4",
                        "-o", str(tmp_path / "p.py"))
     assert code == 1 and "Pointwise has no JAX lowering" in err
+    # the layer's backward: its residual adds and views pass gradients through without a step
+    code, _, err = run(capsys, "export-jax", str(src), "--mesh", mesh, "--dims", dims, "--backward",
+                       "-o", str(tmp_path / "b.py"))
+    assert code == 1 and "the gradients dKn, dVn, dYd, dZd pass through a residual add or a view" in err
 
 
 @pytest.mark.slow
@@ -244,12 +248,13 @@ def test_each_rules_jax_lowering_means_what_the_simulator_computes():
 @pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
 def test_exported_programs_with_elementwise_work_run_and_agree(tmp_path, capsys):
     """Every output of each exported program, run on 4 host devices, matches the same program on whole
-    arrays (one Python process runs them all: JAX starts once). With ``--backward`` too: Megatron's layer
-    and the FSDP+TP strategy, each layout of a tensor its own variable (a parameter sharded beside its
-    gathered copy), a gradient's contributions summed, and every parameter's gradient compared."""
+    arrays (one Python process runs them all: JAX starts once). With ``--backward`` too, the FSDP+TP and
+    context-parallel strategies: each layout of a tensor its own variable (a parameter sharded beside its
+    gathered copy), a gradient's contributions summed, and every gradient of an input also checked against
+    ``jax.vjp`` of the forward steps."""
     files = []
-    backward = [(p, m, d) for p, m, d in ELEMENTWISE_EXPORTS[:1]] + [
-        ((ROOT / "derivations" / "fsdp_tp.sc").read_text(), "X=2,Y=2", "B=16,D=16,F=16")]
+    backward = [((ROOT / "derivations" / f).read_text(), mesh, dims) for f, mesh, dims in (
+        ("fsdp_tp.sc", "X=2,Y=2", "B=16,D=16,F=16"), ("context_parallel.sc", "X=2", "B=4,D=8,H=2,N=2,S=8,T=8"))]
     cases = [(*c, False) for c in ELEMENTWISE_EXPORTS] + [(*c, True) for c in backward]
     for i, (program, mesh, dims, back) in enumerate(cases):
         src, out = tmp_path / f"p{i}.sc", tmp_path / f"p{i}.py"
@@ -268,16 +273,18 @@ def test_exported_programs_with_elementwise_work_run_and_agree(tmp_path, capsys)
     for run_out, (program, _, _, back) in zip(runs, cases):
         lines = run_out.splitlines()
         assert lines[-1] == "exit 0", run_out
-        assert all(line.endswith(" matches the program on whole arrays") or line.endswith(" matches jnp.einsum")
-                   for line in lines[1:-1]), run_out
+        assert all(line.endswith((" matches the program on whole arrays", " matches jnp.einsum",
+                                  " matches jax.vjp of the forward")) for line in lines[1:-1]), run_out
         statements = symcost.parse(program).statements
         results = {st.result_name for st in statements if getattr(st, "result_name", None)}
-        compared = {line.split(":")[0] for line in lines[1:-1]}
+        compared = {line.split(":")[0] for line in lines[1:-1] if "jax.vjp" not in line}
         if not back:
             assert compared == results and len(results) >= 1          # every result (19 in the GPT layer)
             continue
         params = {t.name for st in statements if type(st).__name__ == "Declaration" for t in st.tensors}
-        assert results | {"d" + p for p in params} <= compared      # and every parameter's gradient
+        by_autodiff = {line.split(":")[0] for line in lines[1:-1] if "jax.vjp" in line}
+        assert results | {"d" + p for p in params} <= compared      # and every parameter's gradient,
+        assert {"d" + p for p in params} <= by_autodiff             # against JAX's autodiff too
 
 
 @pytest.mark.skipif(not HAS_JAX, reason="xla-check needs the jax extra: pip install 'symcost[jax]'")
