@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..einsum import LocalEinsum
 from ..elementwise import Elementwise
 from ..errors import ExportError
-from .lowering import Lowering, Lowered, elementwise_expr, layout_key, lower, shape_of, variable
+from .lowering import Lowering, Lowered, elementwise_expr, layout_key, lower, pass_through, shape_of, variable
 
 __all__ = ["export_plan", "STAND_INS", "ExportError"]
 
@@ -77,21 +77,51 @@ class _LayoutNames:
         return self.table[key]
 
 
-def _accumulated(low: Lowering) -> list[str]:
-    """The reference's lines, a gradient's later contributions added to its first (a tensor written again
-    before anything read it)."""
-    out, pending = [], set()
+def _accumulated(plan, low: Lowering) -> list[str]:
+    """The reference's lines: a gradient's later contributions added to its first (a tensor written again
+    before anything read it), and a pass-through gradient (:func:`~.lowering.pass_through`) taken from its
+    result's where it is first read, or added into it, by name as the lowering does by layout."""
+    through = {g: list(e) for g, e in pass_through(plan).items()}
+    have = {t.name for t in low.inputs}
+    out: list = []
+    fresh: set = set()
+
+    def value(src: str, dims, own) -> str:
+        v = f"r[{src!r}]"
+        return v if tuple(dims) == tuple(own) else f"{v}.reshape({tuple(int(low.sizes[d]) for d in own)})"
+
+    def read(name: str, writer: str | None) -> None:
+        entries = through.get(name, [])
+        for e in list(entries):
+            src, dims, own = e
+            if src not in have:
+                continue
+            read(src, name)
+            entries.remove(e)
+            if name in have and writer != name:
+                out.append(f"r[{name!r}] = r[{name!r}] + {value(src, dims, own)}")
+            elif name not in have:
+                out.append(f"r[{name!r}] = {value(src, dims, own)}")
+                have.add(name)
+            else:
+                entries.append(e)
+                break
     for s in low.steps:
-        pending.difference_update(t.name for t in s.inputs)
+        for t in s.inputs:
+            read(t.name, s.output.name)
+        fresh.difference_update(t.name for t in s.inputs)
         line = _reference(s, low.sizes)
         if line is None:
             continue
         n = s.output.name
-        if n in pending:
+        if n in fresh:
             line = line.replace(f"r[{n!r}] = ", f"r[{n!r}] = r[{n!r}] + ", 1)
-        pending.add(n)
+        fresh.add(n)
+        have.add(n)
         out.append(line)
-    return out
+    for name in list(through):
+        read(name, None)
+    return [line for line in out if line]
 
 
 def _autodiff(plan, low: Lowering) -> list[str]:
@@ -105,11 +135,11 @@ def _autodiff(plan, low: Lowering) -> list[str]:
     given = {t.name for t in low.inputs}
     seeds = {t.name: t.name[1:] for t in low.inputs if t.name.startswith("d") and t.name[1:] in made}
     through = sorted(g for g, t in seeds.items() if t in read)
-    if through:      # a residual add's operand, a view's: its gradient is its result's, with no step
+    if through:      # a pass-through gradient the lowering found no result's gradient to take from
         raise ExportError(f"cannot export the backward pass: the gradient{'s' if len(through) > 1 else ''} "
                           f"{', '.join(through)} pass{'' if len(through) > 1 else 'es'} through a residual add or a "
-                          f"view without a step (the simulator takes {'them' if len(through) > 1 else 'it'} from "
-                          f"the result's gradient; export-jax does not yet)")
+                          f"view, and no result's gradient laid out as {'they are' if len(through) > 1 else 'it is'} "
+                          f"was found to take {'them' if len(through) > 1 else 'it'} from")
     masks = sorted({lw.op.inputs[1].name for _, lw in steps
                     if isinstance(lw.op, Elementwise) and lw.op.grad and lw.op.kind == "Dropout"})
     grads = {o.name: o.name[1:] for o in low.outputs if o.name.startswith("d") and o.name[1:] in given
@@ -155,7 +185,7 @@ def export_plan(plan) -> str:
 
         def var(t) -> str:
             return each(layout_key(t))
-        ref = _accumulated(low)
+        ref = _accumulated(plan, low)
         grads = _autodiff(plan, low)
     else:
         low = lower(plan)
@@ -164,6 +194,9 @@ def export_plan(plan) -> str:
             return variable(t.name)
         ref = [r for r in (_reference(s, low.sizes) for s in low.steps) if r is not None]
     inputs, outs, sizes, body = low.inputs, low.outputs, low.sizes, low.body
+    if grads:        # a gradient left as partial sums between the backward's steps is not compared
+        forward = {s.tensor for s in plan.steps if s.phase == "forward"}
+        outs = tuple(o for o in outs if not (o.unreduced and o.name not in forward))
     kinds = sorted({s.op.kind for s in low.steps if isinstance(s.op, Elementwise)})
     whole = "the program on whole arrays" if kinds else "jnp.einsum"
     stand_ins = [k for k in kinds if k in STAND_INS]
@@ -213,11 +246,10 @@ def export_plan(plan) -> str:
         "",
         *grads,
         "def main():",
-        "    key = jax.random.PRNGKey(0)",
+        "    rng = np.random.default_rng(0)",
         "    values = {}",
         "    for name, shape in SHAPES.items():",
-        "        key, sub = jax.random.split(key)",
-        "        values[name] = jax.random.normal(sub, shape, jnp.float32)",
+        "        values[name] = jnp.asarray(rng.standard_normal(shape), jnp.float32)",
         *(["        if name in ONES:", "            values[name] = jnp.ones(shape, jnp.float32)"] if grads else []),
         "    kwargs = dict(mesh=MESH, in_specs=tuple(IN_SPECS[n] for n in SHAPES),",
         "                  out_specs=tuple(OUT_SPECS.values()))",
@@ -227,13 +259,13 @@ def export_plan(plan) -> str:
         "        f = shard_map(step, check_rep=False, **kwargs)",
         "    args = [jax.device_put(values[n], NamedSharding(MESH, IN_SPECS[n])) for n in SHAPES]",
         "    got = jax.jit(f)(*args)",
-        "    want = reference(dict(values))",
+        "    want = jax.jit(reference)(dict(values))",
         "    ok = True",
         "    for name, value in zip(OUT_SPECS, got):",
         "        good = bool(np.allclose(np.asarray(value), np.asarray(want[name]), rtol=1e-4, atol=1e-3))",
         f"        print(f'{{name}}: {{\"matches\" if good else \"DIFFERS from\"}} {whole}')",
         "        ok = ok and good",
-        *(["    auto = autodiff(values)",
+        *(["    auto = jax.jit(autodiff)(values)",
            "    for name, value in zip(OUT_SPECS, got):",
            "        if name in GRADS:",
            "            want = np.asarray(auto[GRADS[name]])",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..einsum import LocalEinsum
 from ..elementwise import Elementwise
 from ..errors import ExportError
+from ..layout import Layout
 
 __all__ = ["lower", "Lowering", "Lowered", "concrete_sizes", "elementwise_expr", "einsum_line", "layout_key",
            "shape_of", "variable", "JNP_DTYPES"]
@@ -158,6 +159,83 @@ def _gradient_expr(op: Elementwise, args: list, sizes: dict, mesh, shape: tuple)
     return f"jax.vjp(lambda {', '.join(params)}: {forward}, {', '.join(args[1:])})[1]({args[0]})[{which}]"
 
 
+def pass_through(plan) -> dict:
+    """The gradients a backward pass takes with no step: each operand's of a residual add or a view (a rule
+    whose gradient costs nothing) is its result's. ``{operand's gradient: [(the result's gradient, the
+    result's dimensions, the operand's)]}``, as :mod:`symcost.simulation` keeps them."""
+    out: dict = {}
+    if not any(s.phase == "backward" for s in plan.steps):
+        return out
+    for s in plan.steps:
+        op = s.op
+        if isinstance(op, Elementwise) and not op.grad and op.rule.grad_flops == 0:
+            for x in op.inputs:
+                out.setdefault("d" + x.name, []).append(("d" + op.output.name, op.output.dims, x.dims))
+    return out
+
+
+class _Through:
+    """A pass-through gradient taken from its result's where a step first reads it, added into one a step
+    wrote where it is read (or at the end), as :mod:`symcost.simulation` does; a result's gradient that no
+    step writes (the program's own ``dOut``) is an input."""
+
+    def __init__(self, plan, var, sizes, mesh, made: set, inputs: list):
+        self.pending = pass_through(plan)
+        self.written = {_writes(s.op).name for s in plan.steps}
+        self.var, self.sizes, self.mesh, self.made, self.inputs = var, sizes, mesh, made, inputs
+
+    def _source(self, entry, t: Layout, lines: list):
+        src, dims, _ = entry
+        if len(dims) != len(t.dims):
+            return None
+        lay = Layout(src, tuple(dims), t.axes, t.unreduced, t.dtype)
+        if layout_key(lay) not in self.made:
+            if src in self.written or src in self.pending:
+                return None
+            self.inputs.append(lay)                # the program's own output gradient: given
+            self.made.update((src, layout_key(lay)))
+        lines.extend(self.read(lay, t.name))
+        return lay
+
+    def _value(self, lay: Layout, t: Layout) -> str:
+        v = self.var(layout_key(lay))
+        return v if lay.dims == t.dims else f"{v}.reshape({shape_of(t, self.sizes, self.mesh)})"
+
+    def read(self, t: Layout, writer: str | None) -> list:
+        """Lines that make ``t`` from pending gradients, or add them into it, before a step reads it."""
+        lines: list = []
+        k = layout_key(t)
+        entries = self.pending.get(t.name, [])
+        if k not in self.made:
+            for entry in list(entries):
+                lay = self._source(entry, t, lines)
+                if lay is not None:
+                    entries.remove(entry)
+                    lines.append(f"{self.var(k)} = {self._value(lay, t)}")
+                    self.made.update((t.name, k))
+                    break
+        if writer != t.name and k in self.made:
+            for entry in list(entries):
+                lay = self._source(entry, t, lines)
+                if lay is not None:
+                    entries.remove(entry)
+                    lines.append(f"{self.var(k)} = {self.var(k)} + {self._value(lay, t)}")
+        return lines
+
+    def settle(self, last: dict) -> list:
+        """Lines that add the pending gradients no step read where they belong (the end of the pass)."""
+        lines: list = []
+        for name in list(self.pending):
+            for src, _, own in list(self.pending.get(name, ())):
+                if src not in last:
+                    continue
+                s = last[src]
+                t = last.get(name) or Layout(name, tuple(own), s.axes, s.unreduced, s.dtype)
+                lines.extend(self.read(t, None))
+                last.setdefault(name, t)
+        return lines
+
+
 def lower(plan, var=variable, native: bool = False, what: str = "export", by_layout: bool = False) -> Lowering:
     """Every step of ``plan`` as ``shard_map`` body lines: einsums as ``jnp.einsum``, each move through
     its rule's :meth:`~symcost.collectives.MoveRule.lower_jax`. ``var`` names a tensor's variable;
@@ -175,15 +253,19 @@ def lower(plan, var=variable, native: bool = False, what: str = "export", by_lay
     inputs, seen, steps, produced = [], set(), [], []
     unread: set = set()
     last = {}                                   # each tensor's layout as the last step left it
+    through = _Through(plan, var, sizes, mesh, seen, inputs) if by_layout else None
     for i, s in enumerate(plan.steps):
         op = s.op
         reads = _reads(op)
+        out = _writes(op)
+        pre: list = []
         for t in reads:
+            if through is not None:
+                pre.extend(through.read(t, out.name))
             if t.name not in seen and t.name not in produced and (not by_layout or key(t) not in seen):
                 inputs.append(t)
                 seen.update((t.name, key(t)))
             unread.discard(key(t))
-        out = _writes(op)
         v = var(key(out))
         if isinstance(op, Elementwise):
             expr = elementwise_expr(op, [var(key(t)) for t in op.inputs], sizes, mesh)
@@ -204,6 +286,8 @@ def lower(plan, var=variable, native: bool = False, what: str = "export", by_lay
                 tmp = var(("", i))
                 again = (f"{tmp} = {src}", *op.rule.lower_jax(op, mesh, tmp), f"{v} = {v} + {tmp}")
         identity = isinstance(op, Elementwise) and (op.rule.jax_grad if op.grad else op.rule.jax) == "{0}"
+        if pre:       # the whole program makes the pass-through gradients first (a step alone takes them)
+            again = tuple(pre) + (again if again is not None else tuple(lines))
         steps.append(Lowered(op, reads, out, tuple(lines), again, identity))
         last[out.name] = out
         if by_layout:
@@ -212,6 +296,10 @@ def lower(plan, var=variable, native: bool = False, what: str = "export", by_lay
         if (isinstance(op, (LocalEinsum, Elementwise)) or op.after.name != op.before.name) \
                 and out.name not in produced:
             produced.append(out.name)
+    if through is not None and steps and (end := through.settle(last)):
+        s = steps[-1]
+        steps[-1] = Lowered(s.op, s.inputs, s.output, s.lines, (s.in_body or s.lines) + tuple(end), s.identity)
+        produced.extend(n for n in last if n not in produced)
     finals = {l.name: l for l in plan.layouts}
     if by_layout:       # the backward's tensors too (the plan's final layouts are the forward's)
         finals = {**{n: t for n, t in last.items() if n not in finals}, **finals}
