@@ -267,3 +267,16 @@ def _check_broadcast(stmt, layouts, error) -> str:
         raise error(f"{stmt.op}_{new} gives {first.name}'s dimensions [{', '.join(first.dims)}] with {new} added; "
                     f"write its result so", stmt.output.span if stmt.output is not None else stmt.name_span)
     return new
+
+
+def pass_through(ops) -> dict:
+    """The gradients a backward pass takes with no step: each operand's of a residual add or a view (a rule
+    whose gradient costs nothing) is its result's. ``{operand's gradient: [(the result's gradient, the
+    result's dimensions, the operand's)]}`` over the forward operations ``ops``, as the simulator and the
+    JAX lowering take them."""
+    out: dict = {}
+    for op in ops:
+        if isinstance(op, Elementwise) and not op.grad and op.rule.grad_flops == 0:
+            for x in op.inputs:
+                out.setdefault("d" + x.name, []).append(("d" + op.output.name, op.output.dims, x.dims))
+    return out

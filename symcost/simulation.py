@@ -26,7 +26,7 @@ import numpy as np
 from . import arrays
 from .collectives import Grid
 from .einsum import LocalEinsum
-from .elementwise import Elementwise, mask_layout
+from .elementwise import Elementwise, mask_layout, pass_through
 from .errors import SimulationError
 from .layout import Layout
 from .simulate import full_shape, collect, distribute, pad, padded_shape
@@ -84,12 +84,7 @@ class Devices:
         self.grads = {_written(s.op).name for s in steps if s.phase == "backward"} - forward
         self.computed = {_written(s.op).name for s in steps if isinstance(s.op, (LocalEinsum, Elementwise))}
         # a residual add's or a view's operands: gradient name -> [(result's gradient, its dims, own dims)]
-        self.pending: dict = {}
-        for s in steps if self.backward else ():
-            op = s.op
-            if isinstance(op, Elementwise) and not op.grad and op.rule.grad_flops == 0:
-                for x in op.inputs:
-                    self.pending.setdefault("d" + x.name, []).append(("d" + op.output.name, op.output.dims, x.dims))
+        self.pending: dict = pass_through(s.op for s in steps) if self.backward else {}
 
     # ----------------------------------------------------------------------------- instances
 

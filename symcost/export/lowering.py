@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..einsum import LocalEinsum
 from ..elementwise import Elementwise
+from ..elementwise import pass_through as elementwise_pass_through
 from ..errors import ExportError
 from ..layout import Layout
 
@@ -160,18 +161,10 @@ def _gradient_expr(op: Elementwise, args: list, sizes: dict, mesh, shape: tuple)
 
 
 def pass_through(plan) -> dict:
-    """The gradients a backward pass takes with no step: each operand's of a residual add or a view (a rule
-    whose gradient costs nothing) is its result's. ``{operand's gradient: [(the result's gradient, the
-    result's dimensions, the operand's)]}``, as :mod:`symcost.simulation` keeps them."""
-    out: dict = {}
+    """A backward plan's pass-through gradients (:func:`symcost.elementwise.pass_through`); none forward."""
     if not any(s.phase == "backward" for s in plan.steps):
-        return out
-    for s in plan.steps:
-        op = s.op
-        if isinstance(op, Elementwise) and not op.grad and op.rule.grad_flops == 0:
-            for x in op.inputs:
-                out.setdefault("d" + x.name, []).append(("d" + op.output.name, op.output.dims, x.dims))
-    return out
+        return {}
+    return elementwise_pass_through(s.op for s in plan.steps)
 
 
 class _Through:
