@@ -7,7 +7,8 @@
 
 What is swept depends on the backend (a CPU gets smaller sizes than a GPU, so that the sweep ends in
 seconds) and on ``quick``. The matmul sweep goes on doubling past its listed sizes until the peak is
-reached -- two sizes in a row within :data:`PEAK_WITHIN` of each other and of the best -- or the next
+reached -- :data:`PEAK_RUN` sizes in a row within :data:`PEAK_WITHIN` of each other and of the best (two
+agreed by chance under load: a CPU's 256^3 and 512^3 both read 21 GFLOP/s once, its peak being 47) -- or the next
 size's call would take longer than :data:`MAX_CALL` seconds at the rate the last one ran (eight times its
 FLOPs; a peak taken at a size still climbing would price every large einsum too slow, a call of several
 seconds on a CPU adds its length to the calibration five times over); its :data:`AGAIN` fastest sizes
@@ -30,7 +31,8 @@ from . import bench, runtime
 from .fit import LineFit, fit_line
 
 KB, MB, GB = 1 << 10, 1 << 20, 1 << 30
-PEAK_WITHIN = 0.03       # two sizes in a row this close (and this close to the best): the peak is reached
+PEAK_WITHIN = 0.03       # PEAK_RUN sizes in a row this close (and this close to the best): the peak is reached
+PEAK_RUN = 3
 MAX_CALL = 1.0           # seconds: the matmul sweep does not double into a call predicted to take longer
 MAX_N = 32768            # and never goes past this n
 AGAIN = 3                # the fastest sizes of the sweep timed a second time, the faster reading kept
@@ -113,7 +115,7 @@ class Calibration:
     elementwise: object = None
     kernel: object = None               # bench.KernelFloor
     shapes: list = field(default_factory=list)      # (weight, m, k, n, Sample): a model's layer matmuls
-    peak_reached: dict = field(default_factory=dict)  # dtype -> whether two sizes in a row agreed
+    peak_reached: dict = field(default_factory=dict)  # dtype -> whether PEAK_RUN sizes in a row agreed
     collectives: list = field(default_factory=list)
     skipped: dict = field(default_factory=dict)     # what could not be measured, and why
 
@@ -173,11 +175,11 @@ def matmul_to_peak(sizes, dtype: str, runs: int, key, step=lambda n: None) -> tu
 
 
 def _at_peak(pts) -> bool:
-    if len(pts) < 2:
+    if len(pts) < PEAK_RUN:
         return False
-    a, b = pts[-2].rate, pts[-1].rate
+    rates = [p.rate for p in pts[-PEAK_RUN:]]
     best = max(p.rate for p in pts)
-    return abs(a - b) <= PEAK_WITHIN * max(a, b) and b >= (1 - PEAK_WITHIN) * best
+    return max(rates) - min(rates) <= PEAK_WITHIN * max(rates) and rates[-1] >= (1 - PEAK_WITHIN) * best
 
 
 def kernel_widths(backend: str, quick: bool) -> tuple[int, ...]:
