@@ -94,18 +94,15 @@ def _accumulated(plan, low: Lowering) -> list[str]:
         entries = through.get(name, [])
         for e in list(entries):
             src, dims, own = e
-            if src not in have:
+            if src not in have or (name in have and writer == name):    # a step adding to it: not yet
                 continue
             read(src, name)
             entries.remove(e)
-            if name in have and writer != name:
+            if name in have:
                 out.append(f"r[{name!r}] = r[{name!r}] + {value(src, dims, own)}")
-            elif name not in have:
+            else:
                 out.append(f"r[{name!r}] = {value(src, dims, own)}")
                 have.add(name)
-            else:
-                entries.append(e)
-                break
     for s in low.steps:
         for t in s.inputs:
             read(t.name, s.output.name)
@@ -121,7 +118,7 @@ def _accumulated(plan, low: Lowering) -> list[str]:
         out.append(line)
     for name in list(through):
         read(name, None)
-    return [line for line in out if line]
+    return out
 
 
 def _autodiff(plan, low: Lowering) -> list[str]:
