@@ -41,8 +41,15 @@ def build_parser() -> Parser:
     return p
 
 
+#: the parser ``main`` reads with, built at its first call: parsing leaves a parser as it was, so a process that
+#: calls ``main`` many times (a notebook, a test suite) builds its hundreds of options once
+_PARSER: list[Parser] = []
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    if not _PARSER:
+        _PARSER.append(build_parser())
+    args = _PARSER[0].parse_args(argv)
     try:
         with progress.showing(sys.stderr.isatty()):
             return args.handler(args)

@@ -97,7 +97,10 @@ def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
     candidates are yielded, so the workers stay busy while the caller reads). Stopped or done, the workers
     are killed and joined: nothing is shared with them but their own pipe (see the module's docstring)."""
     size = max(1, min(CHUNK, len(cands) // (n * 8)))
-    ctx = multiprocessing.get_context(start_method())
+    method = start_method()
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":     # its workers are forked from a server that has imported the engine once
+        ctx.set_forkserver_preload(["__main__", __name__])
     c = caching.current()
     init = (space, options, sweep, (c.enabled, c.check, c.wider))
     parts = [cands[i:i + size] for i in range(0, len(cands), size)]
@@ -129,7 +132,8 @@ def _answer(worker) -> list:
     proc, conn = worker
     try:
         ok, got = conn.recv()
-    except EOFError:
+    except (EOFError, ConnectionResetError):
+        proc.join(1)
         raise SymcostError(f"a pricing worker stopped (exit code {proc.exitcode})") from None
     if not ok:
         raise got

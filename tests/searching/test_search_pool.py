@@ -94,6 +94,19 @@ def test_fresh_workers(monkeypatch):
     two = search(MLP, "X=4", DIMS, "tpu-v5p", backward=True, jobs=2)
     assert [(p.candidate, p.t_step, p.memory_bytes) for p in two.ranked] == \
            [(p.candidate, p.t_step, p.memory_bytes) for p in one.ranked]
+    from multiprocessing import forkserver    # the server imported the engine once, not each worker
+    assert "symcost.searching.pool" in forkserver._forkserver._preload_modules
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_is_an_error_not_a_traceback(monkeypatch, capsys):
+    """A worker killed under a search (out of memory, a signal) ends it with one sentence and its exit code."""
+    import os
+    if pool.start_method() != "fork":
+        pytest.skip("the stand-in for a dying worker is carried into it by forking")
+    monkeypatch.setattr(pool, "_numbers_of", lambda part: os._exit(5))
+    with pytest.raises(symcost.SymcostError, match=r"a pricing worker stopped \(exit code 5\)"):
+        search(MLP, "X=4", DIMS, "tpu-v5p", jobs=2)
 
 
 def test_start_method_avoids_forking_threads(monkeypatch):
