@@ -280,3 +280,76 @@ def pass_through(ops) -> dict:
             for x in op.inputs:
                 out.setdefault("d" + x.name, []).append(("d" + op.output.name, op.output.dims, x.dims))
     return out
+
+
+class Passing:
+    """A backward pass's pass-through gradients (:func:`pass_through`), taken as whoever runs the pass
+    meets them: the simulator (arrays by layout), the JAX lowering (a variable a layout) and the exported
+    file's reference (whole arrays by name) hold them differently and take them by this one rule:
+
+    - where a step reads an operand's gradient not held in the layout it reads, that gradient is the first
+      pending contribution whose source (the result's gradient) is held laid out the same way;
+    - unless the step writes that gradient itself (it adds its own contribution first), every other
+      pending contribution whose source is held so is added into it;
+    - at the end of the pass (:meth:`settle`), what no step read is added where it belongs: into the
+      gradient's last layout, or the layout its source was left in.
+
+    A source is held, made from its own pending contributions (a residual add after a residual add), or
+    given (a gradient no step writes: the program's own ``dOut``). The holder is ``store``, with
+    ``holds(t)``; ``like(src, dims, t)``: the source (of dimensions ``dims``) laid out as ``t``, None where
+    it cannot be; ``given(t)``: whether ``t`` is given (and now held); ``take(t, s)`` and ``add(t, s)``;
+    ``final(name, src, dims)``: where ``name``'s contributions belong at the end, None where ``src`` was
+    never made. ``t`` is whatever the store reads a gradient as (its name is ``t.name``)."""
+
+    def __init__(self, ops):
+        self.pending = pass_through(ops)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.pending
+
+    def read(self, t, writer: str | None, store) -> None:
+        """Before a step that writes ``writer`` (None: the end of the pass) reads ``t``."""
+        entries = self.pending.get(t.name)
+        if not entries:
+            return
+        if not store.holds(t):
+            for entry in list(entries):
+                s = self._source(entry, t, store)
+                if s is not None:
+                    entries.remove(entry)
+                    store.take(t, s)
+                    break
+        if writer != t.name and store.holds(t):
+            for entry in list(entries):
+                s = self._source(entry, t, store)
+                if s is not None:
+                    entries.remove(entry)
+                    store.add(t, s)
+        if not entries:
+            self.pending.pop(t.name, None)
+
+    def _source(self, entry, t, store):
+        src, dims, _ = entry
+        s = store.like(src, dims, t)
+        if s is None:
+            return None
+        self.read(s, t.name, store)
+        if not store.holds(s):
+            if src in self.pending or not store.given(s):
+                return None
+            self.read(s, t.name, store)
+        return s
+
+    def settle(self, store) -> None:
+        """The end of the pass: every contribution no step read, where it belongs."""
+        for name in list(self.pending):
+            self._settle(name, store)
+
+    def _settle(self, name: str, store) -> None:
+        for src, _, dims in list(self.pending.get(name, ())):
+            if src in self.pending:
+                self._settle(src, store)
+            t = store.final(name, src, dims)
+            if t is not None:
+                self.read(t, None, store)
+        self.pending.pop(name, None)

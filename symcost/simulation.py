@@ -26,7 +26,7 @@ import numpy as np
 from . import arrays
 from .collectives import Grid
 from .einsum import LocalEinsum
-from .elementwise import Elementwise, mask_layout, pass_through
+from .elementwise import Elementwise, Passing, mask_layout
 from .errors import SimulationError
 from .layout import Layout
 from .simulate import full_shape, collect, distribute, pad, padded_shape
@@ -83,8 +83,7 @@ class Devices:
         self.backward = any(s.phase == "backward" for s in steps)
         self.grads = {_written(s.op).name for s in steps if s.phase == "backward"} - forward
         self.computed = {_written(s.op).name for s in steps if isinstance(s.op, (LocalEinsum, Elementwise))}
-        # a residual add's or a view's operands: gradient name -> [(result's gradient, its dims, own dims)]
-        self.pending: dict = pass_through(s.op for s in steps) if self.backward else {}
+        self.passing = Passing(s.op for s in steps if self.backward)    # a residual add's or a view's operands
 
     # ----------------------------------------------------------------------------- instances
 
@@ -107,65 +106,66 @@ class Devices:
     def read(self, t: Layout, writer: str) -> tuple:
         """The instance a step reads (``writer``: the name the step writes)."""
         k = key(t)
+        self.passing.read(t, writer, self)
         if k not in self.blocks:
-            if not (t.name in self.pending and self._take(t)):
-                held = self._held(t.name)
-                if held:
-                    raise SimulationError(f"{t.name} is held as {', '.join(map(str, held))} on the devices but "
-                                          f"the plan uses {t}, which no step made")
-                if t.name in self.computed:
-                    raise SimulationError(f"the plan reads {t} before any step computes it")
-                self._create(t)
-        if writer != t.name and t.name in self.pending:
-            self._fold(t)
+            held = self._held(t.name)
+            if held:
+                raise SimulationError(f"{t.name} is held as {', '.join(map(str, held))} on the devices but "
+                                      f"the plan uses {t}, which no step made")
+            if t.name in self.computed:
+                raise SimulationError(f"the plan reads {t} before any step computes it")
+            self._create(t)
+            self.passing.read(t, writer, self)
         self.unread.discard(k)
         return k
 
-    def _source(self, src: str, src_dims, t: Layout):
-        """The instance of the result's gradient ``src`` laid out (position by position) as ``t`` is."""
-        if len(src_dims) != len(t.dims):
+    # --------------------------------------------------- pass-through gradients (:class:`Passing`'s store)
+
+    def holds(self, t: Layout) -> bool:
+        return key(t) in self.blocks
+
+    def like(self, src: str, dims, t: Layout) -> Layout | None:
+        """The result's gradient ``src`` laid out (position by position) as ``t`` is."""
+        return Layout(src, tuple(dims), t.axes, t.unreduced, t.dtype) if len(dims) == len(t.dims) else None
+
+    def given(self, t: Layout) -> bool:
+        if self._held(t.name) or t.name in self.computed:
+            return False
+        self._create(t)
+        return True
+
+    def take(self, t: Layout, s: Layout) -> None:
+        blocks, full = self._passed(s, t)
+        self._put(t, {d: b.copy() for d, b in blocks.items()}, full.copy())
+
+    def add(self, t: Layout, s: Layout) -> None:
+        k = key(t)
+        blocks, full = self._passed(s, t)
+        self.blocks[k] = {d: b + blocks[d] for d, b in self.blocks[k].items()}
+        self.full[k] = self.full[k] + full
+
+    def final(self, name: str, src: str, dims) -> Layout | None:
+        if src not in self.last:
             return None
-        try:
-            return self.read(Layout(src, tuple(src_dims), t.axes, t.unreduced, t.dtype), t.name)
-        except SimulationError:
-            return None
+        if name in self.last:
+            return self.layout[self.last[name]]
+        s = self.layout[self.last[src]]
+        return Layout(name, tuple(dims), s.axes, s.unreduced, s.dtype)
 
     def _local(self, t: Layout) -> tuple:
         """The shape of each device's block of ``t`` (every size divides by its axes' devices)."""
         return tuple(n // self.grid.count(a) for n, a in zip(full_shape(t, self.sizes), t.axes))
 
-    def _passed(self, k2, t: Layout) -> tuple:
-        """The blocks and whole array of the result's gradient ``k2`` read as ``t``'s (a view's gradient is
+    def _passed(self, s: Layout, t: Layout) -> tuple:
+        """The blocks and whole array of the result's gradient ``s`` read as ``t``'s (a view's gradient is
         its result's, read back in row-major order as its operand's shape)."""
+        k2 = key(s)
+        self.unread.discard(k2)
         whole = full_shape(t, self.sizes)
         if self.full[k2].shape == whole:
             return self.blocks[k2], self.full[k2]
         local = self._local(t)
         return ({d: b.reshape(local) for d, b in self.blocks[k2].items()}, self.full[k2].reshape(whole))
-
-    def _take(self, t: Layout) -> bool:
-        """Make ``t`` from a pending pass-through gradient (a residual add's operand)."""
-        for entry in list(self.pending[t.name]):
-            k2 = self._source(entry[0], entry[1], t)
-            if k2 is not None:
-                self.pending[t.name].remove(entry)
-                blocks, full = self._passed(k2, t)
-                self._put(t, {d: b.copy() for d, b in blocks.items()}, full.copy())
-                return True
-        return False
-
-    def _fold(self, t: Layout) -> None:
-        """Add the pending pass-through gradients laid out as ``t`` into its instance."""
-        k = key(t)
-        for entry in list(self.pending.get(t.name, ())):
-            k2 = self._source(entry[0], entry[1], t)
-            if k2 is not None:
-                self.pending[t.name].remove(entry)
-                blocks, full = self._passed(k2, t)
-                self.blocks[k] = {d: b + blocks[d] for d, b in self.blocks[k].items()}
-                self.full[k] = self.full[k] + full
-        if not self.pending.get(t.name):
-            self.pending.pop(t.name, None)
 
     def _put(self, t: Layout, blocks: dict, full: np.ndarray) -> tuple:
         k = key(t)
@@ -227,24 +227,7 @@ class Devices:
         for lay in self.plan.layouts:
             if not self._held(lay.name):
                 self._create(lay)
-        for name in list(self.pending):
-            self._settle(name)
-
-    def _settle(self, name: str) -> None:
-        for entry in list(self.pending.get(name, ())):
-            src, src_dims, dims = entry
-            if src in self.pending:
-                self._settle(src)
-            if src not in self.last:
-                continue
-            s = self.layout[self.last[src]]
-            t = Layout(name, tuple(dims), s.axes, s.unreduced, s.dtype) if name not in self.last else \
-                self.layout[self.last[name]]
-            if key(t) in self.blocks:
-                self._fold(t)
-            else:
-                self._take(t)
-        self.pending.pop(name, None)
+        self.passing.settle(self)
 
     def arrays(self) -> dict:
         """The whole array of every tensor, from the instance written last."""

@@ -11,10 +11,12 @@ gradient by ``jax_grad`` or ``jax.vjp``): :mod:`.lowering`, which ``measure`` co
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..einsum import LocalEinsum
 from ..elementwise import Elementwise
 from ..errors import ExportError
-from .lowering import Lowering, Lowered, elementwise_expr, layout_key, lower, pass_through, shape_of, variable
+from .lowering import Lowering, Lowered, elementwise_expr, layout_key, lower, passing, shape_of, variable
 
 __all__ = ["export_plan", "STAND_INS", "ExportError"]
 
@@ -77,35 +79,57 @@ class _LayoutNames:
         return self.table[key]
 
 
+class _Named(NamedTuple):
+    """A whole array of the reference, by name (its dimensions say how a gradient passed to it reshapes)."""
+
+    name: str
+    dims: tuple
+
+
+class _Reference:
+    """The store :class:`~symcost.elementwise.Passing` takes pass-through gradients in for the reference:
+    whole arrays by name, as the lowering takes them by layout."""
+
+    def __init__(self, low: Lowering, out: list):
+        self.have = {t.name for t in low.inputs}
+        self.sizes, self.out = low.sizes, out
+
+    def holds(self, t: _Named) -> bool:
+        return t.name in self.have
+
+    def like(self, src: str, dims, t: _Named) -> _Named:
+        return _Named(src, tuple(dims))
+
+    def given(self, t: _Named) -> bool:
+        return False                    # the lowering's inputs are the reference's: already held
+
+    def _value(self, s: _Named, t: _Named) -> str:
+        v = f"r[{s.name!r}]"
+        return v if s.dims == tuple(t.dims) else f"{v}.reshape({tuple(int(self.sizes[d]) for d in t.dims)})"
+
+    def take(self, t: _Named, s: _Named) -> None:
+        self.out.append(f"r[{t.name!r}] = {self._value(s, t)}")
+        self.have.add(t.name)
+
+    def add(self, t: _Named, s: _Named) -> None:
+        self.out.append(f"r[{t.name!r}] = r[{t.name!r}] + {self._value(s, t)}")
+
+    def final(self, name: str, src: str, dims) -> _Named | None:
+        return _Named(name, tuple(dims)) if src in self.have else None
+
+
 def _accumulated(plan, low: Lowering) -> list[str]:
     """The reference's lines: a gradient's later contributions added to its first (a tensor written again
-    before anything read it), and a pass-through gradient (:func:`~.lowering.pass_through`) taken from its
-    result's where it is first read, or added into it, by name as the lowering does by layout."""
-    through = {g: list(e) for g, e in pass_through(plan).items()}
-    have = {t.name for t in low.inputs}
+    before anything read it), and a pass-through gradient taken from its result's where it is first read, or
+    added into it (:class:`~symcost.elementwise.Passing`), by name as the lowering does by layout."""
+    through = passing(plan)
+    own = {g: tuple(entries[0][2]) for g, entries in through.pending.items()}    # the operand's dimensions
     out: list = []
+    store = _Reference(low, out)
     fresh: set = set()
-
-    def value(src: str, dims, own) -> str:
-        v = f"r[{src!r}]"
-        return v if tuple(dims) == tuple(own) else f"{v}.reshape({tuple(int(low.sizes[d]) for d in own)})"
-
-    def read(name: str, writer: str | None) -> None:
-        entries = through.get(name, [])
-        for e in list(entries):
-            src, dims, own = e
-            if src not in have or (name in have and writer == name):    # a step adding to it: not yet
-                continue
-            read(src, name)
-            entries.remove(e)
-            if name in have:
-                out.append(f"r[{name!r}] = r[{name!r}] + {value(src, dims, own)}")
-            else:
-                out.append(f"r[{name!r}] = {value(src, dims, own)}")
-                have.add(name)
     for s in low.steps:
         for t in s.inputs:
-            read(t.name, s.output.name)
+            through.read(_Named(t.name, own.get(t.name, t.dims)), s.output.name, store)
         fresh.difference_update(t.name for t in s.inputs)
         line = _reference(s, low.sizes)
         if line is None:
@@ -114,10 +138,9 @@ def _accumulated(plan, low: Lowering) -> list[str]:
         if n in fresh:
             line = line.replace(f"r[{n!r}] = ", f"r[{n!r}] = r[{n!r}] + ", 1)
         fresh.add(n)
-        have.add(n)
+        store.have.add(n)
         out.append(line)
-    for name in list(through):
-        read(name, None)
+    through.settle(store)
     return out
 
 

@@ -10,8 +10,7 @@ import re
 from dataclasses import dataclass
 
 from ..einsum import LocalEinsum
-from ..elementwise import Elementwise
-from ..elementwise import pass_through as elementwise_pass_through
+from ..elementwise import Elementwise, Passing
 from ..errors import ExportError
 from ..layout import Layout
 
@@ -160,73 +159,68 @@ def _gradient_expr(op: Elementwise, args: list, sizes: dict, mesh, shape: tuple)
     return f"jax.vjp(lambda {', '.join(params)}: {forward}, {', '.join(args[1:])})[1]({args[0]})[{which}]"
 
 
-def pass_through(plan) -> dict:
-    """A backward plan's pass-through gradients (:func:`symcost.elementwise.pass_through`); none forward."""
-    if not any(s.phase == "backward" for s in plan.steps):
-        return {}
-    return elementwise_pass_through(s.op for s in plan.steps)
+def passing(plan) -> Passing:
+    """A backward plan's pass-through gradients (:class:`symcost.elementwise.Passing`); none forward."""
+    backward = any(s.phase == "backward" for s in plan.steps)
+    return Passing(s.op for s in plan.steps if backward)
 
 
 class _Through:
-    """A pass-through gradient taken from its result's where a step first reads it, added into one a step
-    wrote where it is read (or at the end), as :mod:`symcost.simulation` does; a result's gradient that no
-    step writes (the program's own ``dOut``) is an input."""
+    """The store :class:`~symcost.elementwise.Passing` takes a plan's pass-through gradients in, as the
+    simulator does: a layout's variable assigned from (or added into by) its result's gradient's variable;
+    a result's gradient that no step writes (the program's own ``dOut``) is an input."""
 
     def __init__(self, plan, var, sizes, mesh, made: set, inputs: list):
-        self.pending = pass_through(plan)
+        self.passing = passing(plan)
         self.written = {_writes(s.op).name for s in plan.steps}
         self.var, self.sizes, self.mesh, self.made, self.inputs = var, sizes, mesh, made, inputs
-
-    def _source(self, entry, t: Layout, lines: list):
-        src, dims, _ = entry
-        if len(dims) != len(t.dims):
-            return None
-        lay = Layout(src, tuple(dims), t.axes, t.unreduced, t.dtype)
-        if layout_key(lay) not in self.made:
-            if src in self.written or src in self.pending:
-                return None
-            self.inputs.append(lay)                # the program's own output gradient: given
-            self.made.update((src, layout_key(lay)))
-        lines.extend(self.read(lay, t.name))
-        return lay
-
-    def _value(self, lay: Layout, t: Layout) -> str:
-        v = self.var(layout_key(lay))
-        return v if lay.dims == t.dims else f"{v}.reshape({shape_of(t, self.sizes, self.mesh)})"
+        self.lines: list = []
+        self.last: dict = {}
 
     def read(self, t: Layout, writer: str | None) -> list:
         """Lines that make ``t`` from pending gradients, or add them into it, before a step reads it."""
-        lines: list = []
-        k = layout_key(t)
-        entries = self.pending.get(t.name, [])
-        if k not in self.made:
-            for entry in list(entries):
-                lay = self._source(entry, t, lines)
-                if lay is not None:
-                    entries.remove(entry)
-                    lines.append(f"{self.var(k)} = {self._value(lay, t)}")
-                    self.made.update((t.name, k))
-                    break
-        if writer != t.name and k in self.made:
-            for entry in list(entries):
-                lay = self._source(entry, t, lines)
-                if lay is not None:
-                    entries.remove(entry)
-                    lines.append(f"{self.var(k)} = {self.var(k)} + {self._value(lay, t)}")
-        return lines
+        self.lines = []
+        self.passing.read(t, writer, self)
+        return self.lines
 
     def settle(self, last: dict) -> list:
-        """Lines that add the pending gradients no step read where they belong (the end of the pass)."""
-        lines: list = []
-        for name in list(self.pending):
-            for src, _, own in list(self.pending.get(name, ())):
-                if src not in last:
-                    continue
-                s = last[src]
-                t = last.get(name) or Layout(name, tuple(own), s.axes, s.unreduced, s.dtype)
-                lines.extend(self.read(t, None))
-                last.setdefault(name, t)
-        return lines
+        """Lines that add the pending gradients no step read where they belong (the end of the pass);
+        ``last``: each tensor's layout as the last step left it (the gradients settled are added)."""
+        self.lines, self.last = [], last
+        self.passing.settle(self)
+        return self.lines
+
+    def holds(self, t: Layout) -> bool:
+        return layout_key(t) in self.made
+
+    def like(self, src: str, dims, t: Layout) -> Layout | None:
+        return Layout(src, tuple(dims), t.axes, t.unreduced, t.dtype) if len(dims) == len(t.dims) else None
+
+    def given(self, t: Layout) -> bool:
+        if t.name in self.written:
+            return False
+        self.inputs.append(t)
+        self.made.update((t.name, layout_key(t)))
+        return True
+
+    def _value(self, s: Layout, t: Layout) -> str:
+        v = self.var(layout_key(s))
+        return v if s.dims == t.dims else f"{v}.reshape({shape_of(t, self.sizes, self.mesh)})"
+
+    def take(self, t: Layout, s: Layout) -> None:
+        k = layout_key(t)
+        self.lines.append(f"{self.var(k)} = {self._value(s, t)}")
+        self.made.update((t.name, k))
+
+    def add(self, t: Layout, s: Layout) -> None:
+        v = self.var(layout_key(t))
+        self.lines.append(f"{v} = {v} + {self._value(s, t)}")
+
+    def final(self, name: str, src: str, dims) -> Layout | None:
+        if src not in self.last:
+            return None
+        s = self.last[src]
+        return self.last.setdefault(name, Layout(name, tuple(dims), s.axes, s.unreduced, s.dtype))
 
 
 def lower(plan, var=variable, native: bool = False, what: str = "export", by_layout: bool = False) -> Lowering:
