@@ -13,20 +13,16 @@ COMPUTE = ("forward", "backward", "recompute", "head", "optimizer")
 
 
 def _sequences(args) -> int:
+    """The iteration's sequences (the batch the search keeps; every other knob of a run it chooses)."""
     given = [f"--{k.replace('_', '-')}" for k in train.OPTIONS
-             if k != "attention" and getattr(args, k, None) not in (None, False)]
+             if k not in ("attention", "sequences") and getattr(args, k, None) not in (None, False)]
     if given:
         raise UsageError(f"--search chooses the run itself; drop {', '.join(given)}")
     if args.top < 1:
         raise UsageError(f"--top must be at least 1, not {args.top}")
-    if not args.batch:
-        raise UsageError("--train --search needs --batch (tokens per iteration)")
-    sequences = int(args.batch // args.seq)
-    if sequences < 1:
-        raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq}")
     if args.max_cp < 1:
         raise UsageError(f"--max-cp must be at least 1, not {args.max_cp}")
-    return sequences
+    return train.sequences_of(args)
 
 
 def answer(args, cfg, hw) -> dict:

@@ -89,6 +89,26 @@ def _settings(args) -> dict:
     return out
 
 
+def sequences_of(args) -> int:
+    """The sequences of one iteration: ``--sequences``, or ``--batch`` tokens in sequences of ``--seq``
+    (both given, they must agree)."""
+    if args.sequences is None and not args.batch:
+        raise UsageError("--train needs --sequences (per iteration) or --batch (tokens per iteration)")
+    if args.sequences is not None:
+        if args.batch and args.batch != args.sequences * args.seq:
+            raise UsageError(f"--batch {args.batch:g} tokens is not --sequences {args.sequences} of --seq {args.seq} "
+                             f"({args.sequences * args.seq:,} tokens); give one of them")
+        sequences = args.sequences
+    elif args.batch % args.seq:
+        raise UsageError(f"--batch {args.batch:g} tokens is not a whole number of sequences of --seq {args.seq}")
+    else:
+        sequences = int(args.batch // args.seq)
+    if sequences < 1:
+        raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq}"
+                         if args.sequences is None else f"--sequences must be at least 1, not {sequences}")
+    return sequences
+
+
 def execute(args, cfg, hw) -> dict:
     from ..models.execution import Run
     from ..models.layer_cost import RECOMPUTE
@@ -97,13 +117,7 @@ def execute(args, cfg, hw) -> dict:
     if args.mfu is not None:
         raise UsageError("--train derives the step, and its MFU, from the layer's plan; drop --mfu")
     k = _settings(args)
-    if args.sequences is None and not args.batch:
-        raise UsageError("--train needs --sequences (per iteration) or --batch (tokens per iteration)")
-    if args.sequences is None and args.batch % args.seq:
-        raise UsageError(f"--batch {args.batch:g} tokens is not a whole number of sequences of --seq {args.seq}")
-    sequences = args.sequences if args.sequences is not None else int(args.batch // args.seq)
-    if sequences < 1:
-        raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq}")
+    sequences = sequences_of(args)
     if sequences % (k["dp"] * k["microbatch"]):
         raise UsageError(f"{sequences} sequences do not split into microbatches of {k['microbatch']} on each of "
                          f"{k['dp']} data-parallel replicas ({sequences} / ({k['dp']} x {k['microbatch']}) = "

@@ -108,6 +108,22 @@ def test_search_errors(capsys, extra, says):
     assert code == 2 and says in err
 
 
+def test_the_search_takes_the_batch_in_sequences_or_tokens(capsys):
+    """--sequences is the iteration's batch, as for one run (not a knob the search would choose): the same
+    search as --batch in tokens; both given, they must agree."""
+    argv = ["model", "megatron-22b", "--train", "--search", "--hw", "a100", "--chips", "8", "--seq", "2048", "--json"]
+    assert main(argv + ["--sequences", "8"]) == 0
+    by_sequences = json.loads(capsys.readouterr().out)["search"]
+    assert main(argv + ["--batch", "16384"]) == 0
+    by_tokens = json.loads(capsys.readouterr().out)["search"]
+    by_sequences.pop("seconds"), by_tokens.pop("seconds")
+    assert by_sequences == by_tokens and by_sequences["top"]
+    for extra in (["--search"], []):    # one run says the same
+        run = [a for a in argv if a != "--search"] + (["--tp", "8"] if not extra else [])
+        assert main(run + extra + ["--sequences", "8", "--batch", "8192"]) == 2
+        assert "--batch 8192 tokens is not --sequences 8 of --seq 2048 (16,384 tokens)" in capsys.readouterr().err
+
+
 def test_search_needs_train(capsys):
     assert main(["model", "megatron-22b", "--search", "--hw", "a100", "--chips", "8"]) == 2
     assert "a training run (--train) or how to serve (--decode or --prefill)" in capsys.readouterr().err
