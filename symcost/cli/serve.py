@@ -105,6 +105,8 @@ def _show_decode(d: dict, args, cfg, hw) -> None:
     print(f"    step {fmt_seconds(d['step_time'])} (T_hbm {fmt_seconds(d['t_hbm'])}, T_math "
           f"{fmt_seconds(d['t_math'])}, T_comms {fmt_seconds(d['t_comms'])}); a chip reads "
           f"{fmt_bytes(d['weight_bytes_read'])} of weights a step, as it holds them")
+    if why := _beyond_the_terms(d, hw):
+        print(why)
     if "experts_read" in d:
         print(f"    experts read a layer: {d['experts_read']:.3g} of {cfg.E + cfg.shared_experts} (a batch of B tokens "
               f"touches E(1 - (1 - k/E)^B) of the E = {cfg.E} routed experts, k = {cfg.k}"
@@ -119,6 +121,21 @@ def _show_decode(d: dict, args, cfg, hw) -> None:
         print(_no_fit("the weights and KV caches", d["memory_bytes"], hw.hbm_bytes)
               + (f"; the largest batch that fits is {d['max_batch']}" if d["max_batch"] else
                  "; the weights alone do not fit: more chips or a smaller --dtype"))
+
+
+def _beyond_the_terms(d: dict, hw) -> str:
+    """Why a step is longer than its largest term, where it is: its kernels run one after another, each at
+    the larger of its own T_math and T_hbm (and the preset's per-kernel floor), and the step waits on the
+    collectives between them."""
+    from ..printers.text import fmt_seconds
+    largest = max(d["t_hbm"], d["t_math"], d["t_comms"])
+    if d["step_time"] <= 1.01 * largest:
+        return ""
+    floor = hw.efficiency.t_kernel
+    each = "its own larger of T_math and T_hbm" + (f", plus a {floor * 1e6:.2g} us floor" if floor else "")
+    waits = ", and it waits on the collectives between them" if d["step_time"] > 1.01 * d["t_kernels"] else ""
+    return (f"    why longer than any term: its kernels run one after another ({fmt_seconds(d['t_kernels'])}, each at "
+            f"{each}){waits}")
 
 
 def _show_prefill(p: dict, args, hw) -> None:

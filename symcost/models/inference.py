@@ -222,8 +222,8 @@ class Serving:
             self._plans[key] = plan
         return plan
 
-    def _roofline(self, plan, override=None) -> tuple[float, float, float, float, float]:
-        """(the step time, T_math, T_hbm, T_comms, weight bytes read) per device,
+    def _roofline(self, plan, override=None) -> tuple[float, float, float, float, float, float]:
+        """(the step time, T_math, T_hbm, T_comms, weight bytes read, the kernels one after another) per device,
         in seconds and bytes, under the ``step`` overlap policy. Every einsum that uses a weight reads the
         block the device holds (a replicated weight whole, though the plan may compute on a slice of it).
         The attention scores never reach HBM (the attention einsums run fused, as flash attention does), so
@@ -236,7 +236,7 @@ class Serving:
         ops = [_reading_held(s.op, held) if s.is_einsum else s.op for s in plan.steps]
         t = totals((op_cost(op, env, on_chip(self.cfg)) for op in ops), env, "step")
         read = sum(float(env.local_bytes(i)) for op in einsums for i in op.inputs if i.name in held)
-        return t.t_step, t.t_math, t.t_hbm, t.t_comms, read
+        return t.t_step, t.t_math, t.t_hbm, t.t_comms, read, t.t_einsums
 
     # ------------------------------------------------------------------ decode
     def decode(self, batch: int, seq: int, plan_batch: int | None = None, new_tokens: int = 1) -> ServingStep:
@@ -283,7 +283,7 @@ class Serving:
             raise UsageError("--batch and --seq must be positive")
         run_batch = self._padded(batch)
         at = self._padded(plan_batch) if plan_batch else run_batch
-        roof = tm = th = tc = read = 0.0
+        roof = tm = th = tc = read = kernels = 0.0
         experts = None
         for moe, count in self._layer_kinds():
             if count:
@@ -292,10 +292,12 @@ class Serving:
                     r, experts = self._expert_layer(plan, {"B": run_batch}, run_batch * new_tokens)
                 else:
                     r = self._roofline(plan, {"B": run_batch})
-                roof, tm, th, tc, read = (acc + count * x for acc, x in zip((roof, tm, th, tc, read), r))
+                roof, tm, th, tc, read, kernels = (acc + count * x for acc, x in
+                                                   zip((roof, tm, th, tc, read, kernels), r))
         h = self._roofline(self._plan("head", at, logits_tokens, seq), {"B": run_batch})
-        roof, tm, th, tc, read = (acc + x for acc, x in zip((roof, tm, th, tc, read), h))
-        return ServingStep(step_time=max(roof, tc), t_math=tm, t_hbm=th, t_comms=tc, tokens=batch * new_tokens,
+        roof, tm, th, tc, read, kernels = (acc + x for acc, x in zip((roof, tm, th, tc, read, kernels), h))
+        return ServingStep(step_time=max(roof, tc), t_math=tm, t_hbm=th, t_comms=tc, t_kernels=kernels,
+                           tokens=batch * new_tokens,
                            chips=self.chips, mesh=self.axes, memory_bytes=self.memory_per_device(batch, seq),
                            hbm_bytes=self.hw.hbm_bytes, max_batch=self.max_batch(seq), kv_copies=self.kv_copies,
                            weight_bytes_read=read, experts_read=experts, batch=batch)

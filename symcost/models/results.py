@@ -34,6 +34,7 @@ class ServingStep:
     kv_copies: int
     weight_bytes_read: float
     experts_read: float | None = None
+    t_kernels: float = 0.0      # the local kernels one after another, each at its own bound (and floor)
 
     @property
     def tokens_per_s(self) -> float:

@@ -61,6 +61,32 @@ def test_llama3_8b_decode_through_serve_is_within_ten_percent_of_the_measured_7_
     assert step.step_time >= step.t_hbm + (32 * 14 + 1) * hw.efficiency.t_kernel - 1e-12
 
 
+def test_a_step_longer_than_its_terms_says_why(capsys):
+    """Batch-1 decode of LLaMA 3 8B on one H100: no collectives, so the step is its 449 kernels one after
+    another, each at its own larger of T_math and T_hbm plus the 4.1 us floor (``t_kernels``), more than T_hbm;
+    the text says so. On 8 H100s (TP 8) the step also waits on the AllReduces between the kernels. With no
+    per-kernel floor and a weight-streaming step (tpu-v5p) there is nothing to say."""
+    import json
+
+    from symcost.cli import main
+    hw = hardware("h100")
+    step = Serving(LLAMA8B, hw).decode(1, 1024)
+    assert step.t_kernels == pytest.approx(step.step_time, rel=1e-9)
+    assert step.t_kernels >= step.t_hbm + (32 * 14 + 1) * hw.efficiency.t_kernel - 1e-12
+    base = ["serve", "llama3-8b", "--decode", "--seq", "1024", "--batch", "1"]
+    assert main(base + ["--hw", "h100", "--chips", "1"]) == 0
+    out = capsys.readouterr().out
+    assert ("why longer than any term: its kernels run one after another (7.07 ms, each at its own larger of "
+            "T_math and T_hbm, plus a 4.1 us floor)\n") in out
+    assert main(base + ["--hw", "h100", "--chips", "8", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)["decode"]
+    assert d["step_time"] > d["t_kernels"] > max(d["t_hbm"], d["t_math"], d["t_comms"])
+    assert main(base + ["--hw", "h100", "--chips", "8"]) == 0
+    assert "and it waits on the collectives between them" in capsys.readouterr().out
+    assert main(base + ["--hw", "tpu-v5p", "--chips", "4"]) == 0
+    assert "why longer" not in capsys.readouterr().out
+
+
 def test_serve_and_the_written_out_decode_layer_differ_by_flash_attentions_two_kernels():
     """examples/llama3_8b_decode_layer.sc writes the softmax and the product with V as kernels of their own
     (16 a layer, 7.33 ms with the head); the serving layer runs them inside flash attention's kernel, with the
