@@ -69,6 +69,7 @@ class Alternative:
     chosen: tuple[Step, ...] = field(compare=False, repr=False)
     mesh: Mesh = field(compare=False, repr=False)
     overlap: str = "program"
+    ranker: object = field(default=None, compare=False, repr=False)   # what the planner ranked it with
 
     @cached_property
     def totals(self) -> Totals:
@@ -97,9 +98,24 @@ class Alternative:
         return _wins_when(tuple(s.op for s in self.steps if s.is_collective),
                           tuple(s.op for s in self.chosen if s.is_collective), self.mesh)
 
+    @cached_property
+    def ranked(self) -> dict | None:
+        """The alternative and the chosen steps in numbers as the planner ranked them (unbound sizes at its
+        ranking sizes, docs/how-it-decides.md): ``{"t_step", "plan_t_step", "loses_on"}``, ``loses_on`` the
+        term (``t_math``, ``t_hbm``, ``t_comms``) the alternative spends the most more of; None without a
+        ranker or where the alternative is not slower."""
+        if self.ranker is None:
+            return None
+        r = self.ranker
+        mine, theirs = (r.totals_of([r.cost(s.op) for s in steps]) for steps in (self.steps, self.chosen))
+        if mine.t_step <= theirs.t_step:
+            return None
+        more = {k: float(getattr(mine, k) - getattr(theirs, k)) for k in ("t_math", "t_hbm", "t_comms")}
+        return {"t_step": float(mine.t_step), "plan_t_step": float(theirs.t_step), "loses_on": max(more, key=more.get)}
+
     def as_dict(self) -> dict:
         return {"summary": self.summary, "t_comms": str(self.t_comms), "t_step": str(self.t_step),
-                "comm_bytes": str(self.comm_bytes), "wins_when": self.wins_when}
+                "comm_bytes": str(self.comm_bytes), "wins_when": self.wins_when, "ranked": self.ranked}
 
 
 @dataclass(frozen=True)

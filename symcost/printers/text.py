@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import sympy as sp
 
+from ..env import RANKING_DEFAULTS
+
 
 def fmt_seconds(x: float) -> str:
     if x == 0:
@@ -105,4 +107,23 @@ def alternatives(plan) -> list[str]:
         if a.wins_when:
             when = "always" if a.wins_when == "always" else f"when {a.wins_when}"
             out.append(f"      its collectives take less time than the plan's {when}")
+            if v is None and a.ranked is not None:    # why it lost, where the reader has no numbers
+                out.append(_why_slower(plan, a))
     return out
+
+
+def _why_slower(plan, a) -> str:
+    """Why an alternative whose collectives may take less time lost, in numbers at the sizes the planner
+    ranked it at (each unbound dimension's ranking size; TPU v5p's figures without a preset)."""
+    r = a.ranked
+    dims = {d for lay in plan.layouts for d in lay.dims} & {str(x) for x in a.t_step.free_symbols}
+    ranked_at, bound = dict(a.ranker.sizes), dict(plan.sizes)
+    at = [f"{d}={ranked_at.get(d, RANKING_DEFAULTS['dim'])}" for d in sorted(dims) if d not in bound]
+    at += [] if plan.hardware is not None else ["TPU v5p's figures"]
+    return (f"      yet it is slower at the sizes unbound ones are ranked at ({', '.join(at) or 'the defaults'}): "
+            f"t_step {fmt_seconds(r['t_step'])} against the plan's {fmt_seconds(r['plan_t_step'])}, "
+            f"most of the difference in {LOSES_ON[r['loses_on']]}")
+
+
+#: what each term an alternative loses on is, in words
+LOSES_ON = {"t_math": "compute (T_math)", "t_hbm": "HBM traffic (T_hbm)", "t_comms": "communication (T_comms)"}

@@ -38,6 +38,28 @@ def test_case2_gathers_when_that_is_cheaper():
     assert slice_ and slice_[0].wins_when == "2*K < J"
 
 
+def test_an_alternative_with_cheaper_collectives_says_why_it_lost():
+    """A[I_X, J] * B[J, K] with I=10 on X=4, J and K unbound: gathering A and computing C whole moves less
+    data than the plan (which gathers A, slices B over K and gathers C), always, yet every device then reads
+    all of B. At the sizes unbound dimensions rank at (J = K = 8192) and TPU v5p's figures, its step is its
+    HBM traffic, (2JK + 2IJ + 2IK) bytes / W_hbm, against the plan's (JK/2 + 2IJ + IK/2) / W_hbm: the text
+    says so, where it has no numbers of its own."""
+    from symcost.env import RANKING_DEFAULTS
+    plan = symcost.derive("A[I_X, J] * B[J, K] -> C[I, K]", mesh="X=4", dims="I=10")
+    alt = next(a for a in plan.alternatives if a.summary == "AllGather_X(A); einsum -> C[I, K]")
+    assert alt.wins_when == "always"
+    i, j, k, w = 10, 8192, 8192, RANKING_DEFAULTS["W_hbm"]
+    assert alt.ranked["t_step"] == pytest.approx((2 * j * k + 2 * i * j + 2 * i * k) / w, rel=1e-9)
+    assert alt.ranked["plan_t_step"] == pytest.approx((j * k / 2 + 2 * i * j + i * k / 2) / w, rel=1e-9)
+    assert alt.ranked["loses_on"] == "t_hbm"
+    assert ("yet it is slower at the sizes unbound ones are ranked at (J=8192, K=8192, TPU v5p's figures): "
+            "t_step 48.1 us against the plan's 12.1 us, most of the difference in HBM traffic (T_hbm)") in str(plan)
+    bound = symcost.derive("A[I_X, J] * B[J, K] -> C[I, K]", mesh="X=4", dims="I=10,J=8192,K=8192")
+    assert "ranked at (TPU v5p's figures): t_step 48.1 us" in str(bound)       # the sizes bound, no preset
+    bound = symcost.derive("A[I_X, J] * B[J, K] -> C[I, K]", mesh="X=4", dims="I=10,J=8192,K=8192", hw="tpu-v5p")
+    assert "yet it is slower" not in str(bound)      # its t_step is shown in numbers already
+
+
 @pytest.mark.parametrize("out, expected", [
     ("C[I, K]", ["AllReduce_X(C[I, K]{U_X}) -> C[I, K]"]),
     ("C[I, K_X]", ["ReduceScatter_X(C[I, K]{U_X}) -> C[I, K_X]"]),
