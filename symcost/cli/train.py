@@ -140,7 +140,7 @@ def report(run, args, k: dict) -> dict:
     rep = run.report()
     it, fl, mem = rep["iteration"], rep["flops"], rep["memory"]
     tokens = run.sequences * run.seq
-    lines = hw.efficiency.describe({})
+    lines = hw.efficiency.describe()
     iterations = args.tokens / tokens if args.tokens else None
     mfu = rep["mfu_6n"] if k["flops"] == "6n" else rep["mfu"]
     layer = run.layer_timings()

@@ -102,12 +102,22 @@ class Hardware:
         return tuple(all(e == self.pod[0] for e in es) for es in edges)
 
     def show(self) -> str:
-        """Every figure with its source."""
+        """Every figure with its source: each source written once, at the end, and cited by number."""
         src = dict(self.sources)
+        notes: list[str] = []
+
+        def cite(key: str) -> str:
+            text = src.get(key, "")
+            if not text:
+                return ""
+            if text not in notes:
+                notes.append(text)
+            return f"[{notes.index(text) + 1}]"
+
         rows = [f"{self.name}: {self.description}"]
 
         def row(label, value, key):
-            rows.append(f"  {label:22s} {value:>12s}   {src.get(key, '')}")
+            rows.append(f"  {label:22s} {value:>12s}   {cite(key)}".rstrip())
 
         row("HBM per chip", f"{self.hbm_bytes:.3g} B", "hbm_bytes")
         row("HBM bandwidth W_hbm", f"{self.hbm_bandwidth:.3g} B/s", "hbm_bandwidth")
@@ -121,14 +131,17 @@ class Hardware:
         row("DCN per chip W_dcn", f"{self.dcn_bandwidth:.3g} B/s", "dcn_bandwidth")
         row("PCIe", f"{self.pcie_bandwidth:.3g} B/s", "pcie_bandwidth")
         row("latency per hop T_min", f"{self.t_min:.3g} s", "t_min")
-        rows.append(f"  {'topology':22s} {self.topology:>12s}   {src.get('topology', '')}")
+        row("topology", self.topology, "topology")
         rows.append(f"  pod {'x'.join(map(str, self.pod))}, host {'x'.join(map(str, self.host))}")
         if self.vector_flops:
             row("vector FLOPs/s", f"{self.vector_flops:.3g}", "vector_flops")
-        rows += [f"  {line}" for line in self.efficiency.describe(src)]
+        rows += [f"  {line}" for line in self.efficiency.describe(cite)]
         link = ("C/W_ici", self.ici_bandwidth) if self.family == "tpu" else ("C/W_nvlink", self.ici_one_way)
         rows.append(f"  C/W_hbm = {self.C / self.hbm_bandwidth:.0f}   {link[0]} = {self.C / link[1]:.0f}   "
                     f"C/W_dcn = {self.C / self.dcn_bandwidth:.0f}   (bf16 arithmetic intensities)")
+        if notes:
+            rows.append("  sources:")
+            rows += [f"  [{i}] {text}" for i, text in enumerate(notes, 1)]
         return "\n".join(rows)
 
 

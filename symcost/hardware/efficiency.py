@@ -108,13 +108,14 @@ class Efficiency:
                 best = (eta, lat)
         return best or (1.0, 0.0)
 
-    def describe(self, sources: dict) -> list[str]:
+    def describe(self, cite=None) -> list[str]:
+        """The achieved figures, a line each; ``cite(key)`` (of a preset's sources) marks where one is from."""
+        cite = cite or (lambda key: "")
         if self.ideal:
             return ["efficiency: ideal (every figure at its datasheet peak)"]
-        out = [f"efficiency: HBM {self.hbm:.2f}, vector {self.vector:.2f}   {sources.get('efficiency', '')}"]
+        out = [f"efficiency: HBM {self.hbm:.2f}, vector {self.vector:.2f}   {cite('efficiency')}".rstrip()]
         if self.t_kernel:
-            src = sources.get("efficiency.t_kernel", "")
-            out.append(f"  per-kernel floor: {self.t_kernel * 1e6:.3g} us   {src}".rstrip())
+            out.append(f"  per-kernel floor: {self.t_kernel * 1e6:.3g} us   {cite('efficiency.t_kernel')}".rstrip())
         for dtype, pts in self.matmul:
             out.append(f"  matmul {dtype}: " + ", ".join(f"{e:.2f} at {f:.2g} FLOPs" for f, e in pts))
         if self.waves:

@@ -24,6 +24,21 @@ def test_every_number_has_a_source(name):
     assert set(hw.bindings()) >= {"C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "T_min"}
 
 
+@pytest.mark.parametrize("name", presets())
+def test_a_preset_shows_each_source_once_cited_by_number(name):
+    """``symcost hardware NAME``: every figure cites a numbered source, each source written once at the end
+    (the H100's datasheet backs four figures: it was written out four times)."""
+    hw = hardware(name)
+    text = hw.show()
+    body, _, notes = text.partition("\n  sources:\n")
+    listed = dict(re.match(r"  \[(\d+)\] (.*)", line).groups() for line in notes.splitlines())
+    assert sorted(map(int, listed)) == list(range(1, len(listed) + 1))
+    assert {int(n) for n in re.findall(r"\[(\d+)\]$", body, re.M)} == set(map(int, listed))
+    assert len(set(listed.values())) == len(listed)                    # each source once
+    hidden = {"ici_bandwidth"} if hw.family == "gpu" else set()       # a GPU shows NVLink one way alone
+    assert set(listed.values()) == {v for k, v in hw.sources if v and k not in hidden}
+
+
 def test_book_constants_follow_from_the_presets():
     v5p, v5e, h100 = hardware("tpu-v5p"), hardware("tpu-v5e"), hardware("h100")
     assert v5p.C / v5p.ici_bandwidth == pytest.approx(2550, rel=1e-3)            # Part 5: alpha_ici
