@@ -100,7 +100,7 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
                       kernel=kind)
     lat, bw = op.rule.link_time(op, env)
     t = env.max(lat, bw)
-    alone = env.is_numeric and op.axes and env.group_size(op.axes) == 1   # over axes of one device: a no-op
+    alone = op.axes and env.group_size(op.axes) == 1     # over axes of one device: a no-op, in numbers and closed form
     if alone:
         return OpCost(z, op.rule.volume(op, env), z, z, z, z, op.rule.channels(op), True, z, z,
                       reads=(op.before,), writes=(op.after,), kernel="")
@@ -126,8 +126,8 @@ def numeric_cost(op, mesh: Mesh, sizes: tuple, critical: bool, figures: tuple):
     """A step's cost priced in numbers by the one pricing function (:func:`op_cost`, which the closed form
     is too) at the bound sizes and the preset's figures, without building the closed form (kept: a search
     needs only the numbers, and its plans share most steps). None (price the closed form instead) where a
-    dimension it reads is not bound, or where a collective runs over axes of one device (a no-op in
-    numbers, whose closed form keeps its latency)."""
+    dimension it reads is not bound, or where a collective runs over axes of one device (a no-op,
+    as its closed form says too)."""
     bound = dict(sizes)
     if any(not d.isdigit() and d not in bound for d in _dims_read(op)):
         return None

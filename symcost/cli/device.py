@@ -36,6 +36,9 @@ def register(sub):
     m.add_argument("--runs", type=int, default=20, help="timed runs (default 20; the median is reported)")
     m.add_argument("--no-steps", action="store_true", help="time the whole only, not each step alone")
     m.add_argument("--no-overlap", action="store_true", help="predict with every step in turn")
+    m.add_argument("--efficiency", action="store_true",
+                   help="predict at the preset's achieved figures (its efficiency table and per-kernel floor, as "
+                        "derive --efficiency prices them), not at its peaks")
     m.add_argument("--moves", default="auto", help="moves the engine may insert (as for derive)")
     for mode in ("decode", "prefill", "train"):
         m.add_argument(f"--{mode}", action="store_true", help=f"(a model) a {mode} step of its layer stack")
@@ -228,7 +231,7 @@ def _plan_runner(args, hw):
 
     def run_at(value, steps):
         d = dict(dims) if value is None else {**dims, args.vs: value}
-        plan = derive(text, args.mesh, d, hw, overlap=not args.no_overlap, moves=args.moves)
+        plan = derive(text, args.mesh, d, hw, overlap=not args.no_overlap, moves=args.moves, efficiency=args.efficiency)
         return measure_plan(plan, runs=args.runs, steps=steps)
     return run_at, dims, f"{text.strip()}  ({'mesh ' + args.mesh if args.mesh else 'one device'}, {hw.name})"
 
@@ -251,7 +254,8 @@ def _model_runner(args, hw):
         if value is not None:
             b, s = (value, s) if args.vs == "batch" else (b, value)
         return measure_model(cfg, hw, mode=mode, batch=b, seq=s, chips=args.chips, dtype=args.dtype,
-                             kv_dtype=args.kv_dtype, layers=args.layers, runs=args.runs, steps=steps)
+                             kv_dtype=args.kv_dtype, layers=args.layers, runs=args.runs, steps=steps,
+                             efficiency=args.efficiency)
     return run_at, {"batch": batch, "seq": args.seq}, f"{cfg.name} {mode} on {args.chips} device(s), {hw.name}"
 
 
@@ -265,7 +269,9 @@ def _print_measurement(m, hw) -> None:
               f"{w['of_layers']} layers and the unembedding, random {w['dtype']} weights")
         print(f"mesh: {w['mesh']}   hardware: {hw.name}   device: {m.device.describe()}")
     t = m.timing
-    print(f"predicted {fmt_seconds(m.predicted)} (overlap: {m.policy}; every step in turn {fmt_seconds(m.serial)})   "
+    at = "at the preset's achieved figures, " if m.achieved else ""
+    print(f"predicted {fmt_seconds(m.predicted)} ({at}overlap: {m.policy}; every step in turn "
+          f"{fmt_seconds(m.serial)})   "
           f"measured {fmt_seconds(t.median)} ({t.describe()}, jit, after warm-up)   "
           f"measured/predicted {m.ratio:.2f}")
     if m.steps:

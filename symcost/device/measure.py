@@ -59,6 +59,7 @@ class Measurement:
     device: runtime.DeviceInfo
     hardware: str
     steps: tuple[StepResult, ...] = ()
+    achieved: bool = False      # predicted at the preset's achieved figures (else at its peaks)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -77,7 +78,8 @@ class Measurement:
         d = self.device
         w = self.worst
         return {"measured": _timing(self.timing),
-                "predicted": {"seconds": self.predicted, "policy": self.policy, "serial": self.serial},
+                "predicted": {"seconds": self.predicted, "policy": self.policy, "serial": self.serial,
+                              "at": "achieved" if self.achieved else "peaks"},
                 "ratio": self.ratio if self.predicted else None,
                 "steps": [s.as_dict() for s in self.steps],
                 "worst": None if w is None else {"step": w.signature, "ratio": w.ratio},
@@ -131,7 +133,8 @@ def measure_plan(plan, *, runs: int = 20, steps: bool = True, seed: int = 0) -> 
     pred = predicted(plan, plan.t_step)
     serial = sum(predicted(plan, s.seconds) for s in plan.steps)
     what = {"kind": "program", "expression": plan.expression, "mesh": str(plan.mesh), "dims": dict(plan.sizes)}
-    return Measurement(what, timing, pred, plan.policy, serial, runtime.device_info(), plan.hardware.name, per)
+    return Measurement(what, timing, pred, plan.policy, serial, runtime.device_info(), plan.hardware.name, per,
+                       plan.efficient)
 
 
 def sweep_values(plan_sizes: dict, dim: str, values=None, points: int = 6) -> list[int]:

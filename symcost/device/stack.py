@@ -74,7 +74,7 @@ class _Part:
         return (res[0], list(res[1:])) if self.chained else (x, list(res))
 
 
-def _plans(cfg, hw, mode, batch, seq, chips, dtype, kv_dtype):
+def _plans(cfg, hw, mode, batch, seq, chips, dtype, kv_dtype, efficiency=False):
     mesh, sharding = default_mesh(cfg, chips)
     t, s = (1, seq) if mode == "decode" else (seq, seq)
     kinds = [(False, cfg.dense_layers if cfg.is_moe else cfg.L)]
@@ -85,18 +85,20 @@ def _plans(cfg, hw, mode, batch, seq, chips, dtype, kv_dtype):
         if count:
             text = layer_program(cfg, sharding, dtype=dtype, kv_dtype=kv_dtype, moe=moe)
             plan = derive_program(text, mesh=mesh, dims=sizes(cfg, batch=batch, seq=t, context=s, experts_moe=moe),
-                                  hw=hw, moves="all", overlap="step", backward=mode == "train")
+                                  hw=hw, moves="all", overlap="step", backward=mode == "train",
+                                  efficiency=efficiency, choose_achieved=efficiency)
             layers.append((plan, count))
     head = derive_program(head_program(cfg, sharding, dtype=dtype), mesh=mesh, dims=sizes(cfg, batch=batch, seq=t,
-                          context=s), hw=hw, moves="all", overlap="step", backward=mode == "train")
+                          context=s), hw=hw, moves="all", overlap="step", backward=mode == "train",
+                          efficiency=efficiency, choose_achieved=efficiency)
     return mesh, layers, head
 
 
 def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, dtype: str = "bf16",
                   kv_dtype: str | None = None, layers: int | None = None, runs: int = 10, steps: bool = True,
-                  seed: int = 0) -> Measurement:
+                  seed: int = 0, efficiency: bool = False) -> Measurement:
     """Run ``cfg``'s layer stack (its first ``layers`` layers, default all) and head; see the module
-    docstring."""
+    docstring. ``efficiency``: predict at the preset's achieved figures, not its peaks."""
     if mode not in MODES:
         raise UsageError(f"measure a model with one of --{', --'.join(MODES)}")
     if batch < 1 or seq < 1:
@@ -105,7 +107,7 @@ def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, d
         raise UsageError("measure compares with a prediction: give --hw (a preset, or the file symcost calibrate "
                          "wrote)")
     jx = runtime.jax()
-    mesh, kinds, head_plan = _plans(cfg, hw, mode, batch, seq, chips, dtype, kv_dtype)
+    mesh, kinds, head_plan = _plans(cfg, hw, mode, batch, seq, chips, dtype, kv_dtype, efficiency)
     want = cfg.L if layers is None else int(layers)
     if not 1 <= want <= cfg.L:
         raise UsageError(f"--layers must be between 1 and {cfg.L}, not {want}")
@@ -158,4 +160,4 @@ def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, d
     what = {"kind": "model", "model": cfg.name, "mode": mode, "batch": batch, "seq": seq, "layers": want,
             "of_layers": cfg.L, "mesh": mesh, "dtype": dtype, "kv_dtype": kv_dtype or dtype,
             "bytes_per_device": need}
-    return Measurement(what, timing, pred, "step", serial, info, hw.name, per)
+    return Measurement(what, timing, pred, "step", serial, info, hw.name, per, head_plan.efficient)

@@ -506,6 +506,28 @@ def test_measure_runs_elementwise_work(cli, calibrated):
 
 @pytest.mark.slow
 @NEEDS_JAX
+def test_measure_predicts_at_the_achieved_figures_when_asked(cli, calibrated, tmp_path):
+    """``measure --efficiency`` sets the run beside the prediction at the preset's achieved figures (as
+    ``derive --efficiency`` prices the plan: the calibration's matmul efficiency by size), not at its peaks;
+    a model's layer stack too. The JSON says which."""
+    import jsonschema
+    path, _ = calibrated
+    expr, dims = "A[I_X, J] *_J B[J, K] -> C[I_X, K]", "I=256,J=256,K=256"
+    base = ["measure", expr, "--mesh", "X=8", "--dims", dims, "--hw", str(path), "--json", "--runs", "3", "--no-steps"]
+    peaks, achieved = (json.loads(cli(*base, *extra).stdout) for extra in ((), ("--efficiency",)))
+    assert peaks["predicted"]["at"] == "peaks" and achieved["predicted"]["at"] == "achieved"
+    jsonschema.validate(achieved, json.loads((SCHEMAS / "measure.json").read_text()))
+    plan = symcost.derive(expr, mesh="X=8", dims=dims, hw=str(path), efficiency=True)
+    assert achieved["predicted"]["seconds"] == pytest.approx(plan.numeric()["t_step"], rel=1e-9)
+    assert achieved["predicted"]["seconds"] > peaks["predicted"]["seconds"]   # a small matmul: below the peak
+    r = cli("measure", str(_tiny(tmp_path)), "--decode", "--batch", "8", "--seq", "64", "--chips", "8", "--layers", "1",
+            "--hw", str(path), "--runs", "2", "--no-steps", "--efficiency")
+    assert r.returncode == 0, r.stderr
+    assert "predicted" in r.stdout and "(at the preset's achieved figures, overlap: step;" in r.stdout
+
+
+@pytest.mark.slow
+@NEEDS_JAX
 def test_measure_runs_a_models_layer_stack(cli, calibrated, tmp_path):
     import jsonschema
     path, _ = calibrated

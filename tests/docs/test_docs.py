@@ -254,6 +254,21 @@ def test_each_rules_jax_lowering_means_what_the_simulator_computes():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
+@pytest.mark.parametrize("backward", [False, True])
+def test_the_sp_layer_in_megatrons_order_costs_what_the_other_order_does(backward):
+    """``examples/megatron_sp_layer_sbh.sc`` writes the layer sequence first and the scores heads first, as
+    Megatron holds them; the order of a tensor's dimensions is not a cost: the same collectives and the same
+    totals as ``megatron_sp_layer.sc`` (the 22B layer at TP 8 on A100s), forward and backward."""
+    dims, out = "B=4,T=2048,S=2048,D=6144,K=64,G=1,H=96,F=24576", []
+    for name in ("megatron_sp_layer.sc", "megatron_sp_layer_sbh.sc"):
+        plan = symcost.derive((ROOT / "examples" / name).read_text(), mesh="Y=8", dims=dims, hw="a100",
+                              backward=backward)
+        out.append((plan.numeric(), sorted(s.kind for s in plan.collectives)))
+    (a, kinds_a), (b, kinds_b) = out
+    assert kinds_a == kinds_b and len(kinds_a) >= 4
+    assert a == pytest.approx(b, rel=1e-12)
+
+
 def test_exported_programs_with_elementwise_work_run_and_agree(tmp_path, capsys):
     """Every output of each exported program, run on 4 host devices, matches the same program on whole
     arrays (one Python process runs them all: JAX starts once). With ``--backward`` too -- the FSDP+TP and

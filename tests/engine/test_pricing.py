@@ -1,5 +1,6 @@
 """One pricing function: the ranker's total of a plan and the plan's own T_step are the same number."""
 import pytest
+import sympy as sp
 from hypothesis import HealthCheck, given, settings
 
 import symcost
@@ -78,6 +79,20 @@ def test_achieved_efficiency_is_kept_as_symbols_and_bound_from_the_preset():
     assert real.evaluate(ag.seconds) == pytest.approx(ideal.evaluate(ag0.seconds) / 0.68 + 1e-5)
     assert sp.Symbol("eta_net_nvlink", positive=True) in ag.seconds.free_symbols
     assert real.to_dict()["efficiency"] == "achieved" and ideal.to_dict()["efficiency"] == "ideal"
+
+
+@pytest.mark.parametrize("efficiency", [False, True])
+def test_a_collective_over_an_axis_of_one_device_costs_nothing(efficiency):
+    """Over a mesh axis of one device nothing is sent and no kernel runs: the closed form prices such a
+    collective at zero, as the numbers do (with the h100 preset's achieved figures it carried the NVLink
+    fixed latency, 26 us, and a per-kernel floor, 4.1 us)."""
+    plan = symcost.derive("Xn[B, T, D] = Xn[B, T_Y, D]\nY[B, T_Y, D] = Xn[B, T, D] *_D W[D, F] *_F V[F, D]",
+                          mesh="Y=1", dims="B=4,T=2048,D=4096,F=4096", hw="h100", efficiency=efficiency)
+    moves = [s for s in plan.steps if s.is_collective]
+    assert moves and all(sp.sympify(s.cost.seconds) == 0 and sp.sympify(s.cost.t_comms) == 0 for s in moves)
+    num = plan.numeric()
+    assert num["t_comms"] == 0
+    assert num["t_step"] == pytest.approx(plan.numbers().t_step, rel=1e-12)    # the closed form and the numbers
 
 
 def test_a_preset_without_efficiency_data_is_the_ideal_machine():
