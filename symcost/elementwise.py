@@ -304,9 +304,6 @@ class Passing:
     def __init__(self, ops):
         self.pending = pass_through(ops)
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.pending
-
     def read(self, t, writer: str | None, store) -> None:
         """Before a step that writes ``writer`` (None: the end of the pass) reads ``t``."""
         entries = self.pending.get(t.name)
