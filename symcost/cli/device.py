@@ -38,7 +38,7 @@ def register(sub):
     m.add_argument("--no-overlap", action="store_true", help="predict with every step in turn")
     m.add_argument("--efficiency", action="store_true",
                    help="predict at the preset's achieved figures (its efficiency table and per-kernel floor, as "
-                        "derive --efficiency prices them), not at its peaks")
+                        "derive --efficiency prices them), not at its peaks (a preset without them has only its peaks)")
     m.add_argument("--moves", default="auto", help="moves the engine may insert (as for derive)")
     for mode in ("decode", "prefill", "train"):
         m.add_argument(f"--{mode}", action="store_true", help=f"(a model) a {mode} step of its layer stack")

@@ -134,7 +134,7 @@ def measure_plan(plan, *, runs: int = 20, steps: bool = True, seed: int = 0) -> 
     serial = sum(predicted(plan, s.seconds) for s in plan.steps)
     what = {"kind": "program", "expression": plan.expression, "mesh": str(plan.mesh), "dims": dict(plan.sizes)}
     return Measurement(what, timing, pred, plan.policy, serial, runtime.device_info(), plan.hardware.name, per,
-                       plan.efficient)
+                       plan.efficient and not plan.hardware.efficiency.ideal)
 
 
 def sweep_values(plan_sizes: dict, dim: str, values=None, points: int = 6) -> list[int]:

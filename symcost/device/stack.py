@@ -160,4 +160,5 @@ def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, d
     what = {"kind": "model", "model": cfg.name, "mode": mode, "batch": batch, "seq": seq, "layers": want,
             "of_layers": cfg.L, "mesh": mesh, "dtype": dtype, "kv_dtype": kv_dtype or dtype,
             "bytes_per_device": need}
-    return Measurement(what, timing, pred, "step", serial, info, hw.name, per, head_plan.efficient)
+    return Measurement(what, timing, pred, "step", serial, info, hw.name, per,
+                       head_plan.efficient and not hw.efficiency.ideal)
