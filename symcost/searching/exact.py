@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from .. import progress as bars
 from ..errors import UsageError
 from ..pricing import policy
-from ..notation import DimRef, Einsum, Program, TensorRef
+from ..notation import Declaration, DimRef, Einsum, Program, TensorRef
 from . import milp, pieces as pcs
 from .price import Priced, planned, priced, replanner
 from .space import GROUPS, Candidate, Space
@@ -257,7 +257,7 @@ def _roles_of(space: Space, splits) -> tuple | None:
     for i, j in space.open_tensors:
         st = space.program.statements[i]
         t = st.tensors[j]
-        groups[t.name] = (GROUPS.index("param" if not isinstance(st, Einsum) else "activation"),
+        groups[t.name] = (GROUPS.index("param" if isinstance(st, Declaration) else "activation"),
                           {d.name for d in t.dims})
     roles = []
     for a in range(len(axes)):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from .. import dtypes
 from ..env import Env
 from ..errors import SymcostError, UsageError
-from ..notation import Declaration, Einsum, Program, Ranking
+from ..notation import Apply, Declaration, Einsum, Program, Ranking
 from ..pricing import totals
 from ..program import derive_program
 from .space import GROUPS, Candidate, Space
@@ -68,8 +68,9 @@ def statements(space: Space) -> tuple[int, ...]:
         if isinstance(st, Einsum) and (len(st.operands) > 1 or st.result_name):
             out.append(i)
         elif not isinstance(st, (Declaration, Ranking, Einsum)):
-            raise UsageError(f"--exact plans programs of einsums; line {st.span.line} is "
-                             f"{type(st).__name__.lower()} work, which it does not split into pieces yet")
+            kind = "elementwise" if isinstance(st, Apply) else type(st).__name__.lower()
+            raise UsageError(f"--exact plans programs of einsums; line {st.span.line} is {kind} work "
+                             f"({st}), which it does not split into pieces yet: search without --exact ranks them")
     return tuple(out)
 
 

@@ -27,7 +27,7 @@ from math import comb
 from .. import caching
 from ..binding import bind
 from ..errors import UsageError
-from ..notation import Collective, Declaration, DimRef, Einsum, Program, TensorRef, format_axes, parse
+from ..notation import Apply, Collective, Declaration, DimRef, Einsum, Program, TensorRef, format_axes, parse
 
 GROUPS = ("param", "activation")
 
@@ -171,7 +171,7 @@ class Space:
                 tensors = tuple(_with(t, splits["param"]) if (i, j) in self.open_tensors else t
                                 for j, t in enumerate(st.tensors))
                 statements.append(_declared(st, tensors))
-            elif isinstance(st, Einsum):
+            elif isinstance(st, (Einsum, Apply)):      # a product, or elementwise work: activations
                 ops = tuple(_with(t, splits["activation"]) if (i, j) in self.open_tensors else t
                             for j, t in enumerate(st.operands))
                 out = st.output
@@ -187,7 +187,7 @@ class Space:
         out: dict[str, str] = {}
         for i, j in sorted(self.open_tensors):
             st = self.program.statements[i]
-            t = st.tensors[j] if not isinstance(st, Einsum) or j < len(st.operands) else st.output
+            t = st.tensors[j]
             if t.name not in out:
                 out[t.name] = _line(self.written(cand, t, "param" if isinstance(st, Declaration) else "activation"))
         return out
@@ -214,7 +214,7 @@ def _declared(st: Declaration, tensors: tuple) -> Declaration:
 
 
 @caching.memoize(maxsize=4096)
-def _einsum(st: Einsum, operands: tuple, output) -> Einsum:
+def _einsum(st: Einsum | Apply, operands: tuple, output) -> Einsum | Apply:
     return replace(st, operands=operands, output=output)
 
 
@@ -249,7 +249,7 @@ def _first_appearances(prog: Program):
             for j, t in enumerate(st.tensors):
                 seen.add(t.name)
                 yield i, j, t, "param"
-        elif isinstance(st, Einsum):
+        elif isinstance(st, (Einsum, Apply)):     # elementwise work's tensors are activations too
             for j, t in enumerate(st.operands):
                 if t.name not in seen and t.name not in params:
                     seen.add(t.name)

@@ -200,3 +200,15 @@ def test_the_llama_layer_is_solved_within_one_percent():
     r = search(layer, "X=4,Y=2", None, "h100", backward=True, exact=True)
     assert r.gap <= 0.01
     assert r.bound <= r.best.t_step <= r.search_best.t_step
+
+
+def test_elementwise_work_is_refused_by_name():
+    """``--exact`` splits programs of einsums into pieces; elementwise work is refused with its line and what
+    to do instead (the ordinary search ranks such programs)."""
+    from symcost.errors import UsageError
+    from symcost.searching import search
+    text = "param W[D, F]\nXn[B, D] = RMSNorm_D(X[B, D])\nOut[B, F] = Xn[B, D] *_D W[D, F]"
+    with pytest.raises(UsageError, match=r"line 2 is elementwise work \(Xn\[B, D\] = RMSNorm_D\(X\[B, D\]\)\), "
+                                         r"which it does not split into pieces yet: search without --exact"):
+        search(text, "X=4", "B=4096,D=1024,F=1024", "h100", exact=True)
+

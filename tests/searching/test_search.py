@@ -56,6 +56,27 @@ def test_written_axes_are_kept():
     assert r.candidates == 3 and all(p.layouts.keys() == {"W"} for p in r.ranked)
 
 
+NORMED = ("rank B=65536, D=8192, F=32768\nparam W_in[D, F], W_out[F, D]\nXn[B, D] = RMSNorm_D(X[B, D])\n"
+          "H[B, F] = Xn[B, D] *_D W_in[D, F]\nHa[B, F] = GeLU(H[B, F])\nOut[B, D] = Ha[B, F] *_F W_out[F, D]")
+
+
+def test_elementwise_work_is_searched_with_its_tensors():
+    """An input first read by elementwise work (a layer's norm) is an activation the search shards, and the
+    norm's result too: X was left as written, replicated, so every candidate normalised all of it on every
+    device. Each candidate's step is the one derive plans for its program."""
+    s = Space.of(NORMED, "X=4,Y=2")
+    opened = {s.program.statements[i].tensors[j].name for i, j in s.open_tensors}
+    assert {"X", "Xn", "H", "Ha", "Out", "W_in", "W_out"} <= opened
+    r = search(NORMED, "X=4,Y=2", None, "h100", backward=True)
+    assert r.ranked[0].layouts["X"] == "X[B_XY, D]"
+    norm = next(st for st in symcost.derive(r.program_of(r.ranked[0]), "X=4,Y=2", r.dims, "h100").steps
+                if st.kind == "RMSNorm")
+    assert str(norm.op.inputs[0]) == "X[B_XY, D]"         # each device normalises its 1/8 of the batch
+    for p in r.ranked[::10]:
+        plan = symcost.derive(r.program_of(p), "X=4,Y=2", r.dims, "h100", backward=True)
+        assert p.t_step == pytest.approx(plan.numeric()["t_step"], rel=1e-12), p.description
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(mesh="X=4", hw=None), "--hw"),
     (dict(mesh="X", hw="tpu-v5p"), "every mesh axis with a size"),
