@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from .. import progress as bars
 from ..errors import UsageError
 from ..pricing import policy
-from ..notation import Declaration, DimRef, Einsum, Program, TensorRef
+from ..notation import Apply, Declaration, DimRef, Einsum, Program, TensorRef
 from . import milp, pieces as pcs
 from .price import Priced, planned, priced, replanner
 from .space import GROUPS, Candidate, Space
@@ -71,7 +71,7 @@ class PinnedSpace(Space):
                 continue
             new = [_written(t, split.get(t.name), cand.axes) if (i, j) in self.open_tensors else t
                    for j, t in enumerate(tensors)]
-            if isinstance(st, Einsum):
+            if isinstance(st, (Einsum, Apply)):
                 n = len(st.operands)
                 statements.append(replace(st, operands=tuple(new[:n]),
                                           output=new[n] if st.output is not None else None))
@@ -286,7 +286,8 @@ def exact_search(space: Space, sizes: dict, options: dict, *, objective: str = "
     if not found.ranked:
         if not found.complete:      # stopped before a plan was derived: nothing to show
             raise KeyboardInterrupt
-        raise UsageError("no candidate could be planned: bind every size the program uses with --dims")
+        from . import _none_priced
+        raise _none_priced(space, options)
     hbm = getattr(space.hardware, "hbm_bytes", None)
     return SearchResult(found.space, space.size, space.assignments, len(found.ranked),
                         sum(p.fits for p in found.ranked), time.perf_counter() - start, found.ranked,

@@ -62,21 +62,23 @@ def resources(mesh) -> tuple[str, ...]:
 
 
 def statements(space: Space) -> tuple[int, ...]:
-    """The indices of the statements that do work (einsums); a program of anything else is refused."""
+    """The indices of the statements that do work (einsums, elementwise work); a program of anything else
+    (a collective written in it) is refused."""
     out = []
     for i, st in enumerate(space.program.statements):
-        if isinstance(st, Einsum) and (len(st.operands) > 1 or st.result_name):
+        if isinstance(st, Einsum) and (len(st.operands) > 1 or st.result_name) or isinstance(st, Apply):
             out.append(i)
         elif not isinstance(st, (Declaration, Ranking, Einsum)):
-            kind = "elementwise" if isinstance(st, Apply) else type(st).__name__.lower()
-            raise UsageError(f"--exact plans programs of einsums; line {st.span.line} is {kind} work "
+            raise UsageError(f"--exact plans programs of einsums and elementwise work; line {st.span.line} is "
+                             f"{type(st).__name__.lower()} work "
                              f"({st}), which it does not split into pieces yet: search without --exact ranks them")
     return tuple(out)
 
 
 def shared(program: Program) -> frozenset:
-    """Tensors that several einsums read (their gradients add up, their layouts are reused)."""
-    readers = Counter(t.name for st in program.statements if isinstance(st, Einsum) for t in set(st.operands))
+    """Tensors that several statements read (their gradients add up, their layouts are reused)."""
+    readers = Counter(t.name for st in program.statements if isinstance(st, (Einsum, Apply))
+                      for t in set(st.operands))
     return frozenset(n for n, k in readers.items() if k > 1)
 
 

@@ -202,13 +202,32 @@ def test_the_llama_layer_is_solved_within_one_percent():
     assert r.bound <= r.best.t_step <= r.search_best.t_step
 
 
-def test_elementwise_work_is_refused_by_name():
-    """``--exact`` splits programs of einsums into pieces; elementwise work is refused with its line and what
-    to do instead (the ordinary search ranks such programs)."""
+GPT = ("rank B=4, T=2048, S=2048, D=6144, K=64, G=1, H=96, F=24576\n"
+       "param Wq[D, K, G, H], Wk[D, K, H], Wv[D, K, H], Wo[K, G, H, D], W1[D, F], W3[F, D]\n"
+       + "\n".join(line for line in (ROOT / "examples" / "megatron_sp_layer.sc").read_text().replace("_Y", "").splitlines()
+                   if line and not line.startswith(("#", "param")) and line.split(" = ")[0] != line.split(" = ")[-1]))
+
+
+@needs_scipy
+def test_a_layer_with_elementwise_work_is_solved_and_bounded():
+    """Megatron's GPT layer with its norms, softmax, dropouts and residual adds (the SP example without its
+    axes), forward and backward on h100 X=4: elementwise statements are pieces too (each planned alone at
+    its tensors' layouts, forward and backward), the bound is below every one of the search's plans, and
+    the best is the search's best."""
+    assert "LayerNorm_D(X[B, T, D])" in GPT and "Xn[B, T, D] = Xn[B, T, D]" not in GPT
+    every = search(GPT, "X=4", None, "h100", backward=True)
+    exact = search(GPT, "X=4", None, "h100", backward=True, exact=True)
+    assert exact.complete and exact.gap <= 1e-3
+    assert all(p.t_step >= exact.bound * (1 - 1e-12) for p in every.ranked)
+    assert exact.best.t_step == pytest.approx(every.best.t_step, rel=1e-12)
+
+
+def test_explicit_collectives_are_refused_by_name():
+    """``--exact`` splits a program into einsums and elementwise work; a collective written in it is refused
+    with its line and what to do instead (the ordinary search ranks such programs)."""
     from symcost.errors import UsageError
-    from symcost.searching import search
-    text = "param W[D, F]\nXn[B, D] = RMSNorm_D(X[B, D])\nOut[B, F] = Xn[B, D] *_D W[D, F]"
-    with pytest.raises(UsageError, match=r"line 2 is elementwise work \(Xn\[B, D\] = RMSNorm_D\(X\[B, D\]\)\), "
+    text = "param W[D, F]\nH[B, F_X] = X[B, D] *_D W[D, F]\nAllGather_X(H[B, F_X]) -> H[B, F]"
+    assert search(text, "X=4", "B=4096,D=1024,F=1024", "h100").priced == 9
+    with pytest.raises(UsageError, match=r"line 3 is collective work \(AllGather_X\(H\[B, F_X\]\) -> H\[B, F\]\), "
                                          r"which it does not split into pieces yet: search without --exact"):
         search(text, "X=4", "B=4096,D=1024,F=1024", "h100", exact=True)
-

@@ -77,6 +77,17 @@ def test_elementwise_work_is_searched_with_its_tensors():
         assert p.t_step == pytest.approx(plan.numeric()["t_step"], rel=1e-12), p.description
 
 
+def test_a_program_no_candidate_can_plan_says_why(capsys):
+    """Where the engine refuses every candidate, the search says why with the engine's own error (its line
+    and caret), not a guess that a size is unbound."""
+    text = "param W[D, F]\nH[B, F_X] = X[B, D] *_D W[D, F]\nHg[B, F] = AllGather_X(H[B, F_X])"
+    with pytest.raises(symcost.SymcostError, match="unknown operation 'AllGather'"):
+        search(text, "X=4", "B=4096,D=1024,F=1024", "h100")
+    assert main(["search", text, "--mesh", "X=4", "--dims", "B=4096,D=1024,F=1024", "--hw", "h100"]) != 0
+    err = capsys.readouterr().err
+    assert "(line 3, column 12)" in err and "^^^^^^^^^^^" in err and "collectives are written" in err
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(mesh="X=4", hw=None), "--hw"),
     (dict(mesh="X", hw="tpu-v5p"), "every mesh axis with a size"),
