@@ -25,10 +25,10 @@ from dataclasses import dataclass, replace
 
 from .. import caching, searches
 from ..binding import parse_dims
-from ..errors import SymcostError, UsageError
+from ..errors import UsageError
 from ..notation import Program, Ranking, parse
 from .pool import priced_all, workers
-from .price import Priced
+from .price import Priced, none_priced
 from .regimes import Boundary, Regime, envelope, grid_of
 from .result import SearchResult
 from .space import Candidate, Space
@@ -85,20 +85,6 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
                          efficiency)
 
 
-def _none_priced(space: Space, options: dict) -> SymcostError:
-    """Why no candidate could be priced: the engine's own error for the first (a notation error keeps its line
-    and caret), else that some size is unbound."""
-    from ..program import derive_program
-    first = next(iter(space.candidates()), None)
-    if first is not None:
-        try:
-            derive_program(space.program_for(first), space.mesh, options["dims"], options["hw"],
-                           backward=options["backward"], moves=options["moves"], alternatives=False)
-        except SymcostError as e:
-            return e
-    return UsageError("no candidate could be priced: bind every size the program uses with --dims")
-
-
 def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs, efficiency):
     """The search, in order: its space, each candidate priced, filtered by memory, ranked."""
     space, sizes, span = _space(text, mesh, dims, hw, vs, range)
@@ -110,7 +96,7 @@ def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, ran
     if not found.priced:
         if not found.complete:
             raise KeyboardInterrupt
-        raise _none_priced(space, options)
+        raise none_priced(space, options)
     ranked = found.ranked
     hbm = getattr(space.hardware, "hbm_bytes", None)
     result = SearchResult(space, space.size, space.assignments, len(ranked), found.passed, found.seconds,

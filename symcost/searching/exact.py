@@ -33,7 +33,7 @@ from ..errors import UsageError
 from ..pricing import policy
 from ..notation import Apply, Declaration, DimRef, Einsum, Program, TensorRef
 from . import milp, pieces as pcs
-from .price import Priced, planned, priced, replanner
+from .price import Priced, none_priced, planned, priced, replanner
 from .space import GROUPS, Candidate, Space
 
 #: the relative gap at which an exact search stops (it is proven either way: ``gap`` says how far)
@@ -286,8 +286,7 @@ def exact_search(space: Space, sizes: dict, options: dict, *, objective: str = "
     if not found.ranked:
         if not found.complete:      # stopped before a plan was derived: nothing to show
             raise KeyboardInterrupt
-        from . import _none_priced
-        raise _none_priced(space, options)
+        raise none_priced(space, options)
     hbm = getattr(space.hardware, "hbm_bytes", None)
     return SearchResult(found.space, space.size, space.assignments, len(found.ranked),
                         sum(p.fits for p in found.ranked), time.perf_counter() - start, found.ranked,

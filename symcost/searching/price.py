@@ -19,7 +19,7 @@ from functools import cached_property, partial
 
 import sympy as sp
 
-from ..errors import SymcostError
+from ..errors import SymcostError, UsageError
 from ..memory import memory_per_device
 from ..notation import Declaration
 from ..numeric import over
@@ -162,3 +162,16 @@ def curve(expr, subs: dict, name: str, values):
         unbound = sorted(s.name for s in expr.free_symbols if s.name != name and s.name not in numbers)
         raise ValueError(f"{expr} has the unbound symbol {unbound[0]}")
     return out.copy()
+
+
+def none_priced(space: Space, options: dict) -> SymcostError:
+    """Why no candidate could be priced: the engine's own error for the first (a notation error keeps its line
+    and caret), else that some size is unbound."""
+    first = next(iter(space.candidates()), None)
+    if first is not None:
+        try:
+            derive_program(space.program_for(first), space.mesh, options["dims"], options["hw"],
+                           backward=options["backward"], moves=options["moves"], alternatives=False)
+        except SymcostError as e:
+            return e
+    return UsageError("no candidate could be priced: bind every size the program uses with --dims")
