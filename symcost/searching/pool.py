@@ -11,7 +11,7 @@ few a search shows, the boundaries of its regimes), so the ranking is the one a 
     >>> two = list(priced_all(s, list(s.candidates()), jobs=2, options=opts))
     >>> one = list(priced_all(s, list(s.candidates()), jobs=1, options=opts))
     >>> [p.description for p in two][:3], two == one, two[2].plan.t_step == one[2].plan.t_step
-    (['unused over X', 'DP over X', 'activations over X'], True, True)
+    (['replicated over X', 'DP over X', 'activations over X'], True, True)
 
 Workers are forked where that is safe (they start with the caller's caches; see :func:`start_method`),
 else started fresh. :func:`workers` says how many a ``jobs`` setting gives.

@@ -53,25 +53,27 @@ class Candidate:
         """The book's names for what each axis does: FSDP (splits the batch and the weights), DP (the batch
         only), TP (the weights, and either the activations' model dimension or a weight dimension no
         activation has: Megatron's hidden F, activations replicated), weights (a weight dimension the
-        activations have, the activations not split), activations (their model dimension only), unused.
+        activations have, the activations not split), activations (their model dimension only), replicated
+        (no tensor the program gives is split over the axis; its plan may still split the work over it, slicing
+        what is replicated, as the plan's steps show).
         Without open parameters (``params`` False) there is no batch to tell from a weight: each axis is
         named by the dimension it splits (``I over X, K over Y``)."""
         kinds: dict[str, list[str]] = {}
         if not params:
             for a, (_, act) in zip(self.axes, self.roles):
-                kinds.setdefault(act or "unused", []).append(a)
-            named = [k for k in kinds if k != "unused"] + (["unused"] if "unused" in kinds else [])
+                kinds.setdefault(act or "replicated", []).append(a)
+            named = [k for k in kinds if k != "replicated"] + (["replicated"] if "replicated" in kinds else [])
             return ", ".join(f"{k} over {_axes(kinds[k])}" for k in named)
         for a, (p, act) in zip(self.axes, self.roles):
             on_batch = act is not None and act in batch
             kind = ("FSDP" if on_batch and p else "DP" if on_batch else
                     "TP" if p and (act or p not in activation_dims) else
-                    "weights" if p else "activations" if act else "unused")
+                    "weights" if p else "activations" if act else "replicated")
             kinds.setdefault(kind, []).append(a)
         return ", ".join(f"{k} over {_axes(kinds[k])}" for k in KINDS if k in kinds)
 
 
-KINDS = ("FSDP", "DP", "TP", "weights", "activations", "unused")
+KINDS = ("FSDP", "DP", "TP", "weights", "activations", "replicated")
 
 
 def _axes(names) -> str:

@@ -114,7 +114,7 @@ def test_without_open_parameters_axes_are_named_by_the_dimension_they_split():
     by_layouts = {tuple(sorted(p.layouts.values())): p.description for p in r.ranked}
     assert by_layouts[("A[I_X, J]", "B[J, K_Y]", "C[I_X, K_Y]")] == "I over X, K over Y"
     assert by_layouts[("A[I, J_XY]", "B[J_XY, K]", "C[I, K]")] == "J over XY"
-    assert by_layouts[("A[I, J]", "B[J, K]", "C[I, K]")] == "unused over XY"
+    assert by_layouts[("A[I, J]", "B[J, K]", "C[I, K]")] == "replicated over XY"
 
 
 def test_nothing_open_is_a_usage_error():
