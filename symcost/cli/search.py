@@ -100,7 +100,8 @@ def render(result, top: int = 10) -> str:
 
 def _exact_lines(result, hbm: str) -> list[str]:
     """What ``--exact`` proved: the bound and the gap, and how the search's own best compares."""
-    lines = [f"priced every statement's pieces, derived {result.priced:,} plans in {fmt_seconds(result.seconds)}; "
+    plans = "plan" if result.priced == 1 else "plans"
+    lines = [f"priced every statement's pieces, derived {result.priced:,} {plans} in {fmt_seconds(result.seconds)}; "
              f"{result.feasible:,} fit in{hbm} a device",
              f"exact: no plan is faster than {fmt_seconds(result.bound)} (proven); the best is within "
              f"{result.gap:.2%} of it" + ("" if result.complete else " (stopped before the gap closed)")]
