@@ -124,6 +124,12 @@ def _space(text, mesh, dims, hw, vs, span):
                          f"e.g. --dims " + ",".join(f"{d}=8192" for d in free))
     if vs is None:
         return space, sizes, None
+    dims_of = sorted({d.name for st in prog.statements for t in getattr(st, "tensors", ()) for d in t.dims
+                      if not d.name.isdigit()})
+    if vs not in dims_of and axis_range is None:
+        axes = ", ".join(a.name for a in space.mesh.axes)
+        raise UsageError(f"--vs {vs}: the program has no dimension {vs} and the mesh no axis {vs} (its dimensions: "
+                         f"{', '.join(dims_of)}; its axes: {axes})")
     if vs not in sizes:
         raise UsageError(f"--vs {vs}: bind {vs} with --dims (the value plans are chosen at), "
                          f"e.g. --dims {vs}=1048576")

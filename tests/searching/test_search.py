@@ -92,7 +92,8 @@ def test_a_program_no_candidate_can_plan_says_why(capsys):
     (dict(mesh="X=4", hw=None), "--hw"),
     (dict(mesh="X", hw="tpu-v5p"), "every mesh axis with a size"),
     (dict(mesh="X=4", hw="tpu-v5p", objective="speed"), "--objective"),
-    (dict(mesh="X=4", hw="tpu-v5p", vs="S"), "--vs S"),
+    (dict(mesh="X=4", hw="tpu-v5p", vs="S"),
+     r"--vs S: the program has no dimension S and the mesh no axis S \(its dimensions: B, D, F; its axes: X\)"),
 ])
 def test_bad_requests_are_usage_errors(kwargs, message):
     with pytest.raises(UsageError, match=message):
