@@ -269,6 +269,7 @@ def test_the_sp_layer_in_megatrons_order_costs_what_the_other_order_does(backwar
     assert a == pytest.approx(b, rel=1e-12)
 
 
+@pytest.mark.slow          # six exported programs run under JAX (12 s); the fast tier checks their text
 def test_exported_programs_with_elementwise_work_run_and_agree(tmp_path, capsys):
     """Every output of each exported program, run on 4 host devices, matches the same program on whole
     arrays (one Python process runs them all: JAX starts once). With ``--backward`` too -- the FSDP+TP and
