@@ -123,8 +123,10 @@ class Mesh:
 
     def order(self, names) -> tuple[str, ...]:
         """``names`` in mesh order."""
+        if len(names) <= 1:         # most moves are over one axis (the planner asks for every move it weighs)
+            return tuple(names)
         s = set(names)
-        return tuple(n for n in self.names if n in s)
+        return tuple(n for n in self._names if n in s)  # type: ignore[attr-defined]  # set in __post_init__
 
     def with_axes(self, names) -> "Mesh":
         """This mesh plus symbolic one-link ICI axes for any of ``names`` it lacks."""

@@ -199,7 +199,8 @@ def kernel_starts(costs, deps=None) -> list[bool]:
     launches nothing and is seen through (elementwise work after a view of elementwise work joins its
     kernel, as XLA fuses through a bitcast); a dispatch (an MoE layer's permutation, a gather by the
     router's choice) launches its own, as Megatron-Core's permute does."""
-    deps = depends_on(costs) if deps is None else deps
+    if deps is None:                       # one operation alone (what the planner weighs) waits on nothing
+        deps = [()] if len(costs) == 1 else depends_on(costs)
     out, made = [], []                     # made: the kind of kernel each result comes out of, seen through views
     for c, before in zip(costs, deps):
         last = made[max(before)] if before else ""

@@ -45,9 +45,10 @@ class AllToAll(MoveRule):
             for k in range(1, len(ax) + 1):
                 group = ax[len(ax) - k:]
                 moved = layout.with_axes(set_axes(layout.axes, i, ax[:len(ax) - k]))
+                ordered = mesh.order(group)
                 for j in shardable(layout):
                     if j != i:
-                        yield Move(self.name, mesh.order(group), layout, append_axes(moved, j, group))
+                        yield Move(self.name, ordered, layout, append_axes(moved, j, group))
 
     def volume(self, move, env):
         return env.local_bytes(move.before) * env.group_size(move.axes)   # the whole array over the group
