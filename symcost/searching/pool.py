@@ -115,7 +115,7 @@ def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
         sent = 0
         for k, part in enumerate(parts):
             while sent < min(len(parts), k + WINDOW * len(workers)):
-                workers[sent % len(workers)][1].send(parts[sent])
+                _send(workers[sent % len(workers)], parts[sent])
                 sent += 1
             yield from _read(space, part, _answer(workers[k % len(workers)]), options, sweep)
     finally:
@@ -127,14 +127,27 @@ def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
             proc.join()
 
 
+def _stopped(proc) -> SymcostError:
+    proc.join(1)
+    return SymcostError(f"a pricing worker stopped (exit code {proc.exitcode})")
+
+
+def _send(worker, part: list) -> None:
+    """Hand a worker a chunk; a worker that has died (killed, out of memory) is an error that says so."""
+    proc, conn = worker
+    try:
+        conn.send(part)
+    except (BrokenPipeError, ConnectionResetError):
+        raise _stopped(proc) from None
+
+
 def _answer(worker) -> list:
     """The next answer of a worker: its chunk's numbers, or the error its pricing raised, raised here."""
     proc, conn = worker
     try:
         ok, got = conn.recv()
     except (EOFError, ConnectionResetError):
-        proc.join(1)
-        raise SymcostError(f"a pricing worker stopped (exit code {proc.exitcode})") from None
+        raise _stopped(proc) from None
     if not ok:
         raise got
     return got
