@@ -38,6 +38,9 @@ def add_arguments(m, name_required: bool = False) -> None:
     m.add_argument("--program", action="store_true",
                    help="print one layer as a program, nothing sharded, with a rank line of the model's sizes "
                         "(--batch sequences, default 1, of --seq tokens): what `symcost search` takes")
+    m.add_argument("--elementwise", action="store_true",
+                   help="with --program: the layer with its norms, rotary embedding, activation and residual adds "
+                        "(as serve prices them), not its matmuls alone")
     m.add_argument("--vs", choices=("chips",),
                    help="with --train --search: the best run on every power-of-two budget up to --chips")
     m.add_argument("--json", action="store_true")

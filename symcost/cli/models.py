@@ -117,7 +117,8 @@ def _program(args, cfg, dtype: str) -> int:
     if args.batch is not None and args.batch != int(args.batch):
         raise UsageError(f"--program takes --batch in whole sequences, not {args.batch:g}")
     text, ranked = open_layer(cfg, batch=int(args.batch or 1), seq=args.seq, dtype=dtype,
-                              kv_dtype=dtypes.canonical(args.kv_dtype) if args.kv_dtype else None)
+                              kv_dtype=dtypes.canonical(args.kv_dtype) if args.kv_dtype else None,
+                              elementwise=args.elementwise)
     if args.json:
         print(json.dumps({"name": cfg.name, "program": text, "sizes": ranked}, indent=2))
     else:

@@ -248,12 +248,13 @@ def sizes(cfg: ModelConfig, *, batch=1, seq=1, context=None, experts_moe: bool |
 
 
 def open_layer(cfg: ModelConfig, *, batch: int = 1, seq: int = 8192, dtype: str = "bf16",
-               kv_dtype: str | None = None) -> tuple[str, dict]:
+               kv_dtype: str | None = None, elementwise: bool = False) -> tuple[str, dict]:
     """One layer with nothing sharded and a ``rank`` line of its sizes (``batch`` sequences of ``seq``
-    tokens): what ``symcost search`` takes without ``--dims``. Returns the text and those sizes. It is the
-    layer's matmuls alone (the book's layer, what a sharding search chooses among; the elementwise work
-    between them follows the matmuls' layouts), as plain JAX traced with ``--matmuls-only`` gives it."""
-    body = layer_program(cfg, {}, dtype=dtype, kv_dtype=kv_dtype, elementwise=False)
+    tokens): what ``symcost search`` takes without ``--dims``. Returns the text and those sizes. By default
+    it is the layer's matmuls alone (the book's layer, what a sharding search chooses among), as plain JAX
+    traced with ``--matmuls-only`` gives it; ``elementwise`` adds its norms, rotary embedding, activation and
+    residual adds (the serving layer), whose tensors the search shards too."""
+    body = layer_program(cfg, {}, dtype=dtype, kv_dtype=kv_dtype, elementwise=elementwise)
     used = {d.name for st in parse(body).statements for t in getattr(st, "tensors", ()) for d in t.dims}
     ranked = {d: n for d, n in sizes(cfg, batch=batch, seq=seq).items() if d in used}
     text = (f"# one {cfg.name} layer ({'MoE, ' if cfg.is_moe else ''}nothing sharded): {batch} "

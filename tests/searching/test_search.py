@@ -425,6 +425,21 @@ def test_a_models_layer_printed_for_the_search_is_searched_at_its_own_sizes(caps
     assert out["candidates"] == 54 and out["feasible"] == 54
 
 
+def test_a_models_layer_with_its_elementwise_work_is_searched_whole(capsys, tmp_path):
+    """``model NAME --program --elementwise``: the layer with its norms, rotary embedding, SiLU, gate and
+    residual adds; the search shards their tensors with the rest, the layer's input among them. On X=2 the
+    best candidate splits the input over X and each device normalises its half, the norm's share of the
+    layer's HBM traffic (the input read, the result written: 2 x 2 bytes of B T D / 2 a device)."""
+    assert main(["model", "llama3-8b", "--program", "--elementwise", "--batch", "1", "--seq", "2048"]) == 0
+    text = capsys.readouterr().out
+    assert "Xn[B, T, D] = RMSNorm_D(X[B, T, D])" in text and "Out[B, T, D] = Add(R[B, T, D], Z[B, T, D])" in text
+    r = search(text, "X=2", None, "h100")
+    best = r.ranked[0]
+    assert "X" in best.layouts and "_X" in best.layouts["X"]
+    norm = next(s for s in best.plan.steps if s.kind == "RMSNorm")
+    assert best.plan.evaluate(norm.bytes) == 2 * 2 * 1 * 2048 * 4096 / 2
+
+
 def test_model_program_refuses_other_questions(capsys):
     assert main(["model", "llama3-8b", "--program", "--train"]) == 2
     assert "--program prints the layer" in capsys.readouterr().err
