@@ -124,8 +124,7 @@ def _space(text, mesh, dims, hw, vs, span):
                          f"e.g. --dims " + ",".join(f"{d}=8192" for d in free))
     if vs is None:
         return space, sizes, None
-    dims_of = sorted({d.name for st in prog.statements for t in getattr(st, "tensors", ()) for d in t.dims
-                      if not d.name.isdigit()})
+    dims_of = sorted(space.dimensions())
     if vs not in dims_of and axis_range is None:
         axes = ", ".join(a.name for a in space.mesh.axes)
         raise UsageError(f"--vs {vs}: the program has no dimension {vs} and the mesh no axis {vs} (its dimensions: "

@@ -113,14 +113,21 @@ def over_grid(plan, memory, symbol: str, xs) -> tuple:
     return t.t_step, t.t_comms, t.t_math, t.t_hbm, curve(memory, plan.bindings(), symbol, xs)
 
 
+def _derived(space: Space, prog, *, dims=None, hw=None, backward: bool = False, overlap=True, moves=None,
+             efficiency: bool = False):
+    """A candidate's program derived by the engine as a search derives it (runner-ups weighed, not kept)."""
+    return derive_program(prog, space.mesh, dims, hw, backward=backward, overlap=overlap, moves=moves,
+                          alternatives=False, efficiency=efficiency, choose_achieved=efficiency)
+
+
 def planned(space: Space, cand: Candidate, *, dims=None, hw=None, backward: bool = False, overlap=True,
             moves=None, efficiency: bool = False):
     """``(plan, memory closed form, numbers)`` of a candidate, numbers being ``(t_step, t_math, t_hbm,
     t_comms, bytes a device holds, fits, the collectives' signatures)``; None when the engine refuses it."""
     prog = space.program_for(cand)
     try:
-        plan = derive_program(prog, space.mesh, dims, hw, backward=backward, overlap=overlap, moves=moves,
-                              alternatives=False, efficiency=efficiency, choose_achieved=efficiency)
+        plan = _derived(space, prog, dims=dims, hw=hw, backward=backward, overlap=overlap, moves=moves,
+                        efficiency=efficiency)
     except SymcostError:
         return None
     num = plan.numbers()
@@ -170,8 +177,7 @@ def none_priced(space: Space, options: dict) -> SymcostError:
     first = next(iter(space.candidates()), None)
     if first is not None:
         try:
-            derive_program(space.program_for(first), space.mesh, options["dims"], options["hw"],
-                           backward=options["backward"], moves=options["moves"], alternatives=False)
+            _derived(space, space.program_for(first), **options)
         except SymcostError as e:
             return e
     return UsageError("no candidate could be priced: bind every size the program uses with --dims")

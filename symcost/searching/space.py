@@ -123,16 +123,21 @@ class Space:
         batch = frozenset(dims["activation"]) - frozenset(dims["param"])
         return cls(prog, m, groups, opened, classes, batch, bound.hardware)
 
-    def unbound(self, sizes) -> list[str]:
-        """The program's dimension names without a size in ``sizes``, in order of appearance (a search
-        ranks by numbers: each needs one)."""
+    def dimensions(self, sized: bool = True) -> list[str]:
+        """The program's dimension names, in order of appearance (``sized`` False: those its text gives no
+        size)."""
         out: list[str] = []
         for st in self.program.statements:
             for t in getattr(st, "tensors", ()):
                 for d in t.dims:
-                    if d.size is None and not d.name.isdigit() and d.name not in sizes and d.name not in out:
+                    if not d.name.isdigit() and (sized or d.size is None) and d.name not in out:
                         out.append(d.name)
         return out
+
+    def unbound(self, sizes) -> list[str]:
+        """The program's dimension names without a size in ``sizes``, in order of appearance (a search
+        ranks by numbers: each needs one)."""
+        return [d for d in self.dimensions(sized=False) if d not in sizes]
 
     @property
     def roles(self) -> tuple:

@@ -231,3 +231,11 @@ def test_explicit_collectives_are_refused_by_name():
     with pytest.raises(UsageError, match=r"line 3 is collective work \(AllGather_X\(H\[B, F_X\]\) -> H\[B, F\]\), "
                                          r"which it does not split into pieces yet: search without --exact"):
         search(text, "X=4", "B=4096,D=1024,F=1024", "h100", exact=True)
+
+
+def test_a_program_no_candidate_can_plan_says_why():
+    """The exact search, like the search, raises the engine's own error where every candidate is refused."""
+    import symcost
+    text = "param W[D, F]\nH[B, F_X] = X[B, D] *_D W[D, F]\nHg[B, F] = AllGather_X(H[B, F_X])"
+    with pytest.raises(symcost.SymcostError, match="unknown operation 'AllGather'"):
+        search(text, "X=4", "B=4096,D=1024,F=1024", "h100", exact=True)
