@@ -301,13 +301,21 @@ def _parse(text: str) -> Program:
     it stands. Any error is reported by the whole text's parse, which points at it in the program."""
     stmts: list = []
     for i, line in enumerate(text.split("\n")):
-        got = _line(line.removesuffix("\r"))
+        got = _line_at(line.removesuffix("\r"), i)
         if got is None:
             return _parsed_whole(text)
-        stmts.extend(_moved(st, i) for st in got) if i else stmts.extend(got)
+        stmts.extend(got)
     if not stmts:
         raise NotationError("the program has no statements", text=text or " ", line=1, column=1)
     return Program(tuple(stmts), text)
+
+
+@caching.memoize(maxsize=4096)
+def _line_at(line: str, row: int) -> tuple | None:
+    """The statements of one line standing ``row`` lines down (kept: a search's programs have the same
+    line at the same place, each with other shardings elsewhere, and moving its spans is most of a parse)."""
+    got = _line(line)
+    return got if got is None or row == 0 else tuple(_moved(st, row) for st in got)
 
 
 @caching.memoize(maxsize=4096)

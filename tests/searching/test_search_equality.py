@@ -105,6 +105,9 @@ def test_a_sample_of_the_layer_on_x4_y2():
 @pytest.mark.slow
 @pytest.mark.parametrize("backward", [False, True])
 def test_every_candidate_of_the_mlp_on_16x16x16(backward):
+    """Each through ``symcost.derive``. The search plans without keeping runner-up plans and must still
+    choose the plan derive chooses: on 16x16x16 the Megatron-like candidates (TP over YZ or XYZ) once priced
+    2.6 % faster than derive gave for the same program, their runner-ups never weighed."""
     assert _checked(MLP, "X=16,Y=16,Z=16", "B=1048576", "tpu-v5p", backward) == 165
 
 
