@@ -36,7 +36,7 @@ demo: $(STAMP)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
 	@rm -rf .test-calibration && mkdir .test-calibration
-	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration $(PY) -m pytest -m timing
+	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration $(PY) -m pytest tests/device -m timing
 	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not timing"
 	@rm -rf .test-calibration
 

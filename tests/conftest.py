@@ -105,12 +105,25 @@ def _recorded() -> dict:
         return {}
 
 
+#: where the tests marked ``timing`` live: ``make test`` runs them alone from this folder, before the rest,
+#: without collecting the whole suite for them (about 5 s)
+TIMING_HOME = "tests/device/"
+
+
+def _timing_tests_stay_home(items) -> None:
+    strays = [i.nodeid for i in items if i.get_closest_marker("timing") and not i.nodeid.startswith(TIMING_HOME)]
+    if strays:
+        raise pytest.UsageError(f"tests marked timing live in {TIMING_HOME} (make test runs them from there "
+                                f"alone): {', '.join(strays)}")
+
+
 def pytest_collection_modifyitems(config, items):
-    """On several processes (pytest-xdist, ``--dist loadscope --no-loadscope-reorder``) the units go longest
+    """Tests marked ``timing`` must live in :data:`TIMING_HOME`. On several processes (pytest-xdist, ``--dist loadscope --no-loadscope-reorder``) the units go longest
     first, by the seconds recorded in ``tests/durations.json`` (a unit not recorded yet: its number of tests
     times the recorded seconds of a test). pytest-xdist by itself orders them by their number of tests, which
     put a one-test class of a minute last, and the rest of the suite then waited for one process. Longest
     first is how a fixed number of processes finish together; nothing a test asserts depends on the order."""
+    _timing_tests_stay_home(items)
     if not hasattr(config, "workerinput"):
         return
     units: dict = {}

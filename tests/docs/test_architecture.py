@@ -93,3 +93,20 @@ def test_one_version():
         warnings.simplefilter("ignore")      # setuptools calls [tool.setuptools] in pyproject.toml beta
         project = config.read_configuration(ROOT / "pyproject.toml")["project"]
     assert project["version"] == symcost.__version__
+
+
+def test_a_timing_test_outside_its_folder_is_refused():
+    """``make test`` runs the tests marked timing from ``tests/device`` alone: one elsewhere would run
+    beside the rest, so collecting it is an error that names it."""
+    from conftest import _timing_tests_stay_home
+
+    class Item:
+        def __init__(self, nodeid, timing):
+            self.nodeid, self.timing = nodeid, timing
+
+        def get_closest_marker(self, name):
+            return name == "timing" and self.timing or None
+
+    _timing_tests_stay_home([Item("tests/device/test_device.py::test_a", True), Item("tests/x.py::test_b", False)])
+    with pytest.raises(pytest.UsageError, match="tests/engine/test_y.py::test_c"):
+        _timing_tests_stay_home([Item("tests/engine/test_y.py::test_c", True)])
