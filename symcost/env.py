@@ -96,6 +96,7 @@ class Env:
         self.zero = 0.0 if numeric else sp.Integer(0)
         self.one = 1.0 if numeric else sp.Integer(1)
         self._local: dict = {}
+        self._group: dict = {}    # axes -> their group's size (every move priced asks it again)
         self.groups: dict = {}    # axes -> their link groups (symcost.collectives.links.phases)
         self._elementwise = False
 
@@ -191,7 +192,11 @@ class Env:
     def group_size(self, axes):
         if not axes:
             return self.one
-        return self.prod(self.axis(a) for a in axes)
+        key = axes if type(axes) is tuple else tuple(axes)
+        v = self._group.get(key)
+        if v is None:
+            v = self._group[key] = self.prod(self.axis(a) for a in key)
+        return v
 
     def local(self, dim: str, axes):
         """The size of ``dim`` on one device when split over ``axes``: rounded up where the bound numbers do
