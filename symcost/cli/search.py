@@ -29,8 +29,8 @@ def register(sub):
                    help="solve for the best plan with a proven lower bound (a MILP over each statement's plans; "
                         "needs scipy, the exact extra)")
     s.add_argument("--jobs", default="auto",
-                   help="processes that price candidates: a number, or auto (default: every core, for spaces of "
-                        "32 candidates or more); the ranking is the same")
+                   help="processes that price candidates (with --exact: that plan its pieces): a number, or auto "
+                        "(default: every core, for 32 candidates or pieces or more); the ranking is the same")
     s.set_defaults(handler=cmd_search)
 
 

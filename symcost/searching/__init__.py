@@ -57,7 +57,8 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     one; a number; ``"auto"``: every core, for spaces of :data:`.pool.MIN_CANDIDATES` or more): the
     ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`).
     Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False. ``exact``:
-    solve for the best plan with a proven lower bound instead of pricing every candidate (:mod:`.exact`).
+    solve for the best plan with a proven lower bound instead of pricing every candidate (:mod:`.exact`;
+    ``jobs`` processes plan its pieces, the same pieces however many).
     ``efficiency``: price with the preset's achieved figures and its per-kernel floor, as ``derive
     --efficiency`` does (each candidate's plan chosen and totalled by :mod:`symcost.pricing`, so a plan of
     more kernels pays more floors), instead of the book's ideal machine; ``exact`` proves its bound on the
@@ -80,7 +81,7 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
             from .exact import exact_search
             space, sizes, _ = _space(text, mesh, dims, hw, None, None)
             return exact_search(space, sizes, dict(dims=sizes, hw=hw, backward=backward, overlap=overlap,
-                                                   moves=moves), objective=objective, vs=vs)
+                                                   moves=moves), objective=objective, vs=vs, jobs=jobs)
         return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs,
                          efficiency)
 

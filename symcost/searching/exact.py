@@ -114,9 +114,10 @@ class Exact:
     complete: bool
 
 
-def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SECONDS) -> Exact:
-    """The exact search over ``space`` (``options``: :func:`~.price.planned`'s): the pieces, the search's
-    space bounded candidate by candidate, then the joint space solved."""
+def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SECONDS, jobs=1) -> Exact:
+    """The exact search over ``space`` (``options``: :func:`~.price.planned`'s): the pieces (planned in
+    ``jobs`` processes, :func:`~.pieces.all_pieces`), the search's space bounded candidate by candidate, then
+    the joint space solved."""
     space = PinnedSpace(**{f: getattr(space, f) for f in space.__dataclass_fields__})
     where = pcs.statements(space)
     subs = {at: pcs.alone(space, at) for at in where}
@@ -134,7 +135,7 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
             bars.say(f"search --exact: about {(total - SAMPLE) / rate:,.0f} s more at {rate:,.0f} pieces a second "
                      f"(the first {SAMPLE})")
 
-    by_statement = [pcs.statement_pieces(space, at, options, tick) for at in where]
+    by_statement = pcs.all_pieces(space, where, options, tick, jobs=jobs)
     flat = [p for ps in by_statement for p in ps]
     derived: dict = {}
 
@@ -271,9 +272,10 @@ def _roles_of(space: Space, splits) -> tuple | None:
 
 
 def exact_search(space: Space, sizes: dict, options: dict, *, objective: str = "time", vs=None,
-                 gap: float = GAP, seconds: float = SECONDS):
+                 gap: float = GAP, seconds: float = SECONDS, jobs=1):
     """``search(..., exact=True)``: the :class:`~.result.SearchResult` of an exact search, ``ranked`` the
-    candidates it derived, with ``bound``, ``gap`` and ``search_best``."""
+    candidates it derived, with ``bound``, ``gap`` and ``search_best``; its pieces planned in ``jobs``
+    processes."""
     from .result import SearchResult
     milp.available()
     if objective != "time" or vs is not None:
@@ -282,7 +284,7 @@ def exact_search(space: Space, sizes: dict, options: dict, *, objective: str = "
         raise UsageError("--exact solves the book's overlap policy (a step is the largest of its resources' "
                          "sums): leave out --no-overlap")
     start = time.perf_counter()
-    found = solve(space, options, gap=gap, seconds=seconds)
+    found = solve(space, options, gap=gap, seconds=seconds, jobs=jobs)
     if not found.ranked:
         if not found.complete:      # stopped before a plan was derived: nothing to show
             raise KeyboardInterrupt

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 
 from .. import dtypes
@@ -35,6 +36,7 @@ from ..errors import SymcostError, UsageError
 from ..notation import Apply, Declaration, Einsum, Program, Ranking
 from ..pricing import totals
 from ..program import derive_program
+from .pool import mapped
 from .space import GROUPS, Candidate, Space
 
 
@@ -143,24 +145,54 @@ def statement_pieces(space: Space, at: int, options: dict, on_piece=None) -> lis
     """Every piece of statement ``at``: the statement planned alone by the engine at each key
     (``options``: :func:`~.price.planned`'s), those the engine refuses left out; ``on_piece()`` is called
     after each (progress)."""
-    sub = alone(space, at)
+    return all_pieces(space, (at,), options, on_piece)[0]
+
+
+def all_pieces(space: Space, where, options: dict, on_piece=None, jobs=1) -> list[list[Piece]]:
+    """The pieces of each statement of ``where`` (:func:`statement_pieces`), the keys of them all planned
+    in ``jobs`` processes (:func:`~.pool.mapped`: each worker plans a key and sends back its two resource
+    vectors), in order, so the pieces are the same however many plan them."""
+    subs = {at: alone(space, at) for at in where}
+    work = [(at, cand, splits) for at in where for cand, splits in keys(subs[at])]
+    shared_names = shared(space.program)
+    floors: dict = {}
+    out: dict = {at: [] for at in where}
+    answers = mapped(key_vectors, [(at, cand) for at, cand, _ in work], jobs=jobs, space=space, options=options)
+    with closing(answers) as vectors:         # stopped (Ctrl-C), the workers go at once
+        for (at, cand, splits), vec in zip(work, vectors):
+            if vec is not None:
+                piece = _piece(space, subs[at], at, cand, splits, vec, shared_names, floors, options)
+                if piece is not None:
+                    out[at].append(piece)
+            if on_piece is not None:
+                on_piece()
+    return [out[at] for at in where]
+
+
+def _piece(space: Space, sub: Space, at: int, cand, splits, vec, shared_names, floors: dict, options: dict):
+    """The piece of a key from its two resource vectors (a statement whose tensors another statement
+    reads: its forward resources and the backward floor, :func:`_floor`, made once a statement)."""
     st = space.program.statements[at]
-    touched = {t.name for t in st.operands} | {st.result_name}
-    exact = not (touched & shared(space.program))
-    out = []
-    floor = None
-    for cand, splits in keys(sub):
-        vec = _priced(sub, cand, options, space.mesh)
-        if vec is not None:
-            full, forward = vec
-            if not exact:
-                floor = floor or _floor(sub, options, space.mesh)
-                full = tuple(f + b for f, b in zip(forward, floor)) if floor else None
-            if full is not None:
-                out.append(Piece(at, splits, full, exact, str(sub.program_for(cand))))
-        if on_piece is not None:
-            on_piece()
-    return out
+    full, forward = vec
+    if ({t.name for t in st.operands} | {st.result_name}) & shared_names:
+        if at not in floors:
+            floors[at] = _floor(sub, options, space.mesh)
+        if not floors[at]:
+            return None
+        return Piece(at, splits, tuple(f + b for f, b in zip(forward, floors[at])), False, str(sub.program_for(cand)))
+    return Piece(at, splits, full, True, str(sub.program_for(cand)))
+
+
+def key_vectors(job: dict, item):
+    """What a worker sends for one key ``(statement, candidate of it alone)``: :func:`_priced`'s two
+    resource vectors (None where the engine refuses it). The statement's space alone is made once a
+    process."""
+    at, cand = item
+    space = job["space"]
+    subs = job.setdefault("alone", {})
+    if at not in subs:
+        subs[at] = alone(space, at)
+    return _priced(subs[at], cand, job["options"], space.mesh)
 
 
 def _priced(sub: Space, cand: Candidate, options: dict, mesh):

@@ -90,25 +90,47 @@ def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wra
         results.close()
 
 
+def mapped(work, items: list, *, jobs=1, space: Space, options: dict):
+    """``work(job, item)`` of every item, in order, in ``jobs`` processes (:func:`workers`; 1: here), where
+    ``job`` is ``{"space": space, "options": options}``; ``work`` is a module-level function (a worker is
+    handed it by name) whose answers are small (numbers: they travel back through a pipe). Workers compute
+    in a planning context like the caller's. A generator: the caller may stop early (the workers go then)."""
+    n = workers(jobs, len(items))
+    if n == 1:
+        job = dict(space=space, options=options, sweep=None)
+        yield from (work(job, x) for x in items)
+        return
+    for _, answers in _answered(items, n, work, space, options, None):
+        yield from answers
+
+
 def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
-    """The candidates priced by ``n`` worker processes, in order. Each worker has a pipe of its own; chunk
-    ``k`` goes to worker ``k % n``, which answers its chunks in the order it got them, and at most
-    ``WINDOW * n`` chunks are handed out ahead of the one being read (the next is sent before a chunk's
-    candidates are yielded, so the workers stay busy while the caller reads). Stopped or done, the workers
-    are killed and joined: nothing is shared with them but their own pipe (see the module's docstring)."""
-    size = max(1, min(CHUNK, len(cands) // (n * 8)))
+    """The candidates priced by ``n`` worker processes, in order (each worker sends a candidate's numbers,
+    read here into a :class:`~.price.Priced`)."""
+    for part, numbers in _answered(cands, n, _numbers, space, options, sweep):
+        yield from _read(space, part, numbers, options, sweep)
+
+
+def _answered(items: list, n: int, work, space: Space, options: dict, sweep):
+    """``(chunk, [work(job, item) for item in chunk])`` of each chunk of ``items``, in order, from ``n``
+    worker processes. Each worker has a pipe of its own; chunk ``k`` goes to worker ``k % n``, which answers
+    its chunks in the order it got them, and at most ``WINDOW * n`` chunks are handed out ahead of the one
+    being read (the next is sent before a chunk's answers are yielded, so the workers stay busy while the
+    caller reads). Stopped or done, the workers are killed and joined: nothing is shared with them but
+    their own pipe (see the module's docstring)."""
+    size = max(1, min(CHUNK, len(items) // (n * 8)))
     method = start_method()
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":     # its workers are forked from a server that has imported the engine once
-        ctx.set_forkserver_preload(["__main__", __name__])
+        ctx.set_forkserver_preload(["__main__", __name__, work.__module__])
     c = caching.current()
     init = (space, options, sweep, (c.enabled, c.check, c.wider))
-    parts = [cands[i:i + size] for i in range(0, len(cands), size)]
+    parts = [items[i:i + size] for i in range(0, len(items), size)]
     workers: list = []
     try:
         for _ in range(min(n, len(parts))):
             here, there = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(there, init), daemon=True)
+            proc = ctx.Process(target=_serve, args=(there, init, work), daemon=True)
             proc.start()
             there.close()
             workers.append((proc, here))
@@ -117,7 +139,7 @@ def _pooled(space: Space, cands: list, n: int, options: dict, sweep):
             while sent < min(len(parts), k + WINDOW * len(workers)):
                 _send(workers[sent % len(workers)], parts[sent])
                 sent += 1
-            yield from _read(space, part, _answer(workers[k % len(workers)]), options, sweep)
+            yield part, _answer(workers[k % len(workers)])
     finally:
         for proc, conn in workers:
             conn.close()
@@ -153,9 +175,9 @@ def _answer(worker) -> list:
     return got
 
 
-def _serve(conn, init: tuple) -> None:
-    """A worker: set up (:func:`_start`), then prices each chunk it receives, in order, until its pipe
-    closes."""
+def _serve(conn, init: tuple, work) -> None:
+    """A worker: set up (:func:`_start`), then answers each chunk it receives (``work(job, item)`` of each
+    item), in order, until its pipe closes."""
     _start(*init)
     while True:
         try:
@@ -163,7 +185,7 @@ def _serve(conn, init: tuple) -> None:
         except (EOFError, OSError):
             return
         try:
-            answer = (True, _numbers_of(part))
+            answer = (True, [work(_job, x) for x in part])
         except Exception as e:           # sent back: the caller raises it, as pricing in one process would
             answer = (False, e)
         try:
@@ -203,14 +225,11 @@ def _start(space: Space, options: dict, sweep, caches: tuple = (True, False, 1))
     _job.update(space=space, options=options, sweep=sweep, context=own)
 
 
-def _numbers(cand):
-    got = planned(_job["space"], cand, **_job["options"])
+def _numbers(job: dict, cand):
+    """A candidate's numbers (and its curves over the sweep), as a worker sends them."""
+    got = planned(job["space"], cand, **job["options"])
     if got is None:
         return None
     plan, memory, numbers = got
-    sweep = _job["sweep"]
+    sweep = job["sweep"]
     return numbers, (over_grid(plan, memory, *sweep) if sweep is not None else None)
-
-
-def _numbers_of(part: list) -> list:
-    return [_numbers(c) for c in part]

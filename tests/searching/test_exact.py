@@ -105,6 +105,20 @@ def test_the_bound_is_below_every_plan_and_the_best_is_the_searchs(mesh):
 
 
 @needs_scipy
+def test_pieces_planned_in_workers_are_the_pieces_planned_here():
+    """``jobs`` processes plan the pieces (each sends back a key's resource vectors): the same pieces, in the
+    same order, so the same bound and the same best plan."""
+    space = Space.of(TWO, "X=2,Y=2", "tpu-v5p")
+    where = pcs.statements(space)
+    here = pcs.all_pieces(space, where, OPTIONS)
+    assert pcs.all_pieces(space, where, OPTIONS, jobs=2) == here
+    assert here == [pcs.statement_pieces(space, at, OPTIONS) for at in where]
+    one, two = (search(TWO, "X=4", DIMS, "tpu-v5p", backward=True, exact=True, jobs=j) for j in (1, 2))
+    assert (two.bound, two.gap, two.best.t_step, two.program_of(two.best)) == \
+        (one.bound, one.gap, one.best.t_step, one.program_of(one.best))
+
+
+@needs_scipy
 def test_the_best_plan_runs_on_the_simulator():
     """The plan the exact search shows, written with its layouts pinned, derived again and run on
     simulated devices: every tensor and gradient equals the unsharded computation."""
