@@ -105,6 +105,7 @@ def test_the_bound_is_below_every_plan_and_the_best_is_the_searchs(mesh):
 
 
 @needs_scipy
+@pytest.mark.slow      # workers started four times: about 2.5 s
 def test_pieces_planned_in_workers_are_the_pieces_planned_here():
     """``jobs`` processes plan the pieces (each sends back a key's resource vectors): the same pieces, in the
     same order, so the same bound and the same best plan."""
