@@ -38,22 +38,29 @@ CASES = [   # rule, operands, result, reduced dimension
     ("Dispatch", [X, Layout.of("G", "BTJ")], Layout.of("Y", "BTJD"), "J"),
     ("CrossEntropy", [Layout.of("X", "BTE")], Layout.of("Y", "BT"), "E"),
 ]
-for kind, ins, out, red in CASES:
-    op = Elementwise(kind, tuple(ins), out, reduce=red)
-    vals = [rng.standard_normal(shape(t)) for t in ins]
-    where = out.dims if op.rule.broadcasts else ins[0].dims
-    axis = where.index(red) if red else None
-    check(f"{kind} forward", op, vals, arrays.forward(kind, vals, axis, shape(out)))
-    dres = rng.standard_normal(shape(out))
-    saves = op.rule.saves
-    for which, x in enumerate(ins):
-        if kind == "Dispatch" and which == 1:
-            continue                                   # the router's choice steers; it gets no gradient
-        saved = {"inputs": list(ins), "output": [out], "mask": [Layout.of("Y_mask", out.dims)], "none": []}[saves]
-        grad = Elementwise(kind, (out.renamed("d" + out.name), *saved), x.renamed("d" + x.name), reduce=red,
-                           grad=True)
-        svals = {"inputs": vals, "output": [arrays.forward(kind, vals, axis, shape(out))],
-                 "mask": [rng.integers(0, 2, shape(out)).astype(float)], "none": []}[saves]
-        gaxis = (grad.inputs[0] if op.rule.broadcasts else grad.output).dims.index(red) if red else None
-        want = arrays.backward(kind, dres, svals, which, gaxis, shape(x))
-        check(f"{kind} gradient {which}", grad, [dres, *svals], want)
+
+
+def main() -> None:
+    for kind, ins, out, red in CASES:
+        op = Elementwise(kind, tuple(ins), out, reduce=red)
+        vals = [rng.standard_normal(shape(t)) for t in ins]
+        where = out.dims if op.rule.broadcasts else ins[0].dims
+        axis = where.index(red) if red else None
+        check(f"{kind} forward", op, vals, arrays.forward(kind, vals, axis, shape(out)))
+        dres = rng.standard_normal(shape(out))
+        saves = op.rule.saves
+        for which, x in enumerate(ins):
+            if kind == "Dispatch" and which == 1:
+                continue                                   # the router's choice steers; it gets no gradient
+            saved = {"inputs": list(ins), "output": [out], "mask": [Layout.of("Y_mask", out.dims)], "none": []}[saves]
+            grad = Elementwise(kind, (out.renamed("d" + out.name), *saved), x.renamed("d" + x.name), reduce=red,
+                               grad=True)
+            svals = {"inputs": vals, "output": [arrays.forward(kind, vals, axis, shape(out))],
+                     "mask": [rng.integers(0, 2, shape(out)).astype(float)], "none": []}[saves]
+            gaxis = (grad.inputs[0] if op.rule.broadcasts else grad.output).dims.index(red) if red else None
+            want = arrays.backward(kind, dres, svals, which, gaxis, shape(x))
+            check(f"{kind} gradient {which}", grad, [dres, *svals], want)
+
+
+if __name__ == "__main__":
+    main()
