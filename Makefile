@@ -29,10 +29,11 @@ demo: $(STAMP)
 # wall-clock times (marked timing) run alone first; the rest on two processes, a module (or a class) to a
 # process (its fixtures made once), the longest first (the seconds tests/durations.json recorded; tests/conftest.py), the
 # property tests that take their size from the hypothesis profile at full size (SYMCOST_HYPOTHESIS=ci).
-# Both passes share one quick bf16 calibration of the host devices. With .venv made, 3 min 31-52 s on
-# 2 cores (the timing pass 16-37 s, the rest 3 min 12-14 s, about 350 s of CPU; about 65 s of it the check that
-# every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan derive finds alone); from a fresh
-# clone, with the virtual environment and the JAX extra, 4 min 6-39 s measured (docs/benchmarks.md, Tests)
+# Both passes share one quick bf16 calibration of the host devices. With .venv made, 3 min 16-22 s on
+# 2 cores (the timing pass, tests/device alone, 18-19 s; the rest 2 min 56 s - 3 min 2 s, about 380 s of CPU;
+# about 65 s of it the check that every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan
+# derive finds alone); from a fresh clone, with the virtual environment and the JAX extra, 4 min 10-11 s
+# measured (docs/benchmarks.md, Tests)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
 	@rm -rf .test-calibration && mkdir .test-calibration
@@ -40,7 +41,7 @@ test: $(STAMP) lint
 	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not timing"
 	@rm -rf .test-calibration
 
-# the fast tier for your own loop: everything but the tests marked slow (about 80 s of CPU, 42-46 s on
+# the fast tier for your own loop: everything but the tests marked slow (76-87 s of CPU, 41-46 s on
 # 2 cores; docs/benchmarks.md, Tests)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not slow"
