@@ -135,6 +135,8 @@ class Plan:
     memory: tuple = field(default=(), compare=False, repr=False)    # (name, bytes per device) when training
     notes: tuple = field(default=(), compare=False, repr=False)     # how the mesh sits on the hardware, padding
     residuals: tuple = field(default=(), compare=False, repr=False)  # layouts the backward pass reads (saved)
+    ties: tuple = field(default=(), compare=False, repr=False)   # (statement, equally fast forward plans) of
+                                                                 # each einsum that had several
     efficient: bool = False          # costs carry achieved efficiency (eta symbols; the preset's figures)
 
     # --------------------------------------------------------------- totals

@@ -67,7 +67,8 @@ def _plan_of(trace: Trace, text, steps, overlap, objective) -> Plan:
     expression = text.strip() if isinstance(text, str) and "\n" not in text.strip() else str(trace.bound.program)
     alts = tuple(Alternative(a, c, trace.mesh, trace.ranker.overlap, trace.ranker) for a, c in trace.alternatives)
     return Plan(expression, trace.mesh, tuple(steps), trace.bound.hardware, trace.bound.sizes, alts, overlap,
-                trace.compute_dtype, objective, tuple(trace.known.values()), notes=trace.bound.notes + trace.notes)
+                trace.compute_dtype, objective, tuple(trace.known.values()), notes=trace.bound.notes + trace.notes,
+                ties=tuple((t.at, t.n) for t in trace.ties))
 
 
 def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse: str = "activations",

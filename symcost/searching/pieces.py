@@ -203,19 +203,23 @@ def _priced(sub: Space, cand: Candidate, options: dict, mesh):
     if first is None:
         return None
     plans = [first]
-    if options.get("backward"):      # the equally fast forward plans (the k-th, until they repeat)
-        forward = {tuple(s for s in first.steps if s.phase != "backward")}
-        for k in range(1, TIES):
-            ahead = _plan(sub, cand, {**options, "backward": False}, {at: k})
-            if ahead is None or tuple(ahead.steps) in forward:
-                break
-            forward.add(tuple(ahead.steps))
+    if options.get("backward"):      # the equally fast forward plans: the k-th of as many as tie (or TIES)
+        forward = {_forward(first)}
+        for k in range(1, min(dict(first.ties).get(at, 1), TIES)):
             plan = _plan(sub, cand, options, {at: k})
-            if plan is not None:
-                plans.append(plan)
+            if plan is None:
+                continue
+            if _forward(plan) in forward:
+                break
+            forward.add(_forward(plan))
+            plans.append(plan)
     vecs = [(vector(p.step_costs(), mesh), vector([c for c, s in zip(p.step_costs(), p.steps)
                                                     if s.phase != "backward"], mesh)) for p in plans]
     return tuple(tuple(min(col) for col in zip(*(v[i] for v in vecs))) for i in range(2))
+
+
+def _forward(plan) -> tuple:
+    return tuple(s for s in plan.steps if s.phase != "backward")
 
 
 def _floor(sub: Space, options: dict, mesh):
