@@ -104,15 +104,26 @@ def _exact_lines(result, hbm: str) -> list[str]:
     lines = [f"priced every statement's pieces, derived {result.priced:,} {plans} in {fmt_seconds(result.seconds)}; "
              f"{result.feasible:,} fit in{hbm} a device",
              f"exact: no plan is faster than {fmt_seconds(result.bound)} (proven); the best is within "
-             f"{result.gap:.2%} of it" + ("" if result.complete else " (stopped before the gap closed)")]
+             f"{result.gap:.2%} of it" + _unclosed(result)]
     sb, best = result.search_best, result.best
     if sb is not None and best is not None and sb.t_step > best.t_step * (1 + 1e-9):
         lines.append(f"the search's best (every statement sharded by the same roles) takes {fmt_seconds(sb.t_step)}, "
                      f"{sb.t_step / best.t_step - 1:.2%} slower than the best, written with its layouts pinned:")
         lines.extend("    " + line for line in result.program_of(best).splitlines())
     elif sb is not None:
-        lines.append("the search's best (every statement sharded by the same roles) is the optimum")
+        found = "the best found" if result.time_limit is not None or not result.complete else "the optimum"
+        lines.append(f"the search's best (every statement sharded by the same roles) is {found}")
     return lines
+
+
+def _unclosed(result) -> str:
+    """Why the gap is still open, where it is."""
+    if not result.complete:
+        return " (stopped before the gap closed)"
+    if result.time_limit is not None:
+        return (f" (its {result.time_limit:.0f} s to close the gap ran out first: the best plan found, not "
+                f"proven optimal)")
+    return ""
 
 
 def mesh_line(result) -> str:

@@ -111,7 +111,8 @@ class Exact:
     search_bound: float
     pieces: int
     solves: int
-    complete: bool
+    complete: bool            # the gap closed (False: stopped at the time limit, or by Ctrl-C)
+    interrupted: bool = False  # stopped by Ctrl-C
 
 
 def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SECONDS, jobs=1) -> Exact:
@@ -159,7 +160,8 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
     best = second.best
     bound = min(best.t_step, second.bound) if best is not None else second.bound
     return Exact(space, tuple(found), bound, (best.t_step - bound) / best.t_step if best else float("inf"),
-                 first.best, first.bound, len(flat), second.solves, first.complete and second.complete)
+                 first.best, first.bound, len(flat), second.solves, first.complete and second.complete,
+                 first.interrupted or second.interrupted)
 
 
 @dataclass(frozen=True)
@@ -286,11 +288,12 @@ def exact_search(space: Space, sizes: dict, options: dict, *, objective: str = "
     start = time.perf_counter()
     found = solve(space, options, gap=gap, seconds=seconds, jobs=jobs)
     if not found.ranked:
-        if not found.complete:      # stopped before a plan was derived: nothing to show
+        if found.interrupted:       # stopped before a plan was derived: nothing to show
             raise KeyboardInterrupt
         raise none_priced(space, options)
     hbm = getattr(space.hardware, "hbm_bytes", None)
     return SearchResult(found.space, space.size, space.assignments, len(found.ranked),
                         sum(p.fits for p in found.ranked), time.perf_counter() - start, found.ranked,
-                        hbm_bytes=hbm, complete=found.complete, sizes=sizes, bound=found.bound, gap=found.gap,
-                        search_best=found.search_best)
+                        hbm_bytes=hbm, complete=not found.interrupted, sizes=sizes, bound=found.bound,
+                        gap=found.gap, search_best=found.search_best,
+                        time_limit=None if found.complete or found.interrupted else seconds)

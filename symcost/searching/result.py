@@ -14,7 +14,8 @@ from .space import Space
 class SearchResult:
     """What a search found: how many candidates it priced, how many fit, all of them ranked (feasible
     first), and the regimes over ``vs`` when asked. ``complete`` is False when the search was stopped
-    (Ctrl-C): ``ranked`` then holds the candidates priced until then."""
+    (Ctrl-C): ``ranked`` then holds the candidates priced until then. An exact search whose time ran out
+    before its gap closed is complete, its ``gap`` still open: ``time_limit`` says so."""
 
     space: Space = field(repr=False)
     candidates: int
@@ -34,6 +35,7 @@ class SearchResult:
     bound: float | None = None          # search --exact: a proven lower bound on every plan's step time
     gap: float | None = None            # (best - bound) / best
     search_best: Priced | None = field(default=None, repr=False)   # --exact: the best of the search's space
+    time_limit: float | None = None     # --exact: the seconds it had to close the gap, where they ran out first
 
     @property
     def mesh_sizes(self) -> dict:

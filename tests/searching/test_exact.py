@@ -165,6 +165,22 @@ def test_ctrl_c_keeps_the_best_found_so_far(monkeypatch):
     assert found.gap == pytest.approx((found.ranked[0].t_step - found.bound) / found.ranked[0].t_step)
 
 
+@needs_scipy
+def test_a_gap_left_open_by_the_time_limit_is_said_as_such():
+    """An exact search whose seconds run out before the gap closes is complete (not stopped by Ctrl-C: the
+    command exits 0), says its time ran out, and does not call the search's best the optimum."""
+    from symcost.cli.search import render
+    from symcost.searching.exact import exact_search
+    space = Space.of(TWO, "X=4", "tpu-v5p")
+    r = exact_search(space, DIMS, OPTIONS, gap=-1.0, seconds=0.0)     # a gap never closed, no time to try
+    assert r.complete and r.time_limit == 0.0 and r.priced >= 1 and r.gap >= 0
+    text = render(r, 1)
+    assert "(its 0 s to close the gap ran out first: the best plan found, not proven optimal)" in text
+    assert "Ctrl-C" not in text and "is the optimum" not in text
+    closed = search(TWO, "X=4", DIMS, "tpu-v5p", backward=True, exact=True)
+    assert closed.complete and closed.time_limit is None and "ran out" not in render(closed, 1)
+
+
 def test_without_scipy_it_says_what_to_install(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "scipy", None)
     monkeypatch.setitem(sys.modules, "scipy.optimize", None)
