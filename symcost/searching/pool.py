@@ -1,4 +1,4 @@
-"""Pricing a search's candidates in worker processes.
+"""Pricing a search's candidates in worker processes (and planning an exact search's pieces: :func:`mapped`).
 
 Each worker plans its share of the candidates with the engine, exactly as the calling process would, and
 sends back their numbers only (a plan holds SymPy closed forms: sending one costs more than planning it).
