@@ -28,6 +28,9 @@ def register(sub):
     s.add_argument("--exact", action="store_true",
                    help="solve for the best plan with a proven lower bound (a MILP over each statement's plans; "
                         "needs scipy, the exact extra)")
+    s.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="with --exact: seconds to spend closing the gap once the pieces are planned (default 120); "
+                        "where they run out, the best plan found is shown with the gap still open")
     s.add_argument("--jobs", default="auto",
                    help="processes that price candidates (with --exact: that plan its pieces): a number, or auto "
                         "(default: every core, for 32 candidates or pieces or more); the ranking is the same")
@@ -50,9 +53,13 @@ def cmd_search(args) -> int:
         raise UsageError("--top must be at least 1")
     if args.plot and not args.vs:
         raise UsageError("--plot draws the regimes: give --vs too (e.g. --vs B)")
+    if args.time_limit is not None and not args.exact:
+        raise UsageError("--time-limit is the exact search's: give --exact too (the ordinary search prices every "
+                         "candidate)")
     result = search(read_program(args.program), args.mesh, args.dims, args.hw, backward=args.backward,
                     objective=args.objective, overlap=not args.no_overlap, moves=args.moves, vs=args.vs,
-                    range=_span(args.span), jobs=args.jobs, exact=args.exact, efficiency=args.efficiency)
+                    range=_span(args.span), jobs=args.jobs, exact=args.exact, efficiency=args.efficiency,
+                    time_limit=args.time_limit)
     if args.plot:
         from ..searching.plot import plot_regimes
         plot_regimes(result, args.plot)
@@ -121,8 +128,8 @@ def _unclosed(result) -> str:
     if not result.complete:
         return " (stopped before the gap closed)"
     if result.time_limit is not None:
-        return (f" (its {result.time_limit:.0f} s to close the gap ran out first: the best plan found, not "
-                f"proven optimal)")
+        return (f" (its {result.time_limit:g} s to close the gap ran out first: the best plan found, not "
+                f"proven optimal; --time-limit gives it more)")
     return ""
 
 

@@ -42,7 +42,7 @@ WIDER = 64
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
            moves=None, vs: str | None = None, range=None, progress=None, jobs=1, exact: bool = False,
-           efficiency: bool = False) -> SearchResult:
+           efficiency: bool = False, time_limit: float | None = None) -> SearchResult:
     """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them: the space,
     each candidate priced by the engine, filtered by memory, ranked.
 
@@ -58,7 +58,8 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     ranking is the same, a candidate's plan is derived again here when it is read (see :mod:`.pool`).
     Interrupted (Ctrl-C), the search returns what it priced until then, ``complete`` False. ``exact``:
     solve for the best plan with a proven lower bound instead of pricing every candidate (:mod:`.exact`;
-    ``jobs`` processes plan its pieces, the same pieces however many).
+    ``jobs`` processes plan its pieces, the same pieces however many; ``time_limit``: the seconds it spends
+    closing its gap once the pieces are planned, default :data:`.exact.SECONDS`).
     ``efficiency``: price with the preset's achieved figures and its per-kernel floor, as ``derive
     --efficiency`` does (each candidate's plan chosen and totalled by :mod:`symcost.pricing`, so a plan of
     more kernels pays more floors), instead of the book's ideal machine; ``exact`` proves its bound on the
@@ -72,6 +73,9 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     if hw is None:
         raise UsageError("search ranks by numbers: give --hw (a preset, e.g. tpu-v5p)")
+    if time_limit is not None and (not exact or isinstance(time_limit, bool) or not time_limit >= 0):
+        raise UsageError("time_limit is the exact search's seconds to close its gap: a number >= 0, with exact=True"
+                         if exact else "time_limit is the exact search's: give exact=True too")
     outer = caching.current()
     with caching.context(outer.enabled, outer.check, WIDER):
         if exact:
@@ -81,7 +85,8 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
             from .exact import exact_search
             space, sizes, _ = _space(text, mesh, dims, hw, None, None)
             return exact_search(space, sizes, dict(dims=sizes, hw=hw, backward=backward, overlap=overlap,
-                                                   moves=moves), objective=objective, vs=vs, jobs=jobs)
+                                                   moves=moves), objective=objective, vs=vs, jobs=jobs,
+                                **({} if time_limit is None else {"seconds": float(time_limit)}))
         return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs,
                          efficiency)
 

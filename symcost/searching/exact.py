@@ -296,4 +296,4 @@ def exact_search(space: Space, sizes: dict, options: dict, *, objective: str = "
                         sum(p.fits for p in found.ranked), time.perf_counter() - start, found.ranked,
                         hbm_bytes=hbm, complete=not found.interrupted, sizes=sizes, bound=found.bound,
                         gap=found.gap, search_best=found.search_best,
-                        time_limit=None if found.complete or found.interrupted else seconds)
+                        time_limit=seconds if not found.interrupted and found.gap > gap else None)

@@ -36,6 +36,7 @@ class SearchResult:
     gap: float | None = None            # (best - bound) / best
     search_best: Priced | None = field(default=None, repr=False)   # --exact: the best of the search's space
     time_limit: float | None = None     # --exact: the seconds it had to close the gap, where they ran out first
+                                        # (the gap still open)
 
     @property
     def mesh_sizes(self) -> dict:
@@ -85,7 +86,8 @@ class SearchResult:
 def _exact_dict(result: SearchResult) -> dict:
     """``bound`` and ``gap``, and the best of the search's space (every statement sharded by the same
     roles: what the ordinary search finds) with how much slower it is than the best found."""
-    out = {"bound": result.bound, "gap": result.gap if result.best is not None else None}
+    out = {"bound": result.bound, "gap": result.gap if result.best is not None else None,
+           "time_limit": result.time_limit}
     sb, best = result.search_best, result.best
     if sb is not None and best is not None:
         out["search_best"] = {"t_step": sb.t_step, "slower_by": sb.t_step / best.t_step - 1,

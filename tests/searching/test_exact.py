@@ -141,6 +141,7 @@ def test_json_carries_the_bound_and_the_gap(capsys):
     assert 0 < data["bound"] <= data["ranked"][0]["t_step"]
     assert data["gap"] == pytest.approx((data["ranked"][0]["t_step"] - data["bound"]) / data["ranked"][0]["t_step"])
     assert data["search_best"]["slower_by"] >= 0
+    assert data["time_limit"] is None                   # the gap closed
 
 
 @needs_scipy
@@ -174,11 +175,37 @@ def test_a_gap_left_open_by_the_time_limit_is_said_as_such():
     space = Space.of(TWO, "X=4", "tpu-v5p")
     r = exact_search(space, DIMS, OPTIONS, gap=-1.0, seconds=0.0)     # a gap never closed, no time to try
     assert r.complete and r.time_limit == 0.0 and r.priced >= 1 and r.gap >= 0
+    assert r.as_dict()["time_limit"] == 0.0
     text = render(r, 1)
-    assert "(its 0 s to close the gap ran out first: the best plan found, not proven optimal)" in text
+    assert "(its 0 s to close the gap ran out first: the best plan found, not proven optimal; --time-limit " \
+           "gives it more)" in text
     assert "Ctrl-C" not in text and "is the optimum" not in text
     closed = search(TWO, "X=4", DIMS, "tpu-v5p", backward=True, exact=True)
     assert closed.complete and closed.time_limit is None and "ran out" not in render(closed, 1)
+
+
+@needs_scipy
+def test_the_time_limit_is_the_users(capsys, monkeypatch):
+    """``--time-limit`` (Python: ``time_limit``) is the seconds the exact search spends closing its gap; it
+    is the exact search's alone, and a number >= 0. A gap closed within it is proven whatever the limit."""
+    from symcost.searching import exact
+    given = []
+    real = exact.exact_search
+
+    def spy(*args, **kwargs):
+        given.append(kwargs.get("seconds"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(exact, "exact_search", spy)
+    r = symcost.search(TWO, "X=4", DIMS, "tpu-v5p", backward=True, exact=True, time_limit=0)
+    assert r.complete and r.gap <= 1e-3 and r.time_limit is None      # the joint solve closed it at once
+    args = ["search", TWO, "--backward", "--mesh", "X=4", "--dims", "B=65536,D=8192,F=32768", "--hw", "tpu-v5p"]
+    assert main(args + ["--exact", "--time-limit", "2.5"]) == 0
+    assert given == [0.0, 2.5] and "is the optimum" in capsys.readouterr().out
+    for bad, says in ((["--time-limit", "5"], "give --exact too"), (["--exact", "--time-limit", "-1"], ">= 0")):
+        assert main(args + bad) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err
 
 
 def test_without_scipy_it_says_what_to_install(capsys, monkeypatch):
