@@ -73,7 +73,8 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     if hw is None:
         raise UsageError("search ranks by numbers: give --hw (a preset, e.g. tpu-v5p)")
-    if time_limit is not None and (not exact or isinstance(time_limit, bool) or not time_limit >= 0):
+    if time_limit is not None and (not exact or isinstance(time_limit, bool)
+                                   or not isinstance(time_limit, (int, float)) or not time_limit >= 0):
         raise UsageError("time_limit is the exact search's seconds to close its gap: a number >= 0, with exact=True"
                          if exact else "time_limit is the exact search's: give exact=True too")
     outer = caching.current()

@@ -202,6 +202,9 @@ def test_the_time_limit_is_the_users(capsys, monkeypatch):
     args = ["search", TWO, "--backward", "--mesh", "X=4", "--dims", "B=65536,D=8192,F=32768", "--hw", "tpu-v5p"]
     assert main(args + ["--exact", "--time-limit", "2.5"]) == 0
     assert given == [0.0, 2.5] and "is the optimum" in capsys.readouterr().out
+    for bad in ("5", -1, float("nan"), True):
+        with pytest.raises(symcost.UsageError, match="a number >= 0"):
+            symcost.search(TWO, "X=4", DIMS, "tpu-v5p", exact=True, time_limit=bad)
     for bad, says in ((["--time-limit", "5"], "give --exact too"), (["--exact", "--time-limit", "-1"], ">= 0")):
         assert main(args + bad) == 2
         err = capsys.readouterr().err
