@@ -83,11 +83,11 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
             if efficiency:
                 raise UsageError("search --exact proves its bound on the book's ideal machine: drop --efficiency "
                                  "or --exact")
-            from .exact import exact_search
+            from .exact import SECONDS, exact_search
             space, sizes, _ = _space(text, mesh, dims, hw, None, None)
             return exact_search(space, sizes, dict(dims=sizes, hw=hw, backward=backward, overlap=overlap,
                                                    moves=moves), objective=objective, vs=vs, jobs=jobs,
-                                **({} if time_limit is None else {"seconds": float(time_limit)}))
+                                seconds=SECONDS if time_limit is None else float(time_limit))
         return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs,
                          efficiency)
 

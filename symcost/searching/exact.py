@@ -111,7 +111,7 @@ class Exact:
     search_bound: float
     pieces: int
     solves: int
-    complete: bool            # the gap closed (False: stopped at the time limit, or by Ctrl-C)
+    complete: bool            # both spaces ran to their end (False: one stopped at the time limit or by Ctrl-C)
     interrupted: bool = False  # stopped by Ctrl-C
 
 
@@ -136,7 +136,7 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
             bars.say(f"search --exact: about {(total - SAMPLE) / rate:,.0f} s more at {rate:,.0f} pieces a second "
                      f"(the first {SAMPLE})")
 
-    by_statement = pcs.all_pieces(space, where, options, tick, jobs=jobs)
+    by_statement = pcs.all_pieces(space, subs, options, tick, jobs=jobs)
     flat = [p for ps in by_statement for p in ps]
     derived: dict = {}
 

@@ -145,42 +145,34 @@ def statement_pieces(space: Space, at: int, options: dict, on_piece=None) -> lis
     """Every piece of statement ``at``: the statement planned alone by the engine at each key
     (``options``: :func:`~.price.planned`'s), those the engine refuses left out; ``on_piece()`` is called
     after each (progress)."""
-    return all_pieces(space, (at,), options, on_piece)[0]
+    return all_pieces(space, {at: alone(space, at)}, options, on_piece)[0]
 
 
-def all_pieces(space: Space, where, options: dict, on_piece=None, jobs=1) -> list[list[Piece]]:
-    """The pieces of each statement of ``where`` (:func:`statement_pieces`), the keys of them all planned
-    in ``jobs`` processes (:func:`~.pool.mapped`: each worker plans a key and sends back its two resource
-    vectors), in order, so the pieces are the same however many plan them."""
-    subs = {at: alone(space, at) for at in where}
-    work = [(at, cand, splits) for at in where for cand, splits in keys(subs[at])]
-    shared_names = shared(space.program)
+def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1) -> list[list[Piece]]:
+    """The pieces of each statement of ``subs`` (``{statement: its space alone}``, :func:`alone`; see
+    :func:`statement_pieces`), the keys of them all planned in ``jobs`` processes (:func:`~.pool.mapped`:
+    each worker plans a key and sends back its two resource vectors), in order, so the pieces are the same
+    however many plan them."""
+    work = [(at, cand, splits) for at in subs for cand, splits in keys(subs[at])]
+    names = shared(space.program)
+    exact = {at: not (({t.name for t in space.program.statements[at].operands}
+                       | {space.program.statements[at].result_name}) & names) for at in subs}
     floors: dict = {}
-    out: dict = {at: [] for at in where}
+    out: dict = {at: [] for at in subs}
     answers = mapped(key_vectors, [(at, cand) for at, cand, _ in work], jobs=jobs, space=space, options=options)
     with closing(answers) as vectors:         # stopped (Ctrl-C), the workers go at once
         for (at, cand, splits), vec in zip(work, vectors):
             if vec is not None:
-                piece = _piece(space, subs[at], at, cand, splits, vec, shared_names, floors, options)
-                if piece is not None:
-                    out[at].append(piece)
+                full, forward = vec
+                if not exact[at]:     # its backward at the floor no plan goes under, made once a statement
+                    if at not in floors:
+                        floors[at] = _floor(subs[at], options, space.mesh)
+                    full = tuple(f + b for f, b in zip(forward, floors[at])) if floors[at] else None
+                if full is not None:
+                    out[at].append(Piece(at, splits, full, exact[at], str(subs[at].program_for(cand))))
             if on_piece is not None:
                 on_piece()
-    return [out[at] for at in where]
-
-
-def _piece(space: Space, sub: Space, at: int, cand, splits, vec, shared_names, floors: dict, options: dict):
-    """The piece of a key from its two resource vectors (a statement whose tensors another statement
-    reads: its forward resources and the backward floor, :func:`_floor`, made once a statement)."""
-    st = space.program.statements[at]
-    full, forward = vec
-    if ({t.name for t in st.operands} | {st.result_name}) & shared_names:
-        if at not in floors:
-            floors[at] = _floor(sub, options, space.mesh)
-        if not floors[at]:
-            return None
-        return Piece(at, splits, tuple(f + b for f, b in zip(forward, floors[at])), False, str(sub.program_for(cand)))
-    return Piece(at, splits, full, True, str(sub.program_for(cand)))
+    return [out[at] for at in subs]
 
 
 def key_vectors(job: dict, item):

@@ -111,8 +111,9 @@ def test_pieces_planned_in_workers_are_the_pieces_planned_here():
     same order, so the same bound and the same best plan."""
     space = Space.of(TWO, "X=2,Y=2", "tpu-v5p")
     where = pcs.statements(space)
-    here = pcs.all_pieces(space, where, OPTIONS)
-    assert pcs.all_pieces(space, where, OPTIONS, jobs=2) == here
+    subs = {at: pcs.alone(space, at) for at in where}
+    here = pcs.all_pieces(space, subs, OPTIONS)
+    assert pcs.all_pieces(space, subs, OPTIONS, jobs=2) == here
     assert here == [pcs.statement_pieces(space, at, OPTIONS) for at in where]
     one, two = (search(TWO, "X=4", DIMS, "tpu-v5p", backward=True, exact=True, jobs=j) for j in (1, 2))
     assert (two.bound, two.gap, two.best.t_step, two.program_of(two.best)) == \
