@@ -100,7 +100,7 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
         return plan
 
     def achieved(steps):
-        return tuple(replace(s, efficient=True) for s in steps)
+        return tuple(s.achieved() for s in steps)
     alts = tuple(replace(a, steps=achieved(a.steps), chosen=achieved(a.chosen)) for a in plan.alternatives)
     return replace(plan, steps=achieved(plan.steps), alternatives=alts, efficient=True)
 

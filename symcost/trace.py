@@ -44,6 +44,11 @@ class Step:
         generic work: a backward pass marks thousands of steps in a search)."""
         return Step(self.op, self.mesh, phase, self.why, critical, self.sizes, self.efficient)
 
+    def achieved(self) -> "Step":
+        """The step priced at the preset's achieved efficiency (as :meth:`marked`, without ``replace``'s
+        generic work: ``derive --efficiency`` and the serving models mark every step of every plan)."""
+        return Step(self.op, self.mesh, self.phase, self.why, self.critical, self.sizes, True)
+
     @property
     def cost(self) -> OpCost:
         """The step's closed-form costs (kept by the planning context, not on the step: a step is a value)."""
