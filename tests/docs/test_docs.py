@@ -150,6 +150,7 @@ EXPORTS = [
 #: (xla-check, tests/simulate/test_xla_reference.py)
 NUMBERS_ONLY = {**os.environ, "JAX_DISABLE_MOST_OPTIMIZATIONS": "1"}
 
+
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_JAX, reason="JAX export needs the jax extra: pip install 'symcost[jax]'")
 @pytest.mark.parametrize("expr, mesh, dims", EXPORTS)
