@@ -98,7 +98,21 @@ class Env:
         self._local: dict = {}
         self._group: dict = {}    # axes -> their group's size (every move priced asks it again)
         self.groups: dict = {}    # axes -> their link groups (symcost.collectives.links.phases)
+        self.link_times: dict | None = {} if numeric else None     # see kept_link_time
         self._elementwise = False
+
+    def kept_link_time(self, key: tuple, compute):
+        """``compute()``, a collective's (latency, throughput) in numbers, kept under ``key`` (the collective,
+        its axes and whatever else its time depends on, its bytes among them): a layout search prices moves
+        of the same axes and bytes in layout after layout. Computed afresh where the bytes are closed forms
+        or arrays."""
+        memo = self.link_times
+        if memo is None:
+            return compute()
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = compute()
+        return got
 
     @classmethod
     def symbolic(cls, mesh: Mesh, padded=frozenset(), efficiency=None) -> "Env":
@@ -114,6 +128,7 @@ class Env:
         symbol): ``max`` is elementwise."""
         env = cls(mesh, True)
         env._elementwise = True
+        env.link_times = None
         return env
 
     # ------------------------------------------------------------------ achieved efficiency

@@ -55,8 +55,12 @@ class AllToAll(MoveRule):
 
     def link_time(self, move, env):
         block = env.local_bytes(move.before)
+        return env.kept_link_time((self.name, move.axes, block), lambda: self._passes(move.axes, block, env))
+
+    @staticmethod
+    def _passes(axes, block, env):
         lat = thr = env.zero
-        for g in links.phases(move.axes, env):
+        for g in links.phases(axes, env):
             l, t = pass_time(g, block * g.n, env)
             lat, thr = lat + l, thr + t
         return lat, thr

@@ -91,14 +91,17 @@ def by_kind(axes, mesh) -> list[tuple[str, tuple]]:
     return [(k, tuple(a for a in axes if kinds[a] == k)) for k in KIND_ORDER if k in kinds.values()]
 
 
-def hierarchical(axes, V, env):
+def hierarchical(axes: tuple, V, env):
     """(latency, throughput) of a ReduceScatter consuming V bytes (an AllGather producing them with
     ``outer_first``) over ``axes``: one pass per link kind, each kind's pass on V over the devices of the
     kinds inside it (book Part 5: the slow links carry 1/|inside| of the data; an AllGather runs the passes
     the other way round, on the same data). Passes run one after another, so their latencies and throughput
     terms add up. One kind: the collective of Part 3."""
-    lat = thr = env.zero
-    inside = env.one
+    return env.kept_link_time(("hierarchical", axes, V), lambda: _hierarchical(axes, V, env))
+
+
+def _hierarchical(axes, V, env):
+    lat, thr, inside = env.zero, env.zero, env.one
     for g in phases(axes, env):
         l, t = gather_time(g, V / inside, env)
         lat, thr = lat + l, thr + t

@@ -173,6 +173,11 @@ class Permute(MoveRule):
 
     def link_time(self, move, env):
         block = self.volume(move, env)
+        return env.kept_link_time((self.name, move.axes, move.before.axes, move.after.axes, block),
+                                  lambda: self._routed_time(move, block, env))
+
+    @staticmethod
+    def _routed_time(move, block, env):
         sizes = links.sizes_known(move.axes, env)
         if sizes is None:
             return links.diameter_time(move.axes, block, env)

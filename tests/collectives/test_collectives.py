@@ -140,3 +140,21 @@ def test_send_is_its_own_kind_and_shifts_blocks():
     assert s.kind == "Send" and s.op.distance == 1
     from symcost.simulate import check_plan
     check_plan(plan, {"B": 2, "L": 4, "D": 2})
+
+
+def test_a_link_time_kept_by_the_env_is_the_one_computed_afresh():
+    """A numeric env keeps each collective's (latency, throughput) by its axes and bytes
+    (``Env.kept_link_time``: a layout search prices the same ones again and again): every move out of a few
+    layouts on a torus with a DCN axis, priced in one env, costs what it costs priced alone in a fresh env,
+    and the env answered some from what it kept."""
+    mesh = parse_mesh("X=4,Y=2,Z=2:dcn")
+    sizes = {"I": 64, "J": 32, "K": 16}
+    shared = Env.numeric(mesh, sizes)
+    layouts = [Layout.of("A", "IJK", [("X",), ("Y",), ()]), Layout.of("B", "IJK", [("X", "Y"), (), ("Z",)]),
+               Layout.of("C", "IJK", [(), ("Z",), ("Y", "X")]), Layout.of("D", "IJK", [("Y",), ("X",), ()], ["Z"])]
+    moves = [m for lay in layouts for m in moves_from(lay, mesh, None) if m.rule.communicates]
+    assert len({m.kind for m in moves}) >= 4
+    for m in moves:
+        assert op_cost(m, shared) == op_cost(m, Env.numeric(mesh, sizes)), m
+    assert 0 < len(shared.link_times) < len(moves)
+    assert Env.symbolic(mesh).link_times is None and Env.arrays(mesh).link_times is None
