@@ -93,7 +93,7 @@ def test_one_version():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" not in config["project"] and "version" in config["project"]["dynamic"]
     assert config["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "symcost.__version__"}
-    assert re.fullmatch(r"\d+\.\d+\.\d+", symcost.__version__)
+    assert re.match(r"\d+\.\d+", symcost.__version__)          # a release number, whatever suffix follows
 
 
 def test_a_timing_test_outside_its_folder_is_refused():
