@@ -42,12 +42,15 @@ class Step:
     def marked(self, phase: str, critical: bool) -> "Step":
         """The step in ``phase``, on the critical path or off it (``dataclasses.replace`` without its
         generic work: a backward pass marks thousands of steps in a search)."""
-        return Step(self.op, self.mesh, phase, self.why, critical, self.sizes, self.efficient)
+        return self._as(phase, critical, self.efficient)
 
     def achieved(self) -> "Step":
-        """The step priced at the preset's achieved efficiency (as :meth:`marked`, without ``replace``'s
-        generic work: ``derive --efficiency`` and the serving models mark every step of every plan)."""
-        return Step(self.op, self.mesh, self.phase, self.why, self.critical, self.sizes, True)
+        """The step priced at the preset's achieved efficiency (as :meth:`marked`: ``derive --efficiency`` and
+        the serving models mark every step of every plan)."""
+        return self._as(self.phase, self.critical, True)
+
+    def _as(self, phase: str, critical: bool, efficient: bool) -> "Step":
+        return Step(self.op, self.mesh, phase, self.why, critical, self.sizes, efficient)
 
     @property
     def cost(self) -> OpCost:
