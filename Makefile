@@ -18,10 +18,13 @@ venv: $(STAMP)
 # importing them (about 4 s, and 2 s for JAX), so that a command run later with PYTHONDONTWRITEBYTECODE
 # set does not compile them at every start
 WARM := import symcost, symcost.cli, symcost.api, matplotlib.pyplot, scipy.optimize, tqdm
+# setuptools tells every editable install that a folder named like the package may shadow it (a notice,
+# not a fault, printed through --quiet); the installs here leave it out
+QUIET := PYTHONWARNINGS="ignore:Editable installation"
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -e '.[test,plot,progress,exact]'
+	$(QUIET) $(PY) -m pip install --quiet --no-compile -e '.[test,plot,progress,exact]'
 	$(PY) -c "$(WARM)"
 	touch $(STAMP)
 
@@ -63,7 +66,7 @@ lint: $(STAMP)
 jax: $(JAXSTAMP)
 
 $(JAXSTAMP): $(STAMP)
-	$(PY) -m pip install --quiet --no-compile -e '.[test,plot,jax,progress,exact]'
+	$(QUIET) $(PY) -m pip install --quiet --no-compile -e '.[test,plot,jax,progress,exact]'
 	$(PY) -c "import jax, jax.numpy"
 	touch $(JAXSTAMP)
 

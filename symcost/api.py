@@ -50,15 +50,17 @@ def check(text, mesh=None, dims=None, hw=None, *, strict: bool = False) -> Plan:
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
            moves=None, vs=None, range=None, progress=None, jobs=1, exact: bool = False, efficiency: bool = False,
-           time_limit=None):
+           time_limit=None, top=None):
     """Every sharding of the program's parameters and open activations, priced by the engine, filtered by
     memory, ranked: a :class:`~symcost.searching.SearchResult` (see :func:`symcost.searching.search`; the
     arguments are the command line's: ``mesh`` a string or a dict, ``jobs`` a number or ``"auto"``, ``exact``
     the best plan solved for, with a proven lower bound: ``bound`` and ``gap``; ``time_limit`` its seconds
-    to close the gap)."""
+    to close the gap; ``top`` the best that many proven, a large space bounded rather than priced whole,
+    as ``--top`` does: ``bounded`` counts the candidates left out)."""
     from .searching import search as run
     return run(text, mesh, dims, hw, backward=backward, objective=objective, overlap=overlap, moves=moves, vs=vs,
-               range=range, progress=progress, jobs=jobs, exact=exact, efficiency=efficiency, time_limit=time_limit)
+               range=range, progress=progress, jobs=jobs, exact=exact, efficiency=efficiency, time_limit=time_limit,
+               top=top)
 
 
 def clear_caches() -> None:

@@ -48,7 +48,9 @@ SAMPLE, SAMPLE_SECONDS = 50, 5.0
 
 class Stages(Protocol):
     """A search's four stages, and how it speaks of its space (``name`` starts its lines: ``search``,
-    ``run search``, ``serving search``; ``unit`` is what an item of its space is, in the plural)."""
+    ``run search``, ``serving search``; ``unit`` is what an item of its space is, in the plural). A search
+    whose pricing stops once its best are proven (a bounded program search) sets ``estimate = False``: how
+    many items it prices depends on what they price to, so no estimate of the rest is said."""
 
     name: str
     unit: str
@@ -132,7 +134,7 @@ def _priced_until_stopped(stages: Stages, items: Sequence) -> tuple[list, int, b
     n = len(items)
     progress.say(f"{stages.name}: {stages.count(n)}")
     out: list = []
-    done, start, said = 0, time.perf_counter(), n <= SAMPLE
+    done, start, said = 0, time.perf_counter(), n <= SAMPLE or not getattr(stages, "estimate", True)
     values = priced(stages, items)
     try:
         with _ctrl_c() as stop:

@@ -19,7 +19,12 @@ def register(sub):
                         "does; default: the book's ideal machine")
     s.add_argument("--objective", choices=("time", "comms", "memory"), default="time",
                    help="rank by step time (default), communication time or memory per device")
-    s.add_argument("--top", type=int, default=10, help="how many candidates to show (default 10)")
+    s.add_argument("--top", type=int, default=10,
+                   help="how many candidates to show (default 10); a space of 1,000 candidates or more is bounded: "
+                        "each statement's pieces planned once, candidates derived from the least bound up until "
+                        "these are proven the best")
+    s.add_argument("--every", action="store_true",
+                   help="price every candidate, however many (default: bound a space of 1,000 or more)")
     s.add_argument("--vs", help="a dimension, or a mesh axis (the chip count growing along it): the best "
                                 "candidates over its range, with exact boundaries")
     s.add_argument("--range", dest="span", help="LO:HI for --vs (default: a dimension's --dims value / 1000 to "
@@ -59,7 +64,7 @@ def cmd_search(args) -> int:
     result = search(read_program(args.program), args.mesh, args.dims, args.hw, backward=args.backward,
                     objective=args.objective, overlap=not args.no_overlap, moves=args.moves, vs=args.vs,
                     range=_span(args.span), jobs=args.jobs, exact=args.exact, efficiency=args.efficiency,
-                    time_limit=args.time_limit)
+                    time_limit=args.time_limit, top=None if args.every or args.exact else args.top)
     if args.plot:
         from ..searching.plot import plot_regimes
         plot_regimes(result, args.plot)
@@ -80,6 +85,7 @@ def render(result, top: int = 10) -> str:
              *([] if result.complete else
                [f"stopped (Ctrl-C) after {result.priced:,} of {result.candidates:,} shardings: the best so far"]),
              *(_exact_lines(result, hbm) if result.bound is not None else
+               _bounded_lines(result, hbm) if result.bounded else
                [f"priced {result.priced:,} shardings in {fmt_seconds(result.seconds)} "
                 f"({result.assignments:,} assignments, symmetric duplicates collapsed); "
                 f"{result.feasible:,} fit in{hbm} a device"])]
@@ -103,6 +109,16 @@ def render(result, top: int = 10) -> str:
                 exact = f"{result.vs} = {b.exact}" if b.exact is not None else "(solved numerically)"
                 lines.append(f"    {exact} = {b.value:.6g}   [{_why(b.reason)}]")
     return "\n".join(lines)
+
+
+def _bounded_lines(result, hbm: str) -> list[str]:
+    """What a bounded search did: how many it derived, and why the rest need not be."""
+    return [f"priced {result.priced:,} of {result.candidates:,} shardings, from the least bound up, in "
+            f"{fmt_seconds(result.seconds)} ({result.assignments:,} assignments, symmetric duplicates collapsed); "
+            f"{result.feasible:,} fit in{hbm} a device",
+            f"the other {result.bounded:,} are slower than the best"
+            + ("" if result.top == 1 else f" {result.top}") + ": each one's bound, from its statements planned alone, "
+            f"is above {'it' if result.top == 1 else 'them'} (--every prices them all)"]
 
 
 def _exact_lines(result, hbm: str) -> list[str]:

@@ -20,13 +20,16 @@ before and while pricing, Ctrl-C keeps what was priced); :class:`~.result.Search
 """
 from __future__ import annotations
 
+import time
 from contextlib import closing
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from .. import caching, searches
 from ..binding import parse_dims
 from ..errors import UsageError
 from ..notation import Program, Ranking, parse
+from . import bounded
 from .pool import priced_all, workers
 from .price import Priced, none_priced
 from .regimes import Boundary, Regime, envelope, grid_of
@@ -42,7 +45,7 @@ WIDER = 64
 
 def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective: str = "time", overlap=True,
            moves=None, vs: str | None = None, range=None, progress=None, jobs=1, exact: bool = False,
-           efficiency: bool = False, time_limit: float | None = None) -> SearchResult:
+           efficiency: bool = False, time_limit: float | None = None, top: int | None = None) -> SearchResult:
     """Price every sharding of the program's open tensors (see :mod:`.space`) and rank them: the space,
     each candidate priced by the engine, filtered by memory, ranked.
 
@@ -60,6 +63,11 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     solve for the best plan with a proven lower bound instead of pricing every candidate (:mod:`.exact`;
     ``jobs`` processes plan its pieces, the same pieces however many; ``time_limit``: the seconds it spends
     closing its gap once the pieces are planned, default :data:`.exact.SECONDS`).
+    ``top``: the best this many are all the caller reads (the command line's ``--top``): a space of
+    :data:`.bounded.FROM` candidates or more, ranked by step time on the ideal machine, is then bounded
+    (:mod:`.bounded`): each statement's pieces planned once, candidates derived from the least bound up until
+    the best ``top`` are proven, ``ranked`` holding those derived and ``bounded`` counting the others (None,
+    the default: every candidate is priced).
     ``efficiency``: price with the preset's achieved figures and its per-kernel floor, as ``derive
     --efficiency`` does (each candidate's plan chosen and totalled by :mod:`symcost.pricing`, so a plan of
     more kernels pays more floors), instead of the book's ideal machine; ``exact`` proves its bound on the
@@ -69,6 +77,8 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
     :data:`WIDER` times their bounds: candidates share most of their statements' plans, and what the search
     kept is freed when it ends. Called where caches are off (``caching.disabled()``) or checked, its own
     context is so too."""
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+        raise UsageError(f"top must be a number of candidates, at least 1 (or None: every one), not {top!r}")
     if objective not in OBJECTIVES:
         raise UsageError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
     if hw is None:
@@ -89,27 +99,35 @@ def search(text, mesh, dims=None, hw=None, *, backward: bool = False, objective:
                                                    moves=moves), objective=objective, vs=vs, jobs=jobs,
                                 seconds=SECONDS if time_limit is None else float(time_limit))
         return _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs,
-                         efficiency)
+                         efficiency, top)
 
 
-def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs, efficiency):
+def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, range, progress, jobs, efficiency,
+              top=None):
     """The search, in order: its space, each candidate priced, filtered by memory, ranked."""
     space, sizes, span = _space(text, mesh, dims, hw, vs, range)
     # the preset as the space resolved it: each candidate's binding then takes it as it is
     resolved = space.hardware if space.hardware is not None else hw
     options = dict(dims=sizes, hw=resolved, backward=backward, overlap=overlap, moves=moves, efficiency=efficiency)
     sweep = None if vs is None else (vs, grid_of(*span))
-    found = searches.run(_Stages(space, jobs, options, progress, sweep, objective), keep_failed=True)
+    start, left = time.perf_counter(), 0
+    if bounded.applies(space, top=top, objective=objective, vs=vs, efficiency=efficiency, overlap=overlap):
+        b = bounded.bounds(space, options, jobs)
+        stages: _Stages = _Bounded(space, jobs, options, progress, sweep, objective, b.ordered, top)
+        found = searches.run(stages, keep_failed=True)
+        left = len(b.ordered) - found.done if found.complete else 0
+    else:
+        found = searches.run(_Stages(space, jobs, options, progress, sweep, objective), keep_failed=True)
     if not found.priced:
         if not found.complete:
             raise KeyboardInterrupt
         raise none_priced(space, options)
     ranked = found.ranked
     hbm = getattr(space.hardware, "hbm_bytes", None)
-    result = SearchResult(space, space.size, space.assignments, len(ranked), found.passed, found.seconds,
-                          ranked, objective, hbm_bytes=hbm,
+    result = SearchResult(space, space.size, space.assignments, len(ranked), found.passed,
+                          time.perf_counter() - start, ranked, objective, hbm_bytes=hbm,
                           planned_at={a.name: sizes[a.name] for a in space.mesh.axes if a.size is None},
-                          complete=found.complete, sizes=sizes)
+                          complete=found.complete, sizes=sizes, bounded=left, top=top if left else None)
     if vs is None:
         return result
     return replace(result, vs=vs, range=(float(span[0]), float(span[1])),
@@ -191,11 +209,40 @@ class _Stages:
 
     def rank(self, kept: list[Priced]) -> list[Priced]:
         """By the objective (rounded to 10 digits, so that equal totals summed in another order tie), then
-        communication time, then memory."""
-        return sorted(kept, key=lambda p: (_rounded(p.objective(self.objective)), p.t_comms, p.memory_bytes or 0.0))
+        communication time, then memory, then the space's order (whatever order they were priced in)."""
+        return sorted(kept, key=self.rank_key)
+
+    def rank_key(self, p: Priced) -> tuple:
+        return (_rounded(p.objective(self.objective)), p.t_comms, p.memory_bytes or 0.0, self._position[p.candidate])
+
+    @cached_property
+    def _position(self) -> dict:
+        return {c: i for i, c in enumerate(self.space.candidates())}
 
     def label(self, item) -> str:
         return ""
+
+
+@dataclass(frozen=True)
+class _Bounded(_Stages):
+    """The program search of a bounded space (:mod:`.bounded`): its candidates in the order of their bounds,
+    priced until the best ``top`` are proven; how long it takes depends on where that happens, so no
+    estimate of the rest is given."""
+
+    ordered: tuple = ()
+    top: int = 10
+    estimate = False
+
+    def items(self) -> list:
+        return [c for _, c in self.ordered]
+
+    def count(self, n: int) -> str:
+        return (f"{n:,} candidates bounded; derived from the least bound up until the best {self.top} are proven, on "
+                f"{workers(self.jobs, n)} process{'es' if workers(self.jobs, n) > 1 else ''}")
+
+    def price(self, items):
+        yield from bounded.until_proven(self.space, self.ordered, self.top, self.jobs, self.options,
+                                        key=self.rank_key)
 
 
 def _free_axis(mesh, sizes: dict, vs: str):

@@ -185,7 +185,7 @@ def _roles(space: Space, subs: list, by_statement: list, evaluate, gap: float, d
     for cand in space.candidates():
         chosen = [look.get(pcs.splits_of(sub, cand)) for sub, look in zip(subs, lookup)]
         if all(p is not None for p in chosen):
-            bounded.append((max(map(sum, zip(*(p.vector for p in chosen)))), chosen))
+            bounded.append((pcs.bound_of(p.vector for p in chosen), chosen))
     bounded.sort(key=lambda b: b[0])
     best = None
     try:

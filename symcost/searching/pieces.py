@@ -148,12 +148,14 @@ def statement_pieces(space: Space, at: int, options: dict, on_piece=None) -> lis
     return all_pieces(space, {at: alone(space, at)}, options, on_piece)[0]
 
 
-def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1) -> list[list[Piece]]:
+def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1, work=None) -> list[list[Piece]]:
     """The pieces of each statement of ``subs`` (``{statement: its space alone}``, :func:`alone`; see
     :func:`statement_pieces`), the keys of them all planned in ``jobs`` processes (:func:`~.pool.mapped`:
     each worker plans a key and sends back its two resource vectors), in order, so the pieces are the same
-    however many plan them."""
-    work = [(at, cand, splits) for at in subs for cand, splits in keys(subs[at])]
+    however many plan them. ``work``: ``(statement, candidate, splits)`` of the keys to plan (default: every
+    key, :func:`keys`; :func:`used` gives those a search's candidates take)."""
+    if work is None:
+        work = [(at, cand, splits) for at in subs for cand, splits in keys(subs[at])]
     names = shared(space.program)
     exact = {at: not (({t.name for t in space.program.statements[at].operands}
                        | {space.program.statements[at].result_name}) & names) for at in subs}
@@ -173,6 +175,26 @@ def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1) -
             if on_piece is not None:
                 on_piece()
     return [out[at] for at in subs]
+
+
+def used(subs: dict, cands) -> tuple[list, list]:
+    """The keys the candidates of a search take: ``(work, keyed)``, ``work`` each distinct ``(statement,
+    candidate, splits)`` once (the first candidate that takes it stands for it: a piece depends on the
+    splits alone), ``keyed`` each candidate's splits, statement by statement in the order of ``subs``."""
+    first: dict = {}
+    keyed = []
+    for cand in cands:
+        ks = tuple(splits_of(subs[at], cand) for at in subs)
+        for at, k in zip(subs, ks):
+            first.setdefault((at, k), cand)
+        keyed.append(ks)
+    return [(at, cand, k) for (at, k), cand in first.items()], keyed
+
+
+def bound_of(vectors) -> float:
+    """A candidate's bound from its statements' pieces' resource vectors: the largest resource's sum (its
+    step time is at least each resource's sum, and each piece at most what its statement spends)."""
+    return max(map(sum, zip(*vectors)))
 
 
 def key_vectors(job: dict, item):

@@ -37,6 +37,8 @@ class SearchResult:
     search_best: Priced | None = field(default=None, repr=False)   # --exact: the best of the search's space
     time_limit: float | None = None     # --exact: the seconds it had to close the gap, where they ran out first
                                         # (the gap still open)
+    bounded: int = 0                    # candidates never derived: their bounds show them slower than the top
+    top: int | None = None              # how many of the best a bounded search proved (None: every one priced)
 
     @property
     def mesh_sizes(self) -> dict:
@@ -76,7 +78,7 @@ class SearchResult:
             "program": str(self.space.program), "dims": self.dims, "mesh": self.mesh_sizes, "links": self.links,
             "candidates": self.candidates, "assignments": self.assignments, "priced": self.priced,
             "feasible": self.feasible, "seconds": self.seconds, "objective": self.objective,
-            "complete": self.complete, "hbm_bytes": self.hbm_bytes, "ranked": ranked,
+            "complete": self.complete, "hbm_bytes": self.hbm_bytes, "bounded": self.bounded, "ranked": ranked,
             **(_exact_dict(self) if self.bound is not None else {}),
             **({"vs": self.vs, "range": list(self.range),
                 "regimes": [_regime(r, index[r.best], self.range) for r in self.regimes]} if self.vs else {}),

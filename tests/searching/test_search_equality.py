@@ -66,12 +66,13 @@ def _same_as_alone(p, program: str, mesh: str, dims: str, hw: str, backward: boo
 
 
 def _checked(text: str, mesh: str, dims: str | None, hw: str, backward: bool, every: int = 1,
-             wider: int = 1, efficiency: bool = False, api_every: int = 1) -> int:
-    """Search (one process, its caches wider, candidates in the space's order), then derive every
-    ``every``-th candidate alone, in ranked order, from emptied caches ``wider`` times their bounds (the
-    whole space derived again shares as a search does, in another order and another cache state); every
-    ``api_every``-th of those through ``symcost.derive``, the others by the engine as a search calls it."""
-    r = search(text, mesh, dims, hw, backward=backward, jobs=1, efficiency=efficiency)
+             wider: int = 1, efficiency: bool = False, api_every: int = 1, r=None) -> int:
+    """Search (one process, its caches wider, candidates in the space's order; ``r``: that search, made
+    already), then derive every ``every``-th candidate alone, in ranked order, from emptied caches ``wider``
+    times their bounds (the whole space derived again shares as a search does, in another order and another
+    cache state); every ``api_every``-th of those through ``symcost.derive``, the others by the engine as a
+    search calls it."""
+    r = r or search(text, mesh, dims, hw, backward=backward, jobs=1, efficiency=efficiency)
     assert r.priced == r.candidates
     caching.clear()
     chosen = r.ranked[::every]
@@ -125,7 +126,20 @@ class TestEveryCandidateOfTheLayerOnX4Y2Forward:
         assert _checked(_layer(), "X=4,Y=2", None, "h100", False, wider=16, api_every=10) == 2916
 
 
+@pytest.fixture(scope="class")
+def every():
+    """Every candidate of the layer on h100 X=4,Y=2, forward and backward, priced (its class's two tests)."""
+    return search(_layer(), "X=4,Y=2", None, "h100", backward=True, jobs=1)
+
+
 @pytest.mark.slow
 class TestEveryCandidateOfTheLayerOnX4Y2Backward:
-    def test_forward_and_backward(self):
-        assert _checked(_layer(), "X=4,Y=2", None, "h100", True, wider=16, api_every=10) == 2916
+    def test_forward_and_backward(self, every):
+        assert _checked(_layer(), "X=4,Y=2", None, "h100", True, wider=16, api_every=10, r=every) == 2916
+
+    def test_the_bounded_search_shows_the_same_top_ten(self, every):
+        """What ``search --top 10`` shows of the layer (each statement's pieces planned, candidates derived
+        from the least bound up, :mod:`symcost.searching.bounded`): every candidate's top ten, in order."""
+        top = search(_layer(), "X=4,Y=2", None, "h100", backward=True, jobs=1, top=10)
+        assert (top.priced, top.bounded) == (252, 2664)      # 252 tie with the best, 1.77 ms
+        assert [(p.candidate, p.t_step) for p in top.ranked[:10]] == [(p.candidate, p.t_step) for p in every.ranked[:10]]

@@ -1,0 +1,87 @@
+"""A bounded search (``search(..., top=K)``, the command line's default on a space of 1,000 candidates or
+more) shows the best K the search that prices every candidate shows, in its order, deriving fewer."""
+import json
+
+import pytest
+
+from symcost.cli import main
+from symcost.errors import UsageError
+from symcost.searching import bounded, search
+from symcost.searching.space import Space
+
+from conftest import ROOT
+
+MLP = (ROOT / "examples" / "mlp.sc").read_text()
+MLP3 = (ROOT / "examples" / "mlp3.sc").read_text()
+
+
+def _same_top(every, top, k: int) -> None:
+    assert top.priced + top.bounded == every.priced == every.candidates
+    assert [p.candidate for p in top.ranked[:k]] == [p.candidate for p in every.ranked[:k]]
+    assert [p.t_step for p in top.ranked[:k]] == [p.t_step for p in every.ranked[:k]]
+    assert all(p.fits for p in top.ranked[:k])
+
+
+@pytest.mark.parametrize("text, mesh, dims, backward, k, derived", [
+    pytest.param(MLP, "X=16,Y=16,Z=16", "B=1048576", True, 10, 26, marks=pytest.mark.slow),     # of 165
+    pytest.param(MLP, "X=16,Y=16,Z=16", "B=1048576", False, 1, 2, marks=pytest.mark.slow),
+    pytest.param(MLP, "X=4,Y=2", "B=65536", True, 3, 81, marks=pytest.mark.slow),   # of 81: all tie at 57.5 ms
+    (MLP3, "X=2,Y=2", None, True, 5, 12),                                            # of 210
+])
+def test_the_top_is_the_top_of_every_candidate(monkeypatch, text, mesh, dims, backward, k, derived):
+    """Spaces under :data:`bounded.FROM`, bounded here all the same: the best k and their order (ties broken
+    by the space's order, whatever order the candidates were derived in) are those of every candidate.
+    ``derived``: how many the bounded search derives (where candidates tie with the k-th, every one of them)."""
+    monkeypatch.setattr(bounded, "FROM", 1)
+    every = search(text, mesh, dims, "tpu-v5p", backward=backward, jobs=1)
+    top = search(text, mesh, dims, "tpu-v5p", backward=backward, jobs=1, top=k)
+    _same_top(every, top, k)
+    assert top.priced == derived
+
+
+def test_each_bound_is_at_most_the_step_time_the_engine_derives(monkeypatch):
+    space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
+    opts = dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True)
+    b = bounded.bounds(space, opts)
+    every = {p.candidate: p.t_step for p in search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1).ranked}
+    assert len(b.ordered) == len(every) and b.refused == 0
+    assert [low for low, _ in b.ordered] == sorted(low for low, _ in b.ordered)
+    assert all(low <= every[c] * (1 + 1e-12) for low, c in b.ordered)
+    assert sum(low > 0.5 * every[c] for low, c in b.ordered) == len(every)     # not a trivial bound
+
+
+def test_a_small_space_or_another_objective_prices_every_candidate(monkeypatch):
+    small = search(MLP, "X=16,Y=16,Z=16", "B=1048576", "tpu-v5p", backward=True, top=3)
+    assert small.bounded == 0 and small.priced == small.candidates == 165 and small.top is None
+    space = Space.of(MLP, "X=16,Y=16,Z=16", "tpu-v5p")
+    big = dict(top=10, objective="time", vs=None, efficiency=False, overlap=True)
+    assert not bounded.applies(space, **big)                          # 165 < FROM
+    monkeypatch.setattr(bounded, "FROM", 165)
+    assert bounded.applies(space, **big)
+    for other in (dict(top=None), dict(objective="comms"), dict(vs="B"), dict(efficiency=True),
+                  dict(overlap=False)):
+        assert not bounded.applies(space, **{**big, **other}), other
+
+
+@pytest.mark.parametrize("top", [0, -1, 2.5, True, "3"])
+def test_top_must_be_a_count(top):
+    with pytest.raises(UsageError, match="top must be a number of candidates"):
+        search(MLP, "X=4", "B=65536", "tpu-v5p", top=top)
+
+
+def test_the_command_line_says_what_it_derived_and_every_prices_them_all(monkeypatch, capsys):
+    monkeypatch.setattr(bounded, "FROM", 1)
+    argv = ["search", str(ROOT / "examples" / "mlp3.sc"), "--backward", "--mesh", "X=2,Y=2", "--hw", "tpu-v5p",
+            "--top", "2", "--jobs", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "priced 12 of 210 shardings, from the least bound up, in " in out
+    assert ("the other 198 are slower than the best 2: each one's bound, from its statements planned alone, is above "
+            "them (--every prices them all)") in out
+    assert main(argv + ["--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["bounded"] > 0 and got["priced"] + got["bounded"] == got["candidates"] == 210
+    assert main(argv + ["--json", "--every"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert every["bounded"] == 0 and every["priced"] == 210
+    assert [c["program"] for c in got["ranked"]] == [c["program"] for c in every["ranked"]]
