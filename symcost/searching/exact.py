@@ -181,9 +181,10 @@ def _roles(space: Space, subs: list, by_statement: list, evaluate, gap: float, d
     """The search's space: every candidate's lower bound (the largest resource sum of its pieces), then
     candidates derived from the least bound up until the best is within ``gap`` of the next bound."""
     lookup = [{p.splits: p for p in ps} for ps in by_statement]
+    splits = [pcs.splitter(sub) for sub in subs]
     bounded = []
     for cand in space.candidates():
-        chosen = [look.get(pcs.splits_of(sub, cand)) for sub, look in zip(subs, lookup)]
+        chosen = [look.get(split(cand)) for split, look in zip(splits, lookup)]
         if all(p is not None for p in chosen):
             bounded.append((pcs.bound_of(p.vector for p in chosen), chosen))
     bounded.sort(key=lambda b: b[0])

@@ -117,14 +117,24 @@ def _pinned_param(t):
 
 def splits_of(sub: Space, cand: Candidate) -> tuple:
     """``((tensor, per axis the dimension it splits or None), ...)`` of a candidate's open tensors."""
-    out = {}
+    return splitter(sub)(cand)
+
+
+def splitter(sub: Space):
+    """:func:`splits_of` for one statement alone, its open tensors read once (a search asks it of every
+    candidate)."""
+    tensors: dict = {}
     for i, j in sorted(sub.open_tensors):
         st = sub.program.statements[i]
         t = st.tensors[j]
         group = GROUPS.index("param" if isinstance(st, Declaration) else "activation")
-        dims = {d.name for d in t.dims}
-        out.setdefault(t.name, tuple(r[group] if r[group] in dims else None for r in cand.roles))
-    return tuple(sorted(out.items()))
+        tensors.setdefault(t.name, (t.name, group, frozenset(d.name for d in t.dims)))
+    shown = sorted(tensors.values())
+
+    def split(cand: Candidate) -> tuple:
+        return tuple((name, tuple(r[group] if r[group] in dims else None for r in cand.roles))
+                     for name, group, dims in shown)
+    return split
 
 
 def keys(sub: Space):
@@ -132,10 +142,10 @@ def keys(sub: Space):
     axis taken apart (the exact search gives every axis its own variables: interchangeable axes are not
     collapsed)."""
     axes = tuple(a.name for a in sub.mesh.axes)
-    seen = set()
+    seen, split = set(), splitter(sub)
     for roles in itertools.product(sub.roles, repeat=len(axes)):
         cand = Candidate(tuple(roles), axes)
-        s = splits_of(sub, cand)
+        s = split(cand)
         if s not in seen:
             seen.add(s)
             yield cand, s
@@ -183,8 +193,9 @@ def used(subs: dict, cands) -> tuple[list, list]:
     splits alone), ``keyed`` each candidate's splits, statement by statement in the order of ``subs``."""
     first: dict = {}
     keyed = []
+    splits = [splitter(sub) for sub in subs.values()]
     for cand in cands:
-        ks = tuple(splits_of(subs[at], cand) for at in subs)
+        ks = tuple(split(cand) for split in splits)
         for at, k in zip(subs, ks):
             first.setdefault((at, k), cand)
         keyed.append(ks)
