@@ -67,11 +67,12 @@ def applies(space: Space, *, top, objective: str, vs, efficiency: bool, overlap)
 
 @dataclass(frozen=True)
 class Bounds:
-    """The candidates that could be priced, each with its bound, least first; how many the engine refused
-    as pieces (a statement it cannot plan at those layouts: the candidate is refused too); the pieces."""
+    """Every candidate with its bound, least first; how many have none (a statement the engine refuses
+    to plan alone at their layouts: such a candidate's bound is 0, so it is derived, and refused there
+    where the engine refuses the whole); how many pieces were planned."""
 
     ordered: tuple[tuple[float, object], ...]
-    refused: int
+    unbounded: int
     pieces: int
 
 
@@ -96,15 +97,16 @@ def bounds(space: Space, options: dict, jobs=1) -> Bounds:
                      f"(the first {SAMPLE})")
     by_statement = pcs.all_pieces(space, subs, options, tick, jobs=jobs, work=work)
     vector = {(p.statement, p.splits): p.vector for ps in by_statement for p in ps}
-    ordered, refused = [], 0
+    ordered, unbounded = [], 0
     for cand, ks in zip(cands, keyed):
         vs = [vector.get((at, k)) for at, k in zip(subs, ks)]
-        if any(v is None for v in vs):
-            refused += 1
-            continue
-        ordered.append((pcs.bound_of(vs), cand))
+        if any(v is None for v in vs):   # a statement the engine refuses alone: no bound, derived first
+            unbounded += 1
+            ordered.append((0.0, cand))
+        else:
+            ordered.append((pcs.bound_of(vs), cand))
     ordered.sort(key=lambda b: b[0])
-    return Bounds(tuple(ordered), refused, len(work))
+    return Bounds(tuple(ordered), unbounded, len(work))
 
 
 def until_proven(space: Space, ordered, top: int, jobs, options: dict, key):

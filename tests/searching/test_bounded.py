@@ -44,7 +44,7 @@ def test_each_bound_is_at_most_the_step_time_the_engine_derives(monkeypatch):
     opts = dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True)
     b = bounded.bounds(space, opts)
     every = {p.candidate: p.t_step for p in search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1).ranked}
-    assert len(b.ordered) == len(every) and b.refused == 0
+    assert len(b.ordered) == len(every) and b.unbounded == 0
     assert [low for low, _ in b.ordered] == sorted(low for low, _ in b.ordered)
     assert all(low <= every[c] * (1 + 1e-12) for low, c in b.ordered)
     assert sum(low > 0.5 * every[c] for low, c in b.ordered) == len(every)     # not a trivial bound
@@ -85,3 +85,28 @@ def test_the_command_line_says_what_it_derived_and_every_prices_them_all(monkeyp
     every = json.loads(capsys.readouterr().out)
     assert every["bounded"] == 0 and every["priced"] == 210
     assert [c["program"] for c in got["ranked"]] == [c["program"] for c in every["ranked"]]
+
+
+def test_a_candidate_whose_statement_is_refused_alone_is_derived_not_dropped(monkeypatch):
+    """Where the engine refuses a statement planned alone (no piece), the candidates that take that sharding
+    have no bound: they are derived (first), so the top is still every candidate's."""
+    from symcost.searching import pieces
+    real = pieces.key_vectors
+    refused: list = []
+
+    def some_refused(job, item):
+        if item in refused or item[0] == 2 and len(refused) < 3:    # three shardings of the second einsum
+            if item not in refused:
+                refused.append(item)
+            return None
+        return real(job, item)
+    monkeypatch.setattr(pieces, "key_vectors", some_refused)
+    space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
+    b = bounded.bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
+    assert len(refused) == 3 and b.unbounded > 0 and len(b.ordered) == 210
+    assert all(low == 0.0 for low, _ in b.ordered[:b.unbounded])
+    monkeypatch.setattr(bounded, "FROM", 1)
+    top = search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1, top=5)
+    every = search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1)
+    assert top.priced >= b.unbounded
+    _same_top(every, top, 5)
