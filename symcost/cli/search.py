@@ -116,9 +116,9 @@ def _bounded_lines(result, hbm: str) -> list[str]:
     return [f"priced {result.priced:,} of {result.candidates:,} shardings, from the least bound up, in "
             f"{fmt_seconds(result.seconds)} ({result.assignments:,} assignments, symmetric duplicates collapsed); "
             f"{result.feasible:,} fit in{hbm} a device",
-            f"the other {result.bounded:,} are slower than the best"
-            + ("" if result.top == 1 else f" {result.top}") + ": each one's bound, from its statements planned alone, "
-            f"is above {'it' if result.top == 1 else 'them'} (--every prices them all)"]
+            f"the other {result.bounded:,} rank below {'the best' if result.top == 1 else f'the best {result.top}'}: "
+            f"by the bounds of its statements planned alone, each is slower, or as fast with more communication "
+            f"(--every prices them all)"]
 
 
 def _exact_lines(result, hbm: str) -> list[str]:

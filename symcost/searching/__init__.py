@@ -31,7 +31,7 @@ from ..errors import UsageError
 from ..notation import Program, Ranking, parse
 from . import bounded
 from .pool import priced_all, workers
-from .price import Priced, none_priced
+from .price import Priced, none_priced, rounded
 from .regimes import Boundary, Regime, envelope, grid_of
 from .result import SearchResult
 from .space import Candidate, Space
@@ -213,7 +213,7 @@ class _Stages:
         return sorted(kept, key=self.rank_key)
 
     def rank_key(self, p: Priced) -> tuple:
-        return (_rounded(p.objective(self.objective)), p.t_comms, p.memory_bytes or 0.0, self._position[p.candidate])
+        return (rounded(p.objective(self.objective)), p.t_comms, p.memory_bytes or 0.0, self._position[p.candidate])
 
     @cached_property
     def _position(self) -> dict:
@@ -234,7 +234,7 @@ class _Bounded(_Stages):
     estimate = False
 
     def items(self) -> list:
-        return [c for _, c in self.ordered]
+        return [c for _, _, c in self.ordered]
 
     def count(self, n: int) -> str:
         return (f"{n:,} candidates bounded; derived from the least bound up until the best {self.top} are proven, on "
@@ -262,9 +262,6 @@ def _free_axis(mesh, sizes: dict, vs: str):
     free = Mesh(tuple(_replace(a, size=None) if a.name == vs else a for a in m.axes))
     return free, {**sizes, vs: size}, (1.0, float(size) * 64)
 
-
-def _rounded(x: float) -> float:
-    return float(f"{x:.9e}")
 
 
 __all__ = ["search", "SearchResult", "Space", "Candidate", "Priced", "Regime", "Boundary", "OBJECTIVES"]

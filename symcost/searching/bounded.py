@@ -18,7 +18,7 @@ slower than each of them, whether it fits or not. The ``top`` shown are the ordi
     (210, 312, 786)
     >>> found = list(until_proven(sp, b.ordered, 1, 1, opts, key=lambda p: p.t_step))
     >>> len(found), round(found[0][0].t_step * 1e6)                       # derived, the best (us)
-    (12, 786)
+    (1, 786)
 
 A statement's pieces are those of the distinct splits its tensors take over the candidates (the LLaMA 3 8B
 layer's 2,916 candidates on h100 ``X=4,Y=2`` take 4,375; on ``X=4,Y=4,Z=4`` the LLaMA 3 70B layer's 27,720
@@ -38,42 +38,58 @@ from ..errors import UsageError
 from ..pricing import policy
 from . import pieces as pcs
 from .pool import priced_all, workers
-from .price import Priced
+from .price import Priced, rounded
 from .space import Space
 
 #: the fewest candidates a search bounds (below, pricing them all costs less than planning their pieces)
 FROM = 1000
 #: pieces planned before the search says how long the rest will take
 SAMPLE = 50
-#: how far above the slowest of the top a bound must be to leave its candidate out: two step times the
-#: ranking rounds to the same ten digits are within 5e-10 of each other, and may then rank either way
-MARGIN = 1e-9
+#: how far a bound is taken down before it is compared: the pieces' sums add the same step times as the
+#: plan's totals in another order, so they may differ in their last bits
+ULPS = 1e-12
 
 
 def applies(space: Space, *, top, objective: str, vs, efficiency: bool, overlap) -> bool:
     """Whether a search with these options is bounded: a ``top`` asked, a space of :data:`FROM` candidates
     or more, the step time ranked under the book's overlap policy on the ideal machine, no ``vs`` sweep
-    (which reads every candidate), and a program of einsums and elementwise work (the pieces)."""
+    (which reads every candidate), and a program of einsums and elementwise work (the pieces) with two
+    statements or more (one statement's pieces are its candidates whole)."""
     if top is None or space.size < FROM or objective != "time" or vs is not None or efficiency:
         return False
     if policy(overlap) != "program":
         return False
     try:
-        pcs.statements(space)
+        return len(pcs.statements(space)) > 1
     except UsageError:
         return False
-    return True
 
 
 @dataclass(frozen=True)
 class Bounds:
-    """Every candidate with its bound, least first; how many have none (a statement the engine refuses
-    to plan alone at their layouts: such a candidate's bound is 0, so it is derived, and refused there
-    where the engine refuses the whole); how many pieces were planned."""
+    """Every candidate with its bounds, ``(step time, communication time, candidate)``, in the order of
+    :func:`order`; how many have none (a statement the engine refuses to plan alone at their layouts: such a
+    candidate's bounds are 0, so it is derived, and refused there where the engine refuses the whole); how
+    many pieces were planned."""
 
-    ordered: tuple[tuple[float, object], ...]
+    ordered: tuple[tuple[float, float, object], ...]
     unbounded: int
     pieces: int
+
+
+def order(entry: tuple) -> tuple:
+    """The order candidates are derived in: their step-time bound as the ranking rounds a step time, then
+    their communication bound (a search ranks equal step times by communication time)."""
+    low, comms, _ = entry
+    return rounded(low * (1 - ULPS)), comms
+
+
+def beaten(entry: tuple, kth: Priced) -> bool:
+    """Whether a candidate ranks after ``kth`` whatever its plan: its step time, as ranked, is above
+    ``kth``'s, or equal to it with more communication (a plan's step time is at least the bound, its
+    communication time -- the busiest axis's -- at least the busiest axis's sum of the pieces)."""
+    t, comms = order(entry)
+    return t > rounded(kth.t_step) or t == rounded(kth.t_step) and comms * (1 - ULPS) > kth.t_comms
 
 
 def bounds(space: Space, options: dict, jobs=1) -> Bounds:
@@ -102,22 +118,24 @@ def bounds(space: Space, options: dict, jobs=1) -> Bounds:
         vs = [vector.get((at, k)) for at, k in zip(subs, ks)]
         if any(v is None for v in vs):   # a statement the engine refuses alone: no bound, derived first
             unbounded += 1
-            ordered.append((0.0, cand))
+            ordered.append((0.0, 0.0, cand))
         else:
-            ordered.append((pcs.bound_of(vs), cand))
-    ordered.sort(key=lambda b: b[0])
+            sums = [sum(col) for col in zip(*vs)]
+            ordered.append((max(sums), max(sums[2:], default=0.0), cand))
+    ordered.sort(key=order)
     return Bounds(tuple(ordered), unbounded, len(work))
 
 
 def until_proven(space: Space, ordered, top: int, jobs, options: dict, key):
-    """The candidates of ``ordered`` (``(bound, candidate)``, least bound first) priced by the engine, in
-    that order, until ``top`` of them fit and the next bound is above the slowest of those by the ranking's
-    ``key`` (each yielded as ``(priced,)``, or ``()`` where the engine refuses it)."""
+    """The candidates of ``ordered`` (:attr:`Bounds.ordered`) priced by the engine, in that order, until
+    ``top`` of them fit and the next ranks after the slowest of those by the ranking's ``key`` whatever its
+    plan (:func:`beaten`; so does every one after it, their bounds being no less), each yielded as
+    ``(priced,)``, or ``()`` where the engine refuses it."""
     best: list[Priced] = []       # the top fitting so far, by ``key``
-    cands = [c for _, c in ordered]
+    cands = [c for _, _, c in ordered]
     with closing(priced_all(space, cands, jobs=jobs, options=options)) as got:
-        for low, _ in ordered:
-            if len(best) >= top and low > best[-1].t_step * (1 + MARGIN):
+        for entry in ordered:
+            if len(best) >= top and beaten(entry, best[-1]):
                 return
             p = next(got)
             if p is not None and p.fits:

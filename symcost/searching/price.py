@@ -171,6 +171,12 @@ def curve(expr, subs: dict, name: str, values):
     return out.copy()
 
 
+def rounded(x: float) -> float:
+    """A time as a search ranks it: ten significant digits, so that equal totals summed in another order
+    tie."""
+    return float(f"{x:.9e}")
+
+
 def none_priced(space: Space, options: dict) -> SymcostError:
     """Why no candidate could be priced: the engine's own error for the first (a notation error keeps its line
     and caret), else that some size is unbound."""
