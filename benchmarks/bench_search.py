@@ -5,7 +5,7 @@ Times are CPU seconds of this process (``--jobs 1``: every candidate is planned 
 machine's load does not inflate; wall seconds beside them. A layer's search shows its top 10 as the command
 line does, bounded (``top=10``: each statement's pieces planned once, candidates derived from the least
 bound up), and the same search pricing every candidate. ``SYMCOST_BENCH_WHOLE=1`` adds the three-axis
-search bounded and priced whole (about ten and twenty minutes of CPU)."""
+search bounded and priced whole (about four and twenty minutes of CPU)."""
 import os
 import time
 

@@ -112,10 +112,9 @@ def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, ran
     sweep = None if vs is None else (vs, grid_of(*span))
     start, left = time.perf_counter(), 0
     if bounded.applies(space, top=top, objective=objective, vs=vs, efficiency=efficiency, overlap=overlap):
-        b = bounded.bounds(space, options, jobs)
-        stages: _Stages = _Bounded(space, jobs, options, progress, sweep, objective, b.ordered, top)
-        found = searches.run(stages, keep_failed=True)
-        left = len(b.ordered) - found.done if found.complete else 0
+        b = bounded.Bounds(space, options, jobs)
+        found = searches.run(_Bounded(space, jobs, options, progress, sweep, objective, b, top), keep_failed=True)
+        left = len(b.ordered) - b.derived if found.complete else 0
     else:
         found = searches.run(_Stages(space, jobs, options, progress, sweep, objective), keep_failed=True)
     if not found.priced:
@@ -225,24 +224,23 @@ class _Stages:
 
 @dataclass(frozen=True)
 class _Bounded(_Stages):
-    """The program search of a bounded space (:mod:`.bounded`): its candidates in the order of their bounds,
-    priced until the best ``top`` are proven; how long it takes depends on where that happens, so no
-    estimate of the rest is given."""
+    """The program search of a bounded space (:mod:`.bounded`): its candidates in the order of their first
+    bounds, each derived here unless its bounds rank it below the best ``top`` found, until those are
+    proven; how long it takes depends on where that happens, so no estimate of the rest is given."""
 
-    ordered: tuple = ()
+    bounds: object = None
     top: int = 10
     estimate = False
 
     def items(self) -> list:
-        return [c for _, _, c in self.ordered]
+        return [c for _, _, c in self.bounds.ordered]
 
     def count(self, n: int) -> str:
-        return (f"{n:,} candidates bounded; derived from the least bound up until the best {self.top} are proven, on "
-                f"{workers(self.jobs, n)} process{'es' if workers(self.jobs, n) > 1 else ''}")
+        return (f"{n:,} candidates bounded; each one's other pieces planned and the candidate derived in this "
+                f"process, from the least bound up, until the best {self.top} are proven")
 
     def price(self, items):
-        yield from bounded.until_proven(self.space, self.ordered, self.top, self.jobs, self.options,
-                                        key=self.rank_key)
+        yield from bounded.until_proven(self.bounds, self.top, key=self.rank_key)
 
 
 def _free_axis(mesh, sizes: dict, vs: str):

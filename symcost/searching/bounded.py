@@ -1,49 +1,58 @@
-"""The top of a large space, proven without pricing every candidate: each statement's pieces planned once,
-each candidate bounded by them, candidates derived from the least bound up.
+"""The top of a large space, proven without pricing every candidate: each candidate bounded by its
+statements planned alone, candidates derived from the least bound up.
 
-A search that shows its best ``top`` need not derive a candidate whose step time cannot be among them. The
-bound is the exact search's (:mod:`.pieces`): each statement planned alone by the engine at each sharding
-the candidates give its tensors, totalled into a resource vector (compute, HBM, each axis's links); a
-candidate's step time is at least the largest of its pieces' summed resources. Candidates are then derived
-whole by the engine, as the ordinary search derives them (:mod:`.price`), in the order of their bounds,
-until ``top`` of them fit in HBM and the next bound is above the slowest of those: every candidate left is
-slower than each of them, whether it fits or not. The ``top`` shown are the ordinary search's, in its order
-(a test holds them equal).
+A search that shows its best ``top`` need not derive a candidate that cannot be among them. The bounds are
+the exact search's pieces (:mod:`.pieces`): each statement planned alone by the engine at a sharding the
+candidates give its tensors, totalled into a resource vector (compute, HBM, each axis's links). A
+candidate's step time is at least the largest of its pieces' summed resources, and its communication time
+(the busiest axis's, which ranks equally fast candidates) at least the largest of their summed links; the
+sums over some of its statements bound it too, more loosely. So:
+
+1. the pieces of the statements with the fewest shardings (a fifth of all the pieces at most, :data:`FIRST`)
+   are planned first, in ``jobs`` processes, and order every candidate by the bounds they give;
+2. in that order, each candidate's other pieces are planned (each once, in this process), and the
+   candidate is derived whole by the engine, as the ordinary search derives it (:mod:`.price`), unless
+   its whole bounds already rank it below the ``top`` found so far;
+3. once ``top`` candidates fit in HBM and the next candidate's first bounds rank it below the slowest of
+   them, every candidate left does too (their bounds are no less), whether it fits or not.
+
+The ``top`` shown are the ordinary search's, in its order (a test holds them equal).
 
     >>> from symcost.searching.space import Space
     >>> sp = Space.of(open("examples/mlp3.sc").read(), "X=2,Y=2", "tpu-v5p")
     >>> opts = dict(dims=dict(sp.program.ranking), hw="tpu-v5p", backward=True)
-    >>> b = bounds(sp, opts)
-    >>> len(b.ordered), b.pieces, round(b.ordered[0][0] * 1e6)          # candidates, pieces, least bound (us)
-    (210, 312, 786)
-    >>> found = list(until_proven(sp, b.ordered, 1, 1, opts, key=lambda p: p.t_step))
-    >>> len(found), round(found[0][0].t_step * 1e6)                       # derived, the best (us)
-    (1, 786)
+    >>> b = Bounds(sp, opts)
+    >>> len(b.ordered), b.first, b.planned                     # candidates, statements planned first, pieces
+    (210, (3,), 86)
+    >>> found = list(until_proven(b, 1, key=lambda p: p.t_step))
+    >>> b.derived, b.planned, round(found[0][0].t_step * 1e6)  # derived, pieces planned by then, the best (us)
+    (1, 312, 786)
 
-A statement's pieces are those of the distinct splits its tensors take over the candidates (the LLaMA 3 8B
-layer's 2,916 candidates on h100 ``X=4,Y=2`` take 4,375; on ``X=4,Y=4,Z=4`` the LLaMA 3 70B layer's 27,720
-take 45,588), each a statement planned alone, a few milliseconds where a candidate whole takes tens on three
-axes. It is the default of ``symcost search`` (its ``--top``) for spaces of :data:`FROM` candidates or more,
-where the objective is the step time under the book's overlap policy on the ideal machine (what the bound
-bounds); ``--every`` prices every candidate.
+The LLaMA 3 8B layer's 2,916 candidates on h100 ``X=4,Y=2`` take 4,375 pieces, of which 773 are planned
+first; on ``X=4,Y=2,Z=2`` its 80,190 candidates take 89,925. It is the default of ``symcost search`` (its
+``--top``) for spaces of :data:`FROM` candidates or more, where the objective is the step time under the
+book's overlap policy on the ideal machine (what the bounds bound); ``--every`` prices every candidate.
 """
 from __future__ import annotations
 
+import heapq
 import time
-from contextlib import closing
-from dataclasses import dataclass
+from collections import Counter
 
 from .. import progress as bars
 from ..errors import UsageError
 from ..pricing import policy
 from . import pieces as pcs
-from .pool import priced_all, workers
-from .price import Priced, rounded
+from .pool import workers
+from .price import Priced, price, rounded
 from .space import Space
 
 #: the fewest candidates a search bounds (below, pricing them all costs less than planning their pieces)
 FROM = 1000
-#: pieces planned before the search says how long the rest will take
+#: the share of the pieces planned before any candidate is ordered: the statements with the fewest
+#: shardings, while theirs are at most this share of all (at least one statement, never all)
+FIRST = 0.2
+#: pieces planned before the search says how long the first will take
 SAMPLE = 50
 #: how far a bound is taken down before it is compared: the pieces' sums add the same step times as the
 #: plan's totals in another order, so they may differ in their last bits
@@ -65,21 +74,10 @@ def applies(space: Space, *, top, objective: str, vs, efficiency: bool, overlap)
         return False
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """Every candidate with its bounds, ``(step time, communication time, candidate)``, in the order of
-    :func:`order`; how many have none (a statement the engine refuses to plan alone at their layouts: such a
-    candidate's bounds are 0, so it is derived, and refused there where the engine refuses the whole); how
-    many pieces were planned."""
-
-    ordered: tuple[tuple[float, float, object], ...]
-    unbounded: int
-    pieces: int
-
-
 def order(entry: tuple) -> tuple:
-    """The order candidates are derived in: their step-time bound as the ranking rounds a step time, then
-    their communication bound (a search ranks equal step times by communication time)."""
+    """The order candidates are taken in, ``entry`` being ``(step-time bound, communication bound,
+    candidate)``: the step-time bound as the ranking rounds a step time, then the communication bound (a
+    search ranks equal step times by communication time)."""
     low, comms, _ = entry
     return rounded(low * (1 - ULPS)), comms
 
@@ -92,52 +90,106 @@ def beaten(entry: tuple, kth: Priced) -> bool:
     return t > rounded(kth.t_step) or t == rounded(kth.t_step) and comms * (1 - ULPS) > kth.t_comms
 
 
-def bounds(space: Space, options: dict, jobs=1) -> Bounds:
-    """Each candidate's bound, from the pieces its statements take (planned in ``jobs`` processes)."""
-    where = pcs.statements(space)
-    subs = {at: pcs.alone(space, at) for at in where}
-    cands = list(space.candidates())
-    work, keyed = pcs.used(subs, cands)
-    procs = workers(jobs, len(work))
-    bars.say(f"search: {len(cands):,} candidates; their statements' {len(work):,} pieces ({len(where)} statements, "
-             f"each at every sharding the candidates give it) to plan on {procs} process{'es' if procs > 1 else ''}, "
-             f"then candidates derived from the least bound up")
-    began, done = time.perf_counter(), [0]
+class Bounds:
+    """A bounded search's state: every candidate with its first bounds (``ordered``, by :func:`order`), the
+    pieces planned so far, and how many candidates were derived. ``options``: :func:`~.price.price`'s."""
 
-    def tick():
-        done[0] += 1
-        bars.advance(1, "search: statements planned alone", total=len(work), unit=" pieces")
-        if done[0] == SAMPLE and len(work) > 2 * SAMPLE:
-            rate = SAMPLE / max(time.perf_counter() - began, 1e-9)
-            bars.say(f"search: about {(len(work) - SAMPLE) / rate:,.0f} s more for the pieces, at {rate:,.0f} a second "
-                     f"(the first {SAMPLE})")
-    by_statement = pcs.all_pieces(space, subs, options, tick, jobs=jobs, work=work)
-    vector = {(p.statement, p.splits): p.vector for ps in by_statement for p in ps}
-    ordered, unbounded = [], 0
-    for cand, ks in zip(cands, keyed):
-        vs = [vector.get((at, k)) for at, k in zip(subs, ks)]
-        if any(v is None for v in vs):   # a statement the engine refuses alone: no bound, derived first
-            unbounded += 1
-            ordered.append((0.0, 0.0, cand))
-        else:
-            sums = [sum(col) for col in zip(*vs)]
-            ordered.append((max(sums), max(sums[2:], default=0.0), cand))
-    ordered.sort(key=order)
-    return Bounds(tuple(ordered), unbounded, len(work))
+    def __init__(self, space: Space, options: dict, jobs=1):
+        self.space, self.options = space, options
+        where = pcs.statements(space)
+        self.subs = {at: pcs.alone(space, at) for at in where}
+        cands = list(space.candidates())
+        work, self.keyed = pcs.used(self.subs, cands)
+        self.first = _first(Counter(at for at, _, _ in work), len(work))
+        self.exact, self.floors = pcs.exactly(space, self.subs), {}
+        self.vectors: dict = {}          # (statement, splits) -> resource vector (None: the engine refused it)
+        self.derived = 0
+        ahead = [w for w in work if w[0] in self.first]
+        procs = workers(jobs, len(ahead))
+        bars.say(f"search: {len(cands):,} candidates; {len(ahead):,} of their statements' {len(work):,} pieces "
+                 f"(statement{'s' if len(self.first) > 1 else ''} {', '.join(map(str, self.first))} at every sharding "
+                 f"the candidates give {'them' if len(self.first) > 1 else 'it'}) to plan on {procs} "
+                 f"process{'es' if procs > 1 else ''}, then candidates derived from the least bound up")
+        began, done = time.perf_counter(), [0]
+
+        def tick():
+            done[0] += 1
+            bars.advance(1, "search: statements planned alone", total=len(ahead), unit=" pieces")
+            if done[0] == SAMPLE and len(ahead) > 2 * SAMPLE:
+                rate = SAMPLE / max(time.perf_counter() - began, 1e-9)
+                bars.say(f"search: about {(len(ahead) - SAMPLE) / rate:,.0f} s more for them, at {rate:,.0f} a second "
+                         f"(the first {SAMPLE})")
+        planned = pcs.all_pieces(space, {at: self.subs[at] for at in self.first}, options, tick, jobs=jobs,
+                                 work=ahead, floors=self.floors)
+        self.vectors.update({(at, k): None for at, _, k in ahead})
+        self.vectors.update({(p.statement, p.splits): p.vector for ps in planned for p in ps})
+        self.cands = dict(zip(cands, self.keyed))
+        self.ordered = tuple(sorted((self._bounds(cand, self.first) for cand in cands), key=order))
+
+    @property
+    def planned(self) -> int:
+        return len(self.vectors)
+
+    def whole(self, entry: tuple) -> tuple:
+        """``entry`` with its bounds over every statement, the pieces it still needs planned here."""
+        cand = entry[2]
+        for at, k in zip(self.subs, self.cands[cand]):
+            if (at, k) not in self.vectors:
+                self.vectors[at, k] = pcs.vector_here(self.space, self.subs, at, cand, self.options, self.exact[at],
+                                                      self.floors)
+        return self._bounds(cand, tuple(self.subs))
+
+    def _bounds(self, cand, statements) -> tuple:
+        """``(step-time bound, communication bound, cand)`` over ``statements``' pieces; 0 where one has
+        none (a statement the engine refuses alone: the candidate is derived, and refused there where the
+        engine refuses the whole)."""
+        vs = [self.vectors[at, k] for at, k in zip(self.subs, self.cands[cand]) if at in statements]
+        if any(v is None for v in vs):
+            return 0.0, 0.0, cand
+        sums = [sum(col) for col in zip(*vs)]
+        return max(sums), max(sums[2:], default=0.0), cand
 
 
-def until_proven(space: Space, ordered, top: int, jobs, options: dict, key):
-    """The candidates of ``ordered`` (:attr:`Bounds.ordered`) priced by the engine, in that order, until
-    ``top`` of them fit and the next ranks after the slowest of those by the ranking's ``key`` whatever its
-    plan (:func:`beaten`; so does every one after it, their bounds being no less), each yielded as
-    ``(priced,)``, or ``()`` where the engine refuses it."""
+def _first(count: Counter, total: int) -> tuple:
+    """The statements whose pieces are planned first: those with the fewest, while theirs are at most
+    :data:`FIRST` of all (at least one statement, never every one)."""
+    chosen, n = [], 0
+    for at, k in sorted(count.items(), key=lambda x: (x[1], x[0])):
+        if chosen and (n + k > FIRST * total or len(chosen) == len(count) - 1):
+            break
+        chosen.append(at)
+        n += k
+    return tuple(sorted(chosen))
+
+
+def until_proven(bounds: Bounds, top: int, key):
+    """The candidates of ``bounds`` derived in the order of their whole bounds (:meth:`Bounds.whole`), each
+    made only once no candidate not yet looked at can have a lesser one (its first bound, no more than its
+    whole one, is not less), until ``top`` of them fit and the next ranks after the slowest of those whatever
+    its plan (:func:`beaten`; so does every one after it): ``(priced,)`` for each derived, ``()`` where the
+    engine refuses it or where a candidate's whole bounds already rank it after them. ``key``: the
+    ranking's."""
     best: list[Priced] = []       # the top fitting so far, by ``key``
-    cands = [c for _, _, c in ordered]
-    with closing(priced_all(space, cands, jobs=jobs, options=options)) as got:
-        for entry in ordered:
+    waiting: list = []            # (order of the whole bounds, place, whole entry)
+    ordered, i = bounds.ordered, 0
+    while True:
+        while i < len(ordered) and (not waiting or order(ordered[i]) <= waiting[0][0]):
+            entry, i = ordered[i], i + 1
             if len(best) >= top and beaten(entry, best[-1]):
-                return
-            p = next(got)
-            if p is not None and p.fits:
-                best = sorted(best + [p], key=key)[:top]
-            yield () if p is None else (p,)
+                i = len(ordered)          # so is every one after it
+                break
+            whole = bounds.whole(entry)
+            if len(best) >= top and beaten(whole, best[-1]):
+                yield ()
+                continue
+            heapq.heappush(waiting, (order(whole), i, whole))
+        if not waiting:
+            return
+        _, _, whole = heapq.heappop(waiting)
+        if len(best) >= top and beaten(whole, best[-1]):
+            return                        # so is every one waiting, and every one not looked at
+        bounds.derived += 1
+        p = price(bounds.space, whole[2], **bounds.options)
+        if p is not None and p.fits:
+            best = sorted(best + [p], key=key)[:top]
+        yield () if p is None else (p,)

@@ -158,33 +158,53 @@ def statement_pieces(space: Space, at: int, options: dict, on_piece=None) -> lis
     return all_pieces(space, {at: alone(space, at)}, options, on_piece)[0]
 
 
-def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1, work=None) -> list[list[Piece]]:
+def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1, work=None,
+               floors: dict | None = None) -> list[list[Piece]]:
     """The pieces of each statement of ``subs`` (``{statement: its space alone}``, :func:`alone`; see
     :func:`statement_pieces`), the keys of them all planned in ``jobs`` processes (:func:`~.pool.mapped`:
     each worker plans a key and sends back its two resource vectors), in order, so the pieces are the same
     however many plan them. ``work``: ``(statement, candidate, splits)`` of the keys to plan (default: every
-    key, :func:`keys`; :func:`used` gives those a search's candidates take)."""
+    key, :func:`keys`; :func:`used` gives those a search's candidates take). ``floors``: each statement's
+    backward floor once made (kept by a caller that plans its pieces a few at a time)."""
     if work is None:
         work = [(at, cand, splits) for at in subs for cand, splits in keys(subs[at])]
-    names = shared(space.program)
-    exact = {at: not (({t.name for t in space.program.statements[at].operands}
-                       | {space.program.statements[at].result_name}) & names) for at in subs}
-    floors: dict = {}
+    exact = exactly(space, subs)
+    floors = {} if floors is None else floors
     out: dict = {at: [] for at in subs}
     answers = mapped(key_vectors, [(at, cand) for at, cand, _ in work], jobs=jobs, space=space, options=options)
     with closing(answers) as vectors:         # stopped (Ctrl-C), the workers go at once
         for (at, cand, splits), vec in zip(work, vectors):
-            if vec is not None:
-                full, forward = vec
-                if not exact[at]:     # its backward at the floor no plan goes under, made once a statement
-                    if at not in floors:
-                        floors[at] = _floor(subs[at], options, space.mesh)
-                    full = tuple(f + b for f, b in zip(forward, floors[at])) if floors[at] else None
-                if full is not None:
-                    out[at].append(Piece(at, splits, full, exact[at], str(subs[at].program_for(cand))))
+            full = _full(at, vec, exact[at], floors, subs, options, space.mesh)
+            if full is not None:
+                out[at].append(Piece(at, splits, full, exact[at], str(subs[at].program_for(cand))))
             if on_piece is not None:
                 on_piece()
     return [out[at] for at in subs]
+
+
+def exactly(space: Space, subs: dict) -> dict:
+    """``{statement: whether its piece is exact}``: it touches no tensor that several statements read."""
+    names = shared(space.program)
+    return {at: not (({t.name for t in space.program.statements[at].operands}
+                      | {space.program.statements[at].result_name}) & names) for at in subs}
+
+
+def vector_here(space: Space, subs: dict, at: int, cand: Candidate, options: dict, exact: bool, floors: dict):
+    """One piece's resource vector, planned in this process (None where the engine refuses it)."""
+    return _full(at, _priced(subs[at], cand, options, space.mesh), exact, floors, subs, options, space.mesh)
+
+
+def _full(at: int, vec, exact: bool, floors: dict, subs: dict, options: dict, mesh):
+    """A piece's resources from :func:`_priced`'s two vectors: the whole plan's where the piece is exact,
+    else its forward steps' with its backward at the floor no plan goes under (made once a statement)."""
+    if vec is None:
+        return None
+    full, forward = vec
+    if exact:
+        return full
+    if at not in floors:
+        floors[at] = _floor(subs[at], options, mesh)
+    return tuple(f + b for f, b in zip(forward, floors[at])) if floors[at] else None
 
 
 def used(subs: dict, cands) -> tuple[list, list]:

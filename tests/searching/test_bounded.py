@@ -40,17 +40,22 @@ def test_the_top_is_the_top_of_every_candidate(monkeypatch, text, mesh, dims, ba
     assert top.priced == derived
 
 
-def test_each_bound_is_at_most_the_step_time_the_engine_derives(monkeypatch):
+def test_each_bound_is_at_most_what_the_engine_derives(monkeypatch):
+    """The first bounds (some statements' pieces) are at most the whole ones (every statement's), which are
+    at most the step time and communication time the engine derives; candidates are taken in the order of
+    the first."""
     space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
-    opts = dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True)
-    b = bounded.bounds(space, opts)
+    b = bounded.Bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
     every = {p.candidate: p for p in search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1).ranked}
-    assert len(b.ordered) == len(every) and b.unbounded == 0
+    assert len(b.ordered) == len(every) and 0 < len(b.first) < 3
     assert [bounded.order(e) for e in b.ordered] == sorted(bounded.order(e) for e in b.ordered)
-    assert all(low <= every[c].t_step * (1 + 1e-12) and comms <= every[c].t_comms * (1 + 1e-12)
-               for low, comms, c in b.ordered)
-    assert all(low > 0.5 * every[c].t_step for low, _, c in b.ordered)        # not a trivial bound
-    assert sum(comms > 0.5 * every[c].t_comms for _, comms, c in b.ordered) > len(every) / 2
+    whole = [b.whole(e) for e in b.ordered]
+    assert b.planned == 312                                   # every piece the candidates take, once each
+    for (low, comms, c), (low2, comms2, c2) in zip(b.ordered, whole):
+        assert c == c2 and low <= low2 <= every[c].t_step * (1 + 1e-12)
+        assert comms <= comms2 <= every[c].t_comms * (1 + 1e-12)
+    assert all(low > 0.5 * every[c].t_step for low, _, c in whole)             # not a trivial bound
+    assert sum(comms > 0.5 * every[c].t_comms for _, comms, c in whole) > len(every) / 2
 
 
 def test_a_small_space_one_statement_or_another_objective_prices_every_candidate(monkeypatch):
@@ -96,39 +101,39 @@ def test_a_candidate_whose_statement_is_refused_alone_is_derived_not_dropped(mon
     """Where the engine refuses a statement planned alone (no piece), the candidates that take that sharding
     have no bound: they are derived (first), so the top is still every candidate's."""
     from symcost.searching import pieces
-    real = pieces.key_vectors
+    real = pieces._priced
     refused: list = []
 
-    def some_refused(job, item):
-        if item in refused or item[0] == 2 and len(refused) < 3:    # three shardings of the second einsum
-            if item not in refused:
-                refused.append(item)
+    def some_refused(sub, cand, options, mesh):
+        key = (str(sub.program), pieces.splits_of(sub, cand))
+        if key in refused or "G[B, E] =" in str(sub.program) and len(refused) < 3:   # the second einsum, thrice
+            if key not in refused:
+                refused.append(key)
             return None
-        return real(job, item)
-    monkeypatch.setattr(pieces, "key_vectors", some_refused)
+        return real(sub, cand, options, mesh)
+    monkeypatch.setattr(pieces, "_priced", some_refused)
     space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
-    b = bounded.bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
-    assert len(refused) == 3 and b.unbounded > 0 and len(b.ordered) == 210
-    assert all(low == comms == 0.0 for low, comms, _ in b.ordered[:b.unbounded])
+    b = bounded.Bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
+    unbounded = [e for e in (b.whole(e) for e in b.ordered) if e[0] == 0.0]
+    assert len(refused) == 3 and unbounded and all(comms == 0.0 for _, comms, _ in unbounded)
     monkeypatch.setattr(bounded, "FROM", 1)
     top = search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1, top=5)
     every = search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1)
-    assert top.priced >= b.unbounded
+    assert top.priced >= len(unbounded)
     _same_top(every, top, 5)
 
 
 def test_ctrl_c_while_deriving_keeps_the_best_derived_so_far(monkeypatch):
     """Stopped while it derives, a bounded search returns what it derived, ``complete`` false, nothing
     counted as bounded (what was left is not proven)."""
-    from symcost.searching import pool
-    real = pool.priced_all
+    real, calls = bounded.price, []
 
-    def stopped(space, cands, **kw):
-        for i, p in enumerate(real(space, cands, **kw)):
-            if i == 2:
-                raise KeyboardInterrupt
-            yield p
-    monkeypatch.setattr(bounded, "priced_all", stopped)
+    def stopped(space, cand, **kw):
+        calls.append(cand)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(space, cand, **kw)
+    monkeypatch.setattr(bounded, "price", stopped)
     monkeypatch.setattr(bounded, "FROM", 1)
     r = search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1, top=5)
     assert not r.complete and r.priced == 2 and r.bounded == 0 and r.ranked[0].fits
