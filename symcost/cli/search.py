@@ -20,9 +20,9 @@ def register(sub):
     s.add_argument("--objective", choices=("time", "comms", "memory"), default="time",
                    help="rank by step time (default), communication time or memory per device")
     s.add_argument("--top", type=int, default=10,
-                   help="how many candidates to show (default 10); a space of 1,000 candidates or more is bounded: "
-                        "each statement's pieces planned once, candidates derived from the least bound up until "
-                        "these are proven the best")
+                   help="how many candidates to show (default 10); a space of 1,000 candidates or more (of a program "
+                        "of two statements or more) is bounded: its candidates bounded by their statements planned "
+                        "alone, derived from the least bound up until these are proven the best")
     s.add_argument("--every", action="store_true",
                    help="price every candidate, however many (default: bound a space of 1,000 or more)")
     s.add_argument("--vs", help="a dimension, or a mesh axis (the chip count growing along it): the best "

@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from contextlib import closing
 from dataclasses import dataclass, replace
-from functools import cached_property
 
 from .. import caching, searches
 from ..binding import parse_dims
@@ -111,12 +110,14 @@ def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, ran
     options = dict(dims=sizes, hw=resolved, backward=backward, overlap=overlap, moves=moves, efficiency=efficiency)
     sweep = None if vs is None else (vs, grid_of(*span))
     start, left = time.perf_counter(), 0
+    position = {c: i for i, c in enumerate(space.candidates())}
     if bounded.applies(space, top=top, objective=objective, vs=vs, efficiency=efficiency, overlap=overlap):
         b = bounded.Bounds(space, options, jobs)
-        found = searches.run(_Bounded(space, jobs, options, progress, sweep, objective, b, top), keep_failed=True)
+        found = searches.run(_Bounded(space, jobs, options, progress, sweep, objective, position, b, top),
+                             keep_failed=True)
         left = len(b.ordered) - b.derived if found.complete else 0
     else:
-        found = searches.run(_Stages(space, jobs, options, progress, sweep, objective), keep_failed=True)
+        found = searches.run(_Stages(space, jobs, options, progress, sweep, objective, position), keep_failed=True)
     if not found.priced:
         if not found.complete:
             raise KeyboardInterrupt
@@ -186,6 +187,7 @@ class _Stages:
     wrap: object
     sweep: object
     objective: str
+    position: dict       # each candidate's place in the space (the last tie-break of the ranking)
     name = "search"
     unit = "candidates"
 
@@ -212,11 +214,7 @@ class _Stages:
         return sorted(kept, key=self.rank_key)
 
     def rank_key(self, p: Priced) -> tuple:
-        return (rounded(p.objective(self.objective)), p.t_comms, p.memory_bytes or 0.0, self._position[p.candidate])
-
-    @cached_property
-    def _position(self) -> dict:
-        return {c: i for i, c in enumerate(self.space.candidates())}
+        return (rounded(p.objective(self.objective)), p.t_comms, p.memory_bytes or 0.0, self.position[p.candidate])
 
     def label(self, item) -> str:
         return ""

@@ -146,8 +146,7 @@ class Bounds:
         vs = [self.vectors[at, k] for at, k in zip(self.subs, self.cands[cand]) if at in statements]
         if any(v is None for v in vs):
             return 0.0, 0.0, cand
-        sums = [sum(col) for col in zip(*vs)]
-        return max(sums), max(sums[2:], default=0.0), cand
+        return (*pcs.bounds_of(vs), cand)
 
 
 def _first(count: Counter, total: int) -> tuple:

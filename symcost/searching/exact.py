@@ -186,7 +186,7 @@ def _roles(space: Space, subs: list, by_statement: list, evaluate, gap: float, d
     for cand in space.candidates():
         chosen = [look.get(split(cand)) for split, look in zip(splits, lookup)]
         if all(p is not None for p in chosen):
-            bounded.append((pcs.bound_of(p.vector for p in chosen), chosen))
+            bounded.append((pcs.bounds_of([p.vector for p in chosen])[0], chosen))
     bounded.sort(key=lambda b: b[0])
     best = None
     try:

@@ -222,10 +222,13 @@ def used(subs: dict, cands) -> tuple[list, list]:
     return [(at, cand, k) for (at, k), cand in first.items()], keyed
 
 
-def bound_of(vectors) -> float:
-    """A candidate's bound from its statements' pieces' resource vectors: the largest resource's sum (its
-    step time is at least each resource's sum, and each piece at most what its statement spends)."""
-    return max(map(sum, zip(*vectors)))
+def bounds_of(vectors) -> tuple[float, float]:
+    """A candidate's bounds from its statements' pieces' resource vectors (in the order of
+    :func:`resources`): on its step time, the largest resource's sum (a step is at least each resource's
+    sum, and each piece at most what its statement spends); on its communication time, the busiest axis's
+    sum of their links."""
+    sums = [sum(col) for col in zip(*vectors)]
+    return max(sums), max(sums[2:], default=0.0)
 
 
 def key_vectors(job: dict, item):
