@@ -38,10 +38,10 @@ demo: $(STAMP)
 # wall-clock times (marked timing) run alone first; the rest on two processes, a module (or a class) to a
 # process (its fixtures made once), the longest first (the seconds tests/durations.json recorded; tests/conftest.py), the
 # property tests that take their size from the hypothesis profile at full size (SYMCOST_HYPOTHESIS=ci).
-# Both passes share one quick bf16 calibration of the host devices. With .venv made, 3 min 11-24 s on
-# 2 cores (the timing pass, tests/device alone, 18.4 s; the rest 2 min 51 s - 3 min 4 s, about 355 s of CPU; about
+# Both passes share one quick bf16 calibration of the host devices. With .venv made, 3 min 11-29 s on
+# 2 cores (the timing pass, tests/device alone, 18.4 s; the rest 2 min 51 s - 3 min 9 s, about 365 s of CPU; about
 # 60 s of it the check that every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan
-# derive finds alone); from a fresh clone, with the virtual environment and the JAX extra, 3 min 29-52 s
+# derive finds alone); from a fresh clone, with the virtual environment and the JAX extra, 3 min 29-54 s
 # (docs/benchmarks.md, Tests)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
