@@ -5,8 +5,9 @@ A search that shows its best ``top`` need not derive a candidate that cannot be 
 the exact search's pieces (:mod:`.pieces`): each statement planned alone by the engine at a sharding the
 candidates give its tensors, totalled into a resource vector (compute, HBM, each axis's links). A
 candidate's step time is at least the largest of its pieces' summed resources, and its communication time
-(the busiest axis's, which ranks equally fast candidates) at least the largest of their summed links; the
-sums over some of its statements bound it too, more loosely. So:
+(the busiest axis's, which ranks equally fast candidates) at least the largest of their summed links. Some
+of its statements' pieces, with the others at their least (:func:`.pieces.floor`: a statement's work
+shared evenly by every device, no communication, whatever its sharding), bound it too, more loosely. So:
 
 1. the pieces of the statements with the fewest shardings (a fifth of all the pieces at most, :data:`FIRST`)
    are planned first, in ``jobs`` processes, and order every candidate by the bounds they give;
@@ -26,12 +27,13 @@ The ``top`` shown are the ordinary search's, in its order (a test holds them equ
     (210, (3,), 86)
     >>> found = list(until_proven(b, 1, key=lambda p: p.t_step))
     >>> b.derived, b.planned, round(found[0][0].t_step * 1e6)  # derived, pieces planned by then, the best (us)
-    (1, 312, 786)
+    (1, 168, 786)
 
 The LLaMA 3 8B layer's 2,916 candidates on h100 ``X=4,Y=2`` take 4,375 pieces, of which 773 are planned
-first; on ``X=4,Y=2,Z=2`` its 80,190 candidates take 89,925. It is the default of ``symcost search`` (its
-``--top``) for spaces of :data:`FROM` candidates or more, where the objective is the step time under the
-book's overlap policy on the ideal machine (what the bounds bound); ``--every`` prices every candidate.
+first and 464 more as candidates come up; on ``X=4,Y=2,Z=2`` its 80,190 candidates take 89,925. It is
+the default of ``symcost search`` (its ``--top``) for spaces of :data:`FROM` candidates or more, where the
+objective is the step time under the book's overlap policy on the ideal machine (what the bounds bound);
+``--every`` prices every candidate.
 """
 from __future__ import annotations
 
@@ -124,6 +126,8 @@ class Bounds:
         self.vectors.update({(at, k): None for at, _, k in ahead})
         self.vectors.update({(p.statement, p.splits): p.vector for ps in planned for p in ps})
         self.cands = dict(zip(cands, self.keyed))
+        # each other statement at its least whatever its sharding (its work shared evenly, no communication)
+        self.least = {at: pcs.floor(self.subs[at], options, space.mesh) for at in where if at not in self.first}
         self.ordered = tuple(sorted((self._bounds(cand, self.first) for cand in cands), key=order))
 
     @property
@@ -140,10 +144,11 @@ class Bounds:
         return self._bounds(cand, tuple(self.subs))
 
     def _bounds(self, cand, statements) -> tuple:
-        """``(step-time bound, communication bound, cand)`` over ``statements``' pieces; 0 where one has
-        none (a statement the engine refuses alone: the candidate is derived, and refused there where the
-        engine refuses the whole)."""
-        vs = [self.vectors[at, k] for at, k in zip(self.subs, self.cands[cand]) if at in statements]
+        """``(step-time bound, communication bound, cand)`` from ``statements``' pieces and the other
+        statements at their least; 0 where a piece is missing (a statement the engine refuses alone: the
+        candidate is derived, and refused there where the engine refuses the whole)."""
+        vs = [self.vectors[at, k] if at in statements else self.least[at]
+              for at, k in zip(self.subs, self.cands[cand])]
         if any(v is None for v in vs):
             return 0.0, 0.0, cand
         return (*pcs.bounds_of(vs), cand)

@@ -270,9 +270,17 @@ def _forward(plan) -> tuple:
     return tuple(s for s in plan.steps if s.phase != "backward")
 
 
-def _floor(sub: Space, options: dict, mesh):
-    """The backward steps of a statement at their least: its gradient einsums on one device (the mesh's
-    axes of size one), their FLOPs and bytes shared evenly by every device, no communication."""
+def floor(sub: Space, options: dict, mesh) -> tuple:
+    """A statement's steps at their least, forward and (with ``backward``) backward: its work on one device,
+    shared evenly by every device, no communication (zero where it cannot be planned on one device)."""
+    got = _floor(sub, options, mesh, ("forward", "backward") if options.get("backward") else ("forward",))
+    return got or (0.0,) * (2 + len(mesh.axes))
+
+
+def _floor(sub: Space, options: dict, mesh, phases=("backward",)):
+    """The ``phases`` steps of a statement at their least (default: its backward steps): its einsums on one
+    device (the mesh's axes of size one), their FLOPs and bytes shared evenly by every device, no
+    communication."""
     axes = tuple(a.name for a in mesh.axes)
     prog = sub.program_for(Candidate(tuple((None, None) for _ in axes), axes))
     try:
@@ -285,7 +293,7 @@ def _floor(sub: Space, options: dict, mesh):
     n = 1
     for a in mesh.axes:
         n *= a.size
-    back = [c for c, s in zip(plan.step_costs(), plan.steps) if s.phase == "backward" and c.local]
+    back = [c for c, s in zip(plan.step_costs(), plan.steps) if s.phase in phases and c.local]
     t = totals(back, Env.numeric(plan.mesh), "none")
     return (float(t.t_math) / n, float(t.t_hbm) / n) + (0.0,) * len(axes)
 
