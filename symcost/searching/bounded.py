@@ -101,7 +101,8 @@ class Bounds:
         where = pcs.statements(space)
         self.subs = {at: pcs.alone(space, at) for at in where}
         cands = list(space.candidates())
-        work, self.keyed = pcs.used(self.subs, cands)
+        work, keyed = pcs.used(self.subs, cands)
+        self.cands = dict(zip(cands, keyed))   # candidate -> its statements' splits
         self.first = _first(Counter(at for at, _, _ in work), len(work))
         self.exact, self.floors = pcs.exactly(space, self.subs), {}
         self.vectors: dict = {}          # (statement, splits) -> resource vector (None: the engine refused it)
@@ -125,7 +126,6 @@ class Bounds:
                                  work=ahead, floors=self.floors)
         self.vectors.update({(at, k): None for at, _, k in ahead})
         self.vectors.update({(p.statement, p.splits): p.vector for ps in planned for p in ps})
-        self.cands = dict(zip(cands, self.keyed))
         # each other statement at its least whatever its sharding (its work shared evenly, no communication)
         self.least = {at: pcs.floor(self.subs[at], options, space.mesh) for at in where if at not in self.first}
         self.ordered = tuple(sorted((self._bounds(cand, self.first) for cand in cands), key=order))
