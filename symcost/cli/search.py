@@ -59,8 +59,8 @@ def cmd_search(args) -> int:
     if args.plot and not args.vs:
         raise UsageError("--plot draws the regimes: give --vs too (e.g. --vs B)")
     if args.time_limit is not None and not args.exact:
-        raise UsageError("--time-limit is the exact search's: give --exact too (the ordinary search prices every "
-                         "candidate)")
+        raise UsageError("--time-limit is the exact search's: give --exact too (the ordinary search runs until its "
+                         "top is proven, or every candidate is priced)")
     result = search(read_program(args.program), args.mesh, args.dims, args.hw, backward=args.backward,
                     objective=args.objective, overlap=not args.no_overlap, moves=args.moves, vs=args.vs,
                     range=_span(args.span), jobs=args.jobs, exact=args.exact, efficiency=args.efficiency,
