@@ -113,7 +113,9 @@ def render(result, top: int = 10) -> str:
 
 def _bounded_lines(result, hbm: str) -> list[str]:
     """What a bounded search did: how many it derived, and why the rest need not be."""
-    return [f"priced {result.priced:,} of {result.candidates:,} shardings, from the least bound up, in "
+    refused = result.candidates - result.priced - result.bounded
+    return [f"priced {result.priced:,} of {result.candidates:,} shardings"
+            + (f" ({refused:,} others the engine refuses)" if refused else "") + ", from the least bound up, in "
             f"{fmt_seconds(result.seconds)} ({result.assignments:,} assignments, symmetric duplicates collapsed); "
             f"{result.feasible:,} fit in{hbm} a device",
             f"the other {result.bounded:,} rank below {'the best' if result.top == 1 else f'the best {result.top}'}: "

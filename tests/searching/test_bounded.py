@@ -137,3 +137,18 @@ def test_ctrl_c_while_deriving_keeps_the_best_derived_so_far(monkeypatch):
     monkeypatch.setattr(bounded, "FROM", 1)
     r = search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1, top=5)
     assert not r.complete and r.priced == 2 and r.bounded == 0 and r.ranked[0].fits
+
+
+def test_the_text_counts_what_the_engine_refuses_apart():
+    """Of a bounded space, the candidates priced, those the engine refuses (derived first, having no bound)
+    and those left out add up to the space (the LLaMA 3 8B layer with its elementwise work on h100 X=4,Y=2:
+    36 priced, 612 refused, 2,268 left out)."""
+    from types import SimpleNamespace
+
+    from symcost.cli.search import _bounded_lines
+    r = SimpleNamespace(candidates=2916, priced=36, bounded=2268, seconds=3.3, assignments=2916, feasible=36, top=3)
+    first, second = _bounded_lines(r, " 80 GB of HBM")
+    assert first.startswith("priced 36 of 2,916 shardings (612 others the engine refuses), from the least bound up")
+    assert second.startswith("the other 2,268 rank below the best 3:")
+    r.bounded = 2880
+    assert "refuses" not in _bounded_lines(r, "")[0]
