@@ -112,7 +112,7 @@ def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, ran
     start, left = time.perf_counter(), 0
     position = {c: i for i, c in enumerate(space.candidates())}
     if bounded.applies(space, top=top, objective=objective, vs=vs, efficiency=efficiency, overlap=overlap):
-        b = bounded.Bounds(space, options, jobs)
+        b = bounded.Bounds(space, options, jobs, position)
         found = searches.run(_Bounded(space, jobs, options, progress, sweep, objective, position, b, top),
                              keep_failed=True)
         left = len(b.ordered) - b.derived if found.complete else 0

@@ -94,13 +94,14 @@ def beaten(entry: tuple, kth: Priced) -> bool:
 
 class Bounds:
     """A bounded search's state: every candidate with its first bounds (``ordered``, by :func:`order`), the
-    pieces planned so far, and how many candidates were derived. ``options``: :func:`~.price.price`'s."""
+    pieces planned so far, and how many candidates were derived. ``options``: :func:`~.price.price`'s;
+    ``cands``: the space's candidates, in its order, where the caller has listed them already."""
 
-    def __init__(self, space: Space, options: dict, jobs=1):
+    def __init__(self, space: Space, options: dict, jobs=1, cands=None):
         self.space, self.options = space, options
         where = pcs.statements(space)
         self.subs = {at: pcs.alone(space, at) for at in where}
-        cands = list(space.candidates())
+        cands = list(space.candidates()) if cands is None else list(cands)
         work, keyed = pcs.used(self.subs, cands)
         self.cands = dict(zip(cands, keyed))   # candidate -> its statements' splits
         self.first = _first(Counter(at for at, _, _ in work), len(work))
