@@ -76,9 +76,11 @@ def einsum_cases(max_axes: int = 3, oracle: bool = False, uneven: bool = False):
     """(program text, mesh text, sizes) of a random binary einsum with random layouts; with ``oracle``, a
     fourth item: the numpy subscripts of what it computes (``'ij,jk->ik'``), from the dimensions drawn;
     with ``uneven``, sizes that need not divide by their axes (padded blocks)."""
+    mesh_cases = meshes(max_axes)      # made once: a strategy made at every draw is validated again
+
     @st.composite
     def build(draw):
-        names, msizes = draw(meshes(max_axes))
+        names, msizes = draw(mesh_cases)
         pool = draw(st.lists(st.sampled_from(DIMS), min_size=1, max_size=4, unique=True))
         a_dims = tuple(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True)))
         b_dims = tuple(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True)))
@@ -108,9 +110,11 @@ def _subscripts(operands, out) -> str:
 def chain_cases(max_axes: int = 2):
     """(text, mesh, sizes) of a three-operand chain ``A[I, J] *_J B[J, K] *_K C[K, L] -> Out[I, L]``
     with random layouts everywhere."""
+    mesh_cases = meshes(max_axes, 8)      # made once: a strategy made at every draw is validated again
+
     @st.composite
     def build(draw):
-        names, msizes = draw(meshes(max_axes, 8))
+        names, msizes = draw(mesh_cases)
         shapes = [("A", ("I", "J")), ("B", ("J", "K")), ("C", ("K", "L"))]
         parts = []
         for n, dims in shapes:
@@ -125,9 +129,11 @@ def chain_cases(max_axes: int = 2):
 def reshard_cases(max_axes: int = 3, uneven: bool = False):
     """(text, mesh, sizes) of ``A[...] -> A[...]`` between two random layouts (sizes that need not divide
     with ``uneven``)."""
+    mesh_cases = meshes(max_axes)      # made once: a strategy made at every draw is validated again
+
     @st.composite
     def build(draw):
-        names, msizes = draw(meshes(max_axes))
+        names, msizes = draw(mesh_cases)
         dims = tuple(draw(st.lists(st.sampled_from(DIMS), min_size=1, max_size=3, unique=True)))
         a_axes, a_u = _layout(draw, dims, names, True)
         keep = tuple(u for u in a_u if draw(st.booleans()))
@@ -148,9 +154,11 @@ def training_cases(max_axes: int = 2, max_statements: int = 3):
     a norm or softmax over one of its dimensions, dropout, or a residual add of ``In``), every tensor in a
     random layout. Each dimension of a product's operands is kept or contracted by both (no broadcasts),
     so every tensor has a gradient; sizes divide by the device count."""
+    mesh_cases = meshes(max_axes, 8)      # made once: a strategy made at every draw is validated again
+
     @st.composite
     def build(draw):
-        names, msizes = draw(meshes(max_axes, 8))
+        names, msizes = draw(mesh_cases)
         cur = tuple(draw(st.lists(st.sampled_from(DIMS), min_size=1, max_size=3, unique=True)))
         first = cur
         lines, params = [], []

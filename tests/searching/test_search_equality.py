@@ -4,8 +4,10 @@ A search prices thousands of candidates in one process (or in workers), in a pla
 whose caches are wider than a derivation's and shared across candidates; a defect in what a cache is keyed by would show as a candidate whose plan or
 step time differs from ``symcost.derive`` of that candidate's program. Here each candidate's numbers and
 steps, as the search kept them, are checked against a derivation of its ``program`` at the searched sizes,
-in another cache state. A sample in the fast tier; every candidate of the LLaMA 3 8B layer on h100
-``X=4,Y=2`` and of the MLP on ``X=16,Y=16,Z=16``, forward and backward, in the slow tier.
+in another cache state. A sample in the fast tier; in the slow tier every candidate of the MLP on
+``X=16,Y=16,Z=16`` (forward, and forward and backward) and of the LLaMA 3 8B layer on h100 ``X=4,Y=2``
+forward and backward (each plan's forward steps included; the layer's forward-only search, which walks the
+same code without the backward pass, on a stretch of its candidates).
 
 The engine alone is :func:`symcost.program.derive_program`. The layer's candidates are derived as a search
 derives them (``alternatives=False``: the same plan, its runner-ups weighed but not kept), and every tenth
@@ -94,7 +96,8 @@ def test_a_sample_of_the_mlp_with_the_presets_floors(backward):
     assert _checked(MLP, "X=8,Y=8", "B=4096", "h100", backward, every=5, efficiency=True) == 17
 
 
-def test_a_sample_of_the_layer_on_x4_y2():
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_sample_of_the_layer_on_x4_y2(backward):
     """A stretch of consecutive candidates of the layer (they share most statement plans, so the wider
     caches are read across candidates), priced as the search prices them, each against the engine alone."""
     text = _layer()
@@ -102,11 +105,11 @@ def test_a_sample_of_the_layer_on_x4_y2():
     sizes = dict(space.program.ranking)
     cands = list(space.candidates())[1000:1030]
     with caching.context(wider=16):
-        priced = list(priced_all(space, cands, options=dict(dims=sizes, hw="h100", backward=True)))
+        priced = list(priced_all(space, cands, options=dict(dims=sizes, hw="h100", backward=backward)))
     dims = ",".join(f"{k}={v}" for k, v in sizes.items())
     caching.clear()
     for p in priced[::3]:
-        _same_as_alone(p, str(space.program_for(p.candidate)), "X=4,Y=2", dims, "h100", True)
+        _same_as_alone(p, str(space.program_for(p.candidate)), "X=4,Y=2", dims, "h100", backward)
 
 
 @pytest.mark.slow
@@ -118,14 +121,9 @@ def test_every_candidate_of_the_mlp_on_16x16x16(backward):
     assert _checked(MLP, "X=16,Y=16,Z=16", "B=1048576", "tpu-v5p", backward) == 165
 
 
-# The layer's two checks are the suite's longest: each a class, so that ``--dist loadscope`` may give them
-# to different workers (it keeps a module's functions on one worker, a class's methods on one)
-@pytest.mark.slow
-class TestEveryCandidateOfTheLayerOnX4Y2Forward:
-    def test_forward(self):
-        assert _checked(_layer(), "X=4,Y=2", None, "h100", False, wider=16, api_every=10) == 2916
-
-
+# The layer's check is the suite's longest: a class, so that ``--dist loadscope`` gives it a worker of its
+# own while the module's other tests run on the other (it keeps a module's functions on one worker, a
+# class's methods on one)
 @pytest.fixture(scope="class")
 def every():
     """Every candidate of the layer on h100 X=4,Y=2, forward and backward, priced (its class's two tests)."""
