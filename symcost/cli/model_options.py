@@ -72,6 +72,13 @@ def checked(args) -> None:
         raise UsageError(f"--batch must be positive, not {args.batch:g}")
     if args.chips < 1:
         raise UsageError(f"--chips must be positive, not {args.chips}")
+    if args.seq < 1:
+        raise UsageError(f"--seq must be positive, not {args.seq}")
+    if args.tokens is not None and args.tokens <= 0:
+        raise UsageError(f"--tokens must be positive, not {args.tokens:g}")
+    if args.checkpoints_per_layer is not None and args.checkpoints_per_layer < 0:
+        raise UsageError(f"--checkpoints-per-layer is a count of saved tensors, at least 0, not "
+                         f"{args.checkpoints_per_layer}")
 
 
 def kv_dtype(args) -> str | None:

@@ -46,6 +46,22 @@ CRASHES = [
 ]
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", "64", "--seq", "0"], "--seq must be positive, not 0"),
+    (["serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8", "--batch", "8", "--seq", "-3"],
+     "--seq must be positive, not -3"),
+    (["model", "llama3-8b", "--train", "--hw", "h100", "--chips", "8", "--batch", "65536", "--seq", "8192",
+      "--tokens", "-5"], "--tokens must be positive, not -5"),
+    (["train", "llama3-70b", "--hw", "tpu-v5p", "--chips", "64", "--batch", "4194304", "--seq", "4096", "--memory",
+      "book", "--checkpoints-per-layer", "-1"], "--checkpoints-per-layer is a count of saved tensors, at least 0, not -1"),
+])
+def test_model_numbers_out_of_range_are_usage_errors(capsys, argv, says):
+    """A context of no tokens once divided by zero in ``train`` (an internal error): every model command
+    checks its numbers first and names the flag."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.strip() == f"symcost: {says}"
+
+
 SLOW_CRASHES = (0, 1, 6)    # optimize over every split of 256 chips; a training strategy's backward pass at 256
 
 
