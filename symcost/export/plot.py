@@ -45,7 +45,11 @@ def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: flo
     for item in programs:
         name, text = item if isinstance(item, tuple) else \
             (os.path.splitext(os.path.basename(item))[0], open(item, encoding="utf-8").read())
-        probe = derive_program(text, backward=True, moves="strategy")
+        try:
+            probe = derive_program(text, backward=True, moves="strategy")
+        except UsageError as e:      # no parameters: nothing to train
+            skipped[name] = f"drawn as a training strategy (forward and backward): {e}"
+            continue
         axes = [a.name for a in probe.mesh.axes]
         if not axes:
             skipped[name] = "it shards nothing (no mesh axis to spread the chips over)"

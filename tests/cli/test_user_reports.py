@@ -62,6 +62,17 @@ def test_model_numbers_out_of_range_are_usage_errors(capsys, argv, says):
     assert code == 2 and err.strip() == f"symcost: {says}"
 
 
+def test_plotting_an_expression_without_parameters_against_a_size_says_why(capsys):
+    """``plot EXPR --vs I`` draws the expression as a training strategy (the book's Part 5 figure, forward
+    and backward): without a parameter there is nothing to train, and the error says that is why."""
+    pytest.importorskip("matplotlib")
+    code, _, err = run(capsys, "plot", "A[I_X, J] * B[J, K] -> C[I, K]", "--vs", "I", "--hw", "tpu-v5p",
+                       "-o", "/tmp/symcost-no-params.png")
+    assert code == 2 and err.strip() == ("symcost: nothing to plot: program: drawn as a training strategy (forward "
+                                         "and backward): the program declares no parameters; write e.g. "
+                                         "'param W[D_X, F]' or pass --params")
+
+
 SLOW_CRASHES = (0, 1, 6)    # optimize over every split of 256 chips; a training strategy's backward pass at 256
 
 
