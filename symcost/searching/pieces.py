@@ -15,8 +15,8 @@ is), so a statement's forward steps are those of the statement planned alone.
 
 Its backward steps are too, unless the statement reads or writes a tensor that several statements read:
 then the backward pass reuses layouts another statement's gradient made, and the gradient adds up in the
-layout its first contribution took. Such a piece keeps its forward resources and, for its backward, a
-floor no plan can go under: each gradient einsum's FLOPs and bytes spread evenly over every device (a
+layout its first contribution took. Such a piece keeps its forward resources (its plans derived without
+the backward pass, which it does not read) and, for its backward, a floor no plan can go under: each gradient einsum's FLOPs and bytes spread evenly over every device (a
 block is never smaller than its share), no communication. Where a statement has equally fast forward plans
 (the whole step chooses among them), a piece holds the least of each resource over them. A piece is thus
 never more than what that statement spends in any plan of the whole program with those layouts
@@ -191,7 +191,7 @@ def exactly(space: Space, subs: dict) -> dict:
 
 def vector_here(space: Space, subs: dict, at: int, cand: Candidate, options: dict, exact: bool, floors: dict):
     """One piece's resource vector, planned in this process (None where the engine refuses it)."""
-    return _full(at, _priced(subs[at], cand, options, space.mesh), exact, floors, subs, options, space.mesh)
+    return _full(at, _priced(subs[at], cand, options, space.mesh, exact), exact, floors, subs, options, space.mesh)
 
 
 def _full(at: int, vec, exact: bool, floors: dict, subs: dict, options: dict, mesh):
@@ -202,6 +202,7 @@ def _full(at: int, vec, exact: bool, floors: dict, subs: dict, options: dict, me
     full, forward = vec
     if exact:
         return full
+    # the backward steps of a piece that is not exact are not read: its backward is the floor
     if at not in floors:
         floors[at] = _floor(subs[at], options, mesh)
     return tuple(f + b for f, b in zip(forward, floors[at])) if floors[at] else None
@@ -240,30 +241,38 @@ def key_vectors(job: dict, item):
     subs = job.setdefault("alone", {})
     if at not in subs:
         subs[at] = alone(space, at)
-    return _priced(subs[at], cand, job["options"], space.mesh)
+    if "exact" not in job:
+        job["exact"] = exactly(space, {i: None for i in statements(space)})
+    return _priced(subs[at], cand, job["options"], space.mesh, job["exact"][at])
 
 
-def _priced(sub: Space, cand: Candidate, options: dict, mesh):
+def _priced(sub: Space, cand: Candidate, options: dict, mesh, exact: bool = True):
     """``(resources of the whole plan, of its forward steps)``, each the least over the statement's equally
-    fast forward plans; None where the engine refuses the sharding."""
+    fast forward plans; None where the engine refuses the sharding. A piece that is not ``exact`` reads
+    only its forward steps (its backward is the floor, :func:`_full`): its plans are derived without the
+    backward pass (the same forward steps: the forward pass is planned alike with or without it, and
+    ``choices`` picks its equally fast plans), and the first vector is None."""
     at = len(sub.program.statements) - 1
-    first = _plan(sub, cand, options, {at: 0})
+    planning = options if exact else {**options, "backward": False}
+    first = _plan(sub, cand, planning, {at: 0})
     if first is None:
         return None
     plans = [first]
     if options.get("backward"):      # the equally fast forward plans: the k-th of as many as tie (or TIES)
         forward = {_forward(first)}
         for k in range(1, min(dict(first.ties).get(at, 1), TIES)):
-            plan = _plan(sub, cand, options, {at: k})
+            plan = _plan(sub, cand, planning, {at: k})
             if plan is None:
                 continue
             if _forward(plan) in forward:
                 break
             forward.add(_forward(plan))
             plans.append(plan)
-    vecs = [(vector(p.step_costs(), mesh), vector([c for c, s in zip(p.step_costs(), p.steps)
-                                                    if s.phase != "backward"], mesh)) for p in plans]
-    return tuple(tuple(min(col) for col in zip(*(v[i] for v in vecs))) for i in range(2))
+    fwd = [vector([c for c, s in zip(p.step_costs(), p.steps) if s.phase != "backward"], mesh) for p in plans]
+    least = tuple(min(col) for col in zip(*fwd))
+    if not exact:
+        return None, least
+    return tuple(min(col) for col in zip(*(vector(p.step_costs(), mesh) for p in plans))), least
 
 
 def _forward(plan) -> tuple:

@@ -90,6 +90,23 @@ def test_a_piece_spends_what_its_statement_spends_in_the_whole_plan():
     assert all(a <= b * (1 + 1e-12) for a, b in zip(summed, whole))
 
 
+def test_a_piece_that_is_not_exact_is_planned_without_its_backward_pass():
+    """A statement that reads a tensor other statements read keeps only its forward steps (its backward is
+    the floor), so its plans are derived forward only: the same forward resources, to the bit, as its plans
+    with the backward pass, the least over its equally fast forward plans included. Every key of the MLP's
+    first statement on ``X=2,Y=2`` once a third statement reads its input and weight again."""
+    space = Space.of(TWO + "G[B, F] = In[B, D] *_D W_in[D, F]\n", "X=2,Y=2", "tpu-v5p")
+    where = pcs.statements(space)
+    assert pcs.exactly(space, {at: None for at in where}) == {where[0]: False, where[1]: True, where[2]: False}
+    sub, compared = pcs.alone(space, where[0]), 0
+    for cand, _ in pcs.keys(sub):
+        with_backward = pcs._priced(sub, cand, OPTIONS, space.mesh, exact=True)
+        if with_backward is not None:
+            assert pcs._priced(sub, cand, OPTIONS, space.mesh, exact=False) == (None, with_backward[1])
+            compared += 1
+    assert compared == 144                     # 12 roles an axis, each key planned both ways
+
+
 @needs_scipy
 @pytest.mark.parametrize("mesh", ["X=4", pytest.param("X=2,Y=2", marks=pytest.mark.slow)])
 def test_the_bound_is_below_every_plan_and_the_best_is_the_searchs(mesh):
