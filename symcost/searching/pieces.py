@@ -16,8 +16,9 @@ is), so a statement's forward steps are those of the statement planned alone.
 Its backward steps are too, unless the statement reads or writes a tensor that several statements read:
 then the backward pass reuses layouts another statement's gradient made, and the gradient adds up in the
 layout its first contribution took. Such a piece keeps its forward resources (its plans derived without
-the backward pass, which it does not read) and, for its backward, a floor no plan can go under: each gradient einsum's FLOPs and bytes spread evenly over every device (a
-block is never smaller than its share), no communication. Where a statement has equally fast forward plans
+the backward pass, which it does not read) and, for its backward, a floor no plan can go under: each
+gradient einsum's FLOPs and bytes spread evenly over every device (a block is never smaller than its
+share), no communication. Where a statement has equally fast forward plans
 (the whole step chooses among them), a piece holds the least of each resource over them. A piece is thus
 never more than what that statement spends in any plan of the whole program with those layouts
 (:attr:`Piece.exact` where no floor stands in for its backward steps), which is what makes the exact
