@@ -115,7 +115,7 @@ def plan_chain(operands, contracts, final_name, out_dims, target, mesh: Mesh, ra
                             out_dtype, keep, tuple(names) if names else None, ties_only))
 
 
-@caching.memoize(maxsize=256)
+@caching.memoize(maxsize=2048)
 def _plan_chain(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, keep, names,
                 ties_only=False) -> tuple:
     cands = _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names, keep,
@@ -274,7 +274,7 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
     return cands
 
 
-@caching.memoize(maxsize=256)
+@caching.memoize(maxsize=2048)
 def _tail(layout: Layout, target, mesh, ranker) -> Route | None:
     """The cheapest way from one result layout to ``target``, kept: the plans of a search end in the same
     few result and target layouts."""
