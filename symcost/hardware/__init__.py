@@ -54,6 +54,13 @@ def _key(name: str) -> str:
 
 
 @caching.memoize(maxsize=64)
+def _shipped_named(name: str) -> str | None:
+    """The shipped preset a name resolves to (None: none), the names' keys made once a name (every plan a
+    search derives names its chip)."""
+    return {_key(n): n for n in _shipped()}.get(_key(name))
+
+
+@caching.memoize(maxsize=64)
 def _file(path: str, mtime: float) -> Hardware:
     return load(Path(path))
 
@@ -71,10 +78,9 @@ def hardware(name) -> Hardware:
         if not os.path.isfile(name):
             raise UsageError(f"no hardware file {name}")
         return _file(os.path.abspath(name), os.path.getmtime(name))
-    table = _shipped()
-    hit = {_key(n): n for n in table}.get(_key(name))
+    hit = _shipped_named(name)
     if hit is None:
-        close = difflib.get_close_matches(name.lower(), list(table), n=1, cutoff=0.5)
+        close = difflib.get_close_matches(name.lower(), list(_shipped()), n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]}?" if close else ""
         raise UsageError(f"unknown hardware {name!r}{hint} Known: {', '.join(presets())}, or a .toml preset file")
     return _preset(hit)
