@@ -21,13 +21,14 @@ from dataclasses import replace
 from . import ties
 from .backward import REUSE, default_params, flagged, resolve_params
 from .binding import bind
+from .layout import Layout, layout_from_ref
 from .memory import memory_per_device
 from .notation import Collective, Declaration, Program, Ranking, parse
 from .plan import Alternative, Plan
 from .planner import plan_program
 from .trace import Trace
 
-__all__ = ["derive_program", "graph", "REUSE"]
+__all__ = ["derive_program", "declared", "graph", "REUSE"]
 
 
 def graph(prog: Program | str):
@@ -61,6 +62,22 @@ def graph(prog: Program | str):
             if name != out:
                 g.add_edge(name, out, line=line)
     return g
+
+
+def declared(text, mesh=None, dims=None, hw=None) -> tuple[dict[str, Layout], dict]:
+    """The layouts the program's ``param`` statements declare, checked as a derivation checks them, and
+    the bound mesh and sizes as ``{"mesh": ..., "sizes": ...}``: what the devices hold of each parameter,
+    read without planning the program (a plan may gather a copy of a parameter for a step; the declared
+    layout is the one that stays).
+
+        >>> held, bound = declared("param W[D_X, F]\\nOut[B, F] = In[B, D] *_D W[D, F]", mesh="X=4")
+        >>> held["W"].axes, bound["mesh"].axis("X").size
+        ((('X',), ()), 4)
+    """
+    b = bind(text, mesh, dims, hw)
+    out = {ref.name: layout_from_ref(ref, b.mesh, b.program.text, b.size_map)
+           for st in b.program.statements if isinstance(st, Declaration) for ref in st.tensors}
+    return out, {"mesh": b.mesh, "sizes": b.size_map}
 
 
 def _plan_of(trace: Trace, text, steps, overlap, objective) -> Plan:

@@ -32,9 +32,10 @@ import sympy as sp
 from .. import dtypes
 from ..env import Env
 from ..errors import UsageError
+from ..layout import bytes_per_device
 from ..mesh import parse_mesh
 from ..pricing import op_cost, totals
-from ..program import derive_program
+from ..program import declared, derive_program
 from .config import ModelConfig
 from .results import PrefillEstimate, ServingStep
 from .transformer import (
@@ -148,23 +149,25 @@ class Serving:
         the layout of its ``param`` in the layer and head programs (a weight the mesh does not split is
         held once a device; an MoE layer's router and shared experts as their own ``param`` lays them out)."""
         if self._held is None:
-            from ..memory import memory_per_device
             one = self._padded(1)
             total = 0.0
             for moe, count in self._layer_kinds():
-                if not count:
-                    continue
-                plan = self._plan("layer", one, 1, 1, moe)
-                attn = attention_weights(self.cfg)
-                mlp = [n for n in WEIGHTS_MLP if n in {l.name for l in plan.layouts}]
-                b_attn = float(plan.evaluate(memory_per_device(plan, attn)["params"]))
-                b_mlp = float(plan.evaluate(memory_per_device(plan, mlp)["params"]))
-                total += count * (b_attn + b_mlp)
-            head = self._plan("head", one, 1, 1)
+                if count:
+                    text = layer_program(self.cfg, self.sharding, dtype=self.dtype, kv_dtype=self.kv_dtype, moe=moe,
+                                         absorbed=True)
+                    total += count * self._declared_bytes(text, sizes(self.cfg, batch=one, seq=1, context=1,
+                                                                      experts_moe=moe),
+                                                          set(attention_weights(self.cfg)) | set(WEIGHTS_MLP))
             copies = 1 if self.cfg.tied_embeddings else 2
-            total += copies * float(head.evaluate(memory_per_device(head, ["Wu"])["params"]))
+            total += copies * self._declared_bytes(head_program(self.cfg, self.sharding, dtype=self.dtype),
+                                                   sizes(self.cfg, batch=one, seq=1, context=1), {"Wu"})
             self._held = total * self.chips
         return self._held
+
+    def _declared_bytes(self, text: str, dims: dict, names: set) -> float:
+        """Bytes a device holds of the weights ``names`` as the program's ``param`` statements lay them out."""
+        held, bound = declared(text, mesh=self.mesh, dims=dims, hw=self.hw)
+        return sum(float(bytes_per_device(lay, bound["mesh"], bound["sizes"])) for n, lay in held.items() if n in names)
 
     @property
     def weight_bytes_per_device(self) -> float:
