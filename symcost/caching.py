@@ -247,12 +247,10 @@ def kept_hash(self) -> int:
     fields' hash, computed once and kept on the instance (write ``__hash__ = caching.kept_hash`` in the class
     body, with ``__getstate__ = caching.state_without_hash``: the kept hash is this process's). A hash is the
     value's, whatever context asks, so it is no cache a context needs to own."""
-    try:
-        return self._hash
-    except AttributeError:
-        h = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
-        object.__setattr__(self, "_hash", h)
-        return h
+    h = getattr(self, "_hash", None)       # no exception raised where it is not kept yet: half the cost
+    if h is None:
+        h = self.__dict__["_hash"] = hash(tuple([getattr(self, f) for f in self.__dataclass_fields__]))
+    return h
 
 
 def state_without_hash(self) -> dict:

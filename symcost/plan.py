@@ -227,8 +227,11 @@ class Plan:
         return out
 
     def evaluate(self, expr) -> float | None:
-        """A number when every symbol of ``expr`` is bound, else None."""
-        val = sp.sympify(sp.sympify(expr).xreplace(self.bindings()))   # a bare symbol becomes its number
+        """A number when every symbol of ``expr`` is bound, else None (said before substituting)."""
+        expr, bound = sp.sympify(expr), self.bindings()
+        if not expr.free_symbols <= bound.keys():
+            return None
+        val = sp.sympify(expr.xreplace(bound))   # a bare symbol becomes its number
         if val.free_symbols:
             return None
         return float(val)
@@ -295,6 +298,10 @@ class Plan:
         return tuple(sorted((k, float(v)) for k, v in figures.items()))
 
     def numeric(self) -> dict:
+        """The totals that are numbers: :meth:`numbers`, else each closed form that :meth:`evaluate` can."""
+        numbers = self.numbers()
+        if numbers is not None:
+            return {k: float(v) for k, v in numbers.as_dict().items()}
         out = {}
         for k, expr in self.totals.as_dict().items():
             v = self.evaluate(expr)
@@ -347,14 +354,7 @@ class Plan:
         return latex_printer.plan_to_latex(self, fragment=True, math_only=True)
 
     def _repr_html_(self) -> str:
-        import html
-        rows = "".join(f"<tr><td>{i}</td><td><code>{html.escape(s.signature())}</code></td>"
-                       f"<td><code>{html.escape(str(s.bytes))}</code></td>"
-                       f"<td><code>{html.escape(str(s.seconds))}</code></td></tr>"
-                       for i, s in enumerate(self.steps, 1))
-        return (f"<p><b>{html.escape(self.expression)}</b> on <code>{html.escape(str(self.mesh))}</code></p>"
-                f"<table><tr><th>#</th><th>step</th><th>bytes</th><th>time</th></tr>{rows}</table>"
-                f"<p>T_step = <code>{html.escape(str(self.t_step))}</code></p>")
+        return text_printer.plan_to_html(self)
 
     def __str__(self) -> str:
         return text_printer.render_plan(self)

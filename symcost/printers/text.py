@@ -127,3 +127,15 @@ def _why_slower(plan, a) -> str:
 
 #: what each term an alternative loses on is, in words
 LOSES_ON = {"t_math": "compute (T_math)", "t_hbm": "HBM traffic (T_hbm)", "t_comms": "communication (T_comms)"}
+
+
+def plan_to_html(plan) -> str:
+    """A plan as a notebook shows it: its steps' signatures, bytes and seconds in a table, then T_step."""
+    import html
+    rows = "".join(f"<tr><td>{i}</td><td><code>{html.escape(s.signature())}</code></td>"
+                   f"<td><code>{html.escape(str(s.bytes))}</code></td>"
+                   f"<td><code>{html.escape(str(s.seconds))}</code></td></tr>"
+                   for i, s in enumerate(plan.steps, 1))
+    return (f"<p><b>{html.escape(plan.expression)}</b> on <code>{html.escape(str(plan.mesh))}</code></p>"
+            f"<table><tr><th>#</th><th>step</th><th>bytes</th><th>time</th></tr>{rows}</table>"
+            f"<p>T_step = <code>{html.escape(str(plan.t_step))}</code></p>")
