@@ -122,7 +122,10 @@ def compute_bound_when(plan, name: str, against=("comms", "hbm")):
 def solve_inequality(ineq, sym):
     """``lhs >= rhs`` (or ``>``, ``<=``, ``<``; both sides positive) solved for a positive ``sym``: by SymPy
     where it can, else at the one positive root of lhs = rhs, on the side where the ratio grows the right
-    way; left as it is when neither works."""
+    way; left as it is when neither works. A Max or Min on either side is left as written: SymPy places
+    neither the root nor the interval of one (both fail, after seconds of trying)."""
+    if ineq.has(sp.Max, sp.Min):
+        return ineq
     at_root = _at_root(ineq, sym)      # fast, and exact whenever the ratio is monotone in sym
     if at_root is not None:
         return at_root

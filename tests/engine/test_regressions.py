@@ -127,6 +127,16 @@ def test_7_compute_bound_takes_the_hbm_roofline_into_account():
     assert bool(cond.subs({B: 300}).subs(plan.bindings())) and not bool(cond.subs({B: 200}).subs(plan.bindings()))
 
 
+def test_7b_an_inequality_against_a_max_is_left_as_written():
+    """optimize's compute-bound condition on derivations/fsdp_tp.sc is T_math > Max(two pieces with square
+    roots of B): SymPy placed neither a root nor an interval (seconds each, then gave up); it is now left as
+    written at once, and one piece alone is still solved."""
+    B, D, C, W = dim("B"), dim("D"), sp.Symbol("C", positive=True), sp.Symbol("W", positive=True)
+    ineq = sp.Gt(B * D / C, sp.Max(D * sp.sqrt(B) / W, D / W))
+    assert symcost.solve.solve_inequality(ineq, B) is ineq
+    assert symcost.solve.solve_inequality(sp.Gt(B * D / C, D / W), B) == sp.Gt(B, C / W)
+
+
 @pytest.mark.slow
 def test_8_one_layer_written_as_an_expression_plots_against_the_batch(tmp_path, capsys):
     pytest.importorskip("matplotlib")
