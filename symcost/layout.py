@@ -40,6 +40,13 @@ class Layout:
     __hash__ = caching.kept_hash            # layouts key every search's tables
     __getstate__ = caching.state_without_hash
 
+    def __init__(self, name: str, dims: tuple, axes: tuple, unreduced: frozenset = frozenset(),
+                 dtype: str = DEFAULT_DTYPE):
+        # the fields written straight into the instance: a frozen dataclass's own __init__ sets each through
+        # object.__setattr__, twice the cost, and a cold derivation makes thousands of layouts
+        d = self.__dict__
+        d["name"], d["dims"], d["axes"], d["unreduced"], d["dtype"] = name, dims, axes, unreduced, dtype
+
     @staticmethod
     def of(name, dims, axes=None, unreduced=(), dtype=DEFAULT_DTYPE) -> "Layout":
         dims = tuple(dims)

@@ -45,9 +45,12 @@ class Move:
     __hash__ = caching.kept_hash            # moves key the planner's tables: hashed again and again
     __getstate__ = caching.state_without_hash
 
-    def __post_init__(self):
-        if self.kind not in RULES:
-            raise ShardingError(f"unknown move {self.kind!r}; moves are {', '.join(RULES)}")
+    def __init__(self, kind: str, axes: tuple, before: Layout, after: Layout, distance: int = 0):
+        # written straight into the instance, as Layout's: a cold derivation makes thousands of moves
+        if kind not in RULES:
+            raise ShardingError(f"unknown move {kind!r}; moves are {', '.join(RULES)}")
+        d = self.__dict__
+        d["kind"], d["axes"], d["before"], d["after"], d["distance"] = kind, axes, before, after, distance
 
     @property
     def rule(self) -> "MoveRule":
