@@ -39,6 +39,13 @@ class Step:
     sizes: tuple = field(default=(), compare=False, repr=False)   # the bound sizes (padded blocks round up)
     efficient: bool = False  # priced with achieved efficiency (the eta symbols)
 
+    def __init__(self, op, mesh: Mesh, phase: str = "forward", why: str = "", critical: bool = True,
+                 sizes: tuple = (), efficient: bool = False):
+        # written straight into the instance (as a Layout's): a search makes tens of thousands of steps
+        d = self.__dict__
+        d["op"], d["mesh"], d["phase"], d["why"], d["critical"], d["sizes"], d["efficient"] = \
+            op, mesh, phase, why, critical, sizes, efficient
+
     def marked(self, phase: str, critical: bool) -> "Step":
         """The step in ``phase``, on the critical path or off it (``dataclasses.replace`` without its
         generic work: a backward pass marks thousands of steps in a search)."""
