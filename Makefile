@@ -38,7 +38,8 @@ demo: $(STAMP)
 # wall-clock times (marked timing) run alone first; the rest on two processes, a module (or a class) to a
 # process (its fixtures made once), the longest first (the seconds tests/durations.json recorded; tests/conftest.py), the
 # property tests that take their size from the hypothesis profile at full size (SYMCOST_HYPOTHESIS=ci).
-# Both passes share one quick bf16 calibration of the host devices. With .venv made, 3 min 11-29 s on
+# Both passes share one quick bf16 calibration of the host devices (4 min 41 s at a busier moment of the
+# same machine, late on 2026-11-26: docs/benchmarks.md, Tests). With .venv made, 3 min 11-29 s on
 # 2 cores (the timing pass, tests/device alone, 18.4 s; the rest 2 min 51 s - 3 min 9 s, about 365 s of CPU; about
 # 60 s of it the check that every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan
 # derive finds alone); from a fresh clone, with the virtual environment and the JAX extra, 3 min 29-54 s
@@ -50,7 +51,7 @@ test: $(STAMP) lint
 	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not timing"
 	@rm -rf .test-calibration
 
-# the fast tier for your own loop: everything but the tests marked slow (76-87 s of CPU, 41-46 s on
+# the fast tier for your own loop: everything but the tests marked slow (76-108 s of CPU, 41-61 s on
 # 2 cores; docs/benchmarks.md, Tests)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not slow"
