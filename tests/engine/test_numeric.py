@@ -61,3 +61,21 @@ def test_every_closed_form_of_a_search_evaluates_as_sympy():
             assert list(curve(expr, subs, "B", XS)) == pytest.approx(want, rel=1e-12)
             checked += 1
     assert checked == 3 * r.priced and r.priced == 81      # 9 roles an axis, X and Y not interchangeable
+
+
+@pytest.mark.parametrize("hw, efficiency", [("tpu-v5p", False), ("h100", True), ("a100", True)])
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_plans_numeric_totals_are_its_closed_forms_at_its_numbers(hw, efficiency, backward):
+    """``Plan.numeric()`` (the ``numeric`` key of ``derive --json``) is taken from the plan's numbers where
+    every size is bound; it is each closed form of ``Plan.totals`` evaluated by SymPy, and says nothing of
+    the totals where a size is unbound (no SymPy rebuild of the closed form to find that out)."""
+    from symcost.program import derive_program
+    text = "param W1[D, F_Y], W2[F_Y, D]\nH[B_X, F_Y] = In[B_X, D] *_D W1[D, F_Y]\nOut[B_X, D] = H[B_X, F_Y] *_F W2[F_Y, D]"
+    plan = derive_program(text, mesh="X=4,Y=2", dims="B=65536,D=8192,F=32768", hw=hw, backward=backward,
+                          efficiency=efficiency)
+    numeric = plan.numeric()
+    assert set(numeric) == {"flops", "t_math", "t_hbm", "t_comms", "t_step"}
+    for k, expr in plan.totals.as_dict().items():
+        assert numeric[k] == pytest.approx(float(expr.xreplace(plan.bindings())), rel=1e-12)
+    unbound = derive_program(text, mesh="X=4,Y=2", dims="B=65536", hw=hw, backward=backward, efficiency=efficiency)
+    assert unbound.numeric() == {} and unbound.evaluate(unbound.t_step) is None
