@@ -18,7 +18,10 @@ then the backward pass reuses layouts another statement's gradient made, and the
 layout its first contribution took. Such a piece keeps its forward resources (its plans derived without
 the backward pass, which it does not read) and, for its backward, a floor no plan can go under: each
 gradient einsum's FLOPs and bytes spread evenly over every device (a block is never smaller than its
-share), no communication. Where a statement has equally fast forward plans
+share), and on each axis's links what its weight and input gradients must spend there whatever the route
+(:mod:`.floors`: a gradient summed over a dimension the result's gradient splits over an axis is reduced
+over it, or that split is moved; where the result's gradient arrives in the result's layout). Where a
+statement has equally fast forward plans
 (the whole step chooses among them), a piece holds the least of each resource over them. A piece is thus
 never more than what that statement spends in any plan of the whole program with those layouts
 (:attr:`Piece.exact` where no floor stands in for its backward steps), which is what makes the exact
@@ -37,6 +40,7 @@ from ..errors import SymcostError, UsageError
 from ..notation import Apply, Declaration, Einsum, Program, Ranking
 from ..pricing import totals
 from ..program import derive_program
+from .floors import backward_links
 from .pool import mapped
 from .space import GROUPS, Candidate, Space
 
@@ -177,31 +181,55 @@ def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1, w
         for (at, cand, splits), vec in zip(work, vectors):
             full = _full(at, vec, exact[at], floors, subs, options, space.mesh)
             if full is not None:
-                out[at].append(Piece(at, splits, full, exact[at], str(subs[at].program_for(cand))))
+                out[at].append(Piece(at, splits, full, exact[at] is True, str(subs[at].program_for(cand))))
             if on_piece is not None:
                 on_piece()
     return [out[at] for at in subs]
 
 
 def exactly(space: Space, subs: dict) -> dict:
-    """``{statement: whether its piece is exact}``: it touches no tensor that several statements read."""
-    names = shared(space.program)
-    return {at: not (({t.name for t in space.program.statements[at].operands}
-                      | {space.program.statements[at].result_name}) & names) for at in subs}
+    """``{statement: whether its piece is exact}``: it touches no tensor that several statements read; else
+    ``(its result, the operands whose gradients end in their own layouts: parameters, the program's
+    inputs)`` where those gradients have a floor on the links (:mod:`.floors`: a product of two tensors
+    whose result's gradient arrives in the result's layout, the result read by at most one statement, an
+    einsum), or False."""
+    prog = space.program
+    names = shared(prog)
+    made = Counter(st.result_name for st in prog.statements if isinstance(st, (Einsum, Apply)))
+    params = {t.name for st in prog.statements if isinstance(st, Declaration) and st.kind == "param"
+              for t in st.tensors}
+    readers: dict = {}
+    for st in prog.statements:
+        if isinstance(st, (Einsum, Apply)):
+            for n in {t.name for t in st.operands}:
+                readers.setdefault(n, []).append(st)
+    out = {}
+    for at in subs:
+        st = prog.statements[at]
+        reads = {t.name for t in st.operands}
+        if not (reads | {st.result_name}) & names:
+            out[at] = True
+            continue
+        res = st.result_name
+        pinned = isinstance(st, Einsum) and len(st.operands) == 2 and res not in names | reads and made[res] == 1 \
+            and all(isinstance(r, Einsum) and len(r.operands) > 1 for r in readers.get(res, ()))
+        fixed = tuple(t.name for t in st.operands if t.name in params or t.name not in made)
+        out[at] = (res, fixed) if pinned and fixed else False
+    return out
 
 
-def vector_here(space: Space, subs: dict, at: int, cand: Candidate, options: dict, exact: bool, floors: dict):
+def vector_here(space: Space, subs: dict, at: int, cand: Candidate, options: dict, exact, floors: dict):
     """One piece's resource vector, planned in this process (None where the engine refuses it)."""
     return _full(at, _priced(subs[at], cand, options, space.mesh, exact), exact, floors, subs, options, space.mesh)
 
 
-def _full(at: int, vec, exact: bool, floors: dict, subs: dict, options: dict, mesh):
+def _full(at: int, vec, exact, floors: dict, subs: dict, options: dict, mesh):
     """A piece's resources from :func:`_priced`'s two vectors: the whole plan's where the piece is exact,
     else its forward steps' with its backward at the floor no plan goes under (made once a statement)."""
     if vec is None:
         return None
     full, forward = vec
-    if exact:
+    if exact is True:
         return full
     # the backward steps of a piece that is not exact are not read: its backward is the floor
     if at not in floors:
@@ -247,14 +275,15 @@ def key_vectors(job: dict, item):
     return _priced(subs[at], cand, job["options"], space.mesh, job["exact"][at])
 
 
-def _priced(sub: Space, cand: Candidate, options: dict, mesh, exact: bool = True):
+def _priced(sub: Space, cand: Candidate, options: dict, mesh, exact=True):
     """``(resources of the whole plan, of its forward steps)``, each the least over the statement's equally
-    fast forward plans; None where the engine refuses the sharding. A piece that is not ``exact`` reads
-    only its forward steps (its backward is the floor, :func:`_full`): its plans are derived without the
-    backward pass (the same forward steps: the forward pass is planned alike with or without it, and
-    ``choices`` picks its equally fast plans), and the first vector is None."""
+    fast forward plans; None where the engine refuses the sharding. A piece that is not ``exact`` (its
+    value in :func:`exactly`) reads only its forward steps (its backward is the floor, :func:`_full`): its
+    plans are derived without the backward pass (the same forward steps: the forward pass is planned alike
+    with or without it, and ``choices`` picks its equally fast plans), and the first vector is None; where
+    its gradients have a floor on the links (:mod:`.floors`), the second vector carries it too."""
     at = len(sub.program.statements) - 1
-    planning = options if exact else {**options, "backward": False}
+    planning = options if exact is True else {**options, "backward": False}
     first = _plan(sub, cand, planning, {at: 0})
     if first is None:
         return None
@@ -271,7 +300,9 @@ def _priced(sub: Space, cand: Candidate, options: dict, mesh, exact: bool = True
             plans.append(plan)
     fwd = [vector([c for c, s in zip(p.step_costs(), p.steps) if s.phase != "backward"], mesh) for p in plans]
     least = tuple(min(col) for col in zip(*fwd))
-    if not exact:
+    if exact is not True:      # its backward's links at their floor, from the layouts (every tied plan's)
+        if exact:
+            least = least[:2] + tuple(f + b for f, b in zip(least[2:], backward_links(first, *exact)))
         return None, least
     return tuple(min(col) for col in zip(*(vector(p.step_costs(), mesh) for p in plans))), least
 

@@ -97,7 +97,8 @@ def test_a_piece_that_is_not_exact_is_planned_without_its_backward_pass():
     first statement on ``X=2,Y=2`` once a third statement reads its input and weight again."""
     space = Space.of(TWO + "G[B, F] = In[B, D] *_D W_in[D, F]\n", "X=2,Y=2", "tpu-v5p")
     where = pcs.statements(space)
-    assert pcs.exactly(space, {at: None for at in where}) == {where[0]: False, where[1]: True, where[2]: False}
+    exact = pcs.exactly(space, {at: None for at in where})    # the two that are not: their floors' names
+    assert exact == {where[0]: ("H", ("In", "W_in")), where[1]: True, where[2]: ("G", ("In", "W_in"))}
     sub, compared = pcs.alone(space, where[0]), 0
     for cand, _ in pcs.keys(sub):
         with_backward = pcs._priced(sub, cand, OPTIONS, space.mesh, exact=True)
