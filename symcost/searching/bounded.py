@@ -104,7 +104,8 @@ class Bounds:
         cands = list(space.candidates()) if cands is None else list(cands)
         work, keyed = pcs.used(self.subs, cands)
         self.cands = dict(zip(cands, keyed))   # candidate -> its statements' splits
-        self.first = _first(Counter(at for at, _, _ in work), len(work))
+        self.size = Counter(at for at, _, _ in work)     # statement -> its pieces the candidates take
+        self.first = _first(self.size, len(work))
         self.exact, self.floors = pcs.exactly(space, self.subs), {}
         self.vectors: dict = {}          # (statement, splits) -> resource vector (None: the engine refused it)
         self.derived = 0
@@ -135,13 +136,21 @@ class Bounds:
     def planned(self) -> int:
         return len(self.vectors)
 
-    def whole(self, entry: tuple) -> tuple:
-        """``entry`` with its bounds over every statement, the pieces it still needs planned here."""
+    def whole(self, entry: tuple, enough=None) -> tuple:
+        """``entry`` with its bounds over every statement, the pieces it still needs planned here (the
+        statements with the most pieces first). ``enough(bounds)``: where the bounds over the statements
+        planned so far (the others at their least) already satisfy it, they are returned at once (a
+        candidate they rank after the top needs no more of its pieces: its whole bounds are no less)."""
         cand = entry[2]
-        for at, k in zip(self.subs, self.cands[cand]):
-            if (at, k) not in self.vectors:
-                self.vectors[at, k] = pcs.vector_here(self.space, self.subs, at, cand, self.options, self.exact[at],
-                                                      self.floors)
+        keys = tuple(zip(self.subs, self.cands[cand]))
+        for at, k in sorted(keys, key=lambda x: (-self.size[x[0]], x[0])):
+            if (at, k) in self.vectors:
+                continue
+            if enough is not None and enough(got := self._bounds(cand, tuple(a for a, j in keys
+                                                                               if (a, j) in self.vectors))):
+                return got
+            self.vectors[at, k] = pcs.vector_here(self.space, self.subs, at, cand, self.options, self.exact[at],
+                                                  self.floors)
         return self._bounds(cand, tuple(self.subs))
 
     def _bounds(self, cand, statements) -> tuple:
@@ -183,7 +192,7 @@ def until_proven(bounds: Bounds, top: int, key):
             if len(best) >= top and beaten(entry, best[-1]):
                 i = len(ordered)          # so is every one after it
                 break
-            whole = bounds.whole(entry)
+            whole = bounds.whole(entry, (lambda got, kth=best[-1]: beaten(got, kth)) if len(best) >= top else None)
             if len(best) >= top and beaten(whole, best[-1]):
                 yield ()
                 continue
