@@ -46,6 +46,7 @@ from collections import Counter
 from .. import progress as bars
 from ..errors import UsageError
 from ..pricing import policy
+from . import floors as fl
 from . import pieces as pcs
 from .pool import workers
 from .price import Priced, price, rounded
@@ -107,8 +108,8 @@ class Bounds:
         work, keyed = pcs.used(self.subs, cands)
         self.cands = dict(zip(cands, keyed))   # candidate -> its statements' splits
         self.size = Counter(at for at, _, _ in work)     # statement -> its pieces the candidates take
-        self.first = _first(self.size, len(work))
         self.exact, self.floors = pcs.exactly(space, self.subs), {}
+        self.first = _first(self.size, len(work))
         self.vectors: dict = {}          # (statement, splits) -> resource vector (None: the engine refused it)
         self.derived = 0
         ahead = [w for w in work if w[0] in self.first]
@@ -132,6 +133,7 @@ class Bounds:
         self.vectors.update({(p.statement, p.splits): p.vector for ps in planned for p in ps})
         # each other statement at its least whatever its sharding (its work shared evenly, no communication)
         self.least = {at: pcs.floor(self.subs[at], options, space.mesh) for at in where if at not in self.first}
+        self.lower = self._lower([w for w in work if w[0] not in self.first and isinstance(self.exact[w[0]], tuple)])
         self.ordered = tuple(sorted((self._bounds(cand, self.first) for cand in cands), key=order))
 
     @property
@@ -155,11 +157,29 @@ class Bounds:
                                                   self.floors)
         return self._bounds(cand, tuple(self.subs))
 
+    def _lower(self, work: list) -> dict:
+        """``{(statement, splits): its least}`` for the statements of ``work`` (not planned first) whose
+        gradients have a floor on the links (:mod:`.floors`): their work at its least, and that floor, read
+        off their layouts without planning them (one plan prices it)."""
+        plan = next((p for at, cand, _ in work
+                     if (p := pcs.planned_alone(self.subs[at], cand, {**self.options, "backward": False})) is not None), None)
+        if plan is None:
+            return {}
+        pricing = fl.pricing(plan)
+        layouts = {at: fl.at_splits(self.subs[at]) for at in {w[0] for w in work}}
+        out = {}
+        for at, _, k in work:
+            links = fl.links(layouts[at](k), *self.exact[at], *pricing)
+            out[at, k] = self.least[at][:2] + tuple(a + b for a, b in zip(self.least[at][2:], links))
+        return out
+
     def _bounds(self, cand, statements) -> tuple:
         """``(step-time bound, communication bound, cand)`` from ``statements``' pieces and the other
-        statements at their least; 0 where a piece is missing (a statement the engine refuses alone: the
-        candidate is derived, and refused there where the engine refuses the whole)."""
-        vs = [self.vectors[at, k] if at in statements else self.least[at]
+        statements at their least (their links at their floor where they have one); 0 where a piece is
+        missing (a statement the engine refuses alone: the candidate is derived, and refused there where the
+        engine refuses the whole)."""
+        lower = self.lower
+        vs = [self.vectors[at, k] if at in statements else lower.get((at, k)) or self.least[at]
               for at, k in zip(self.subs, self.cands[cand])]
         if any(v is None for v in vs):
             return 0.0, 0.0, cand

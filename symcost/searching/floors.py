@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import caching
+from .. import caching, dtypes
 from ..collectives import gradient, rule
 from ..env import Env
 from ..layout import Layout
@@ -57,15 +57,64 @@ def backward_links(plan, output: str, targets: tuple) -> tuple[float, ...]:
     gradient arrives in the result's layout, and ``targets`` the operands whose gradients must end in
     their own layouts (parameters, the program's inputs). Zero on every axis where the plan's steps are
     not priced in numbers (a size unbound, achieved efficiency)."""
-    mesh = plan.mesh
-    layouts = {lay.name: lay for lay in plan.layouts}
+    return links({lay.name: lay for lay in plan.layouts}, output, targets, plan.mesh, plan.sizes,
+                 plan._figures())
+
+
+def pricing(plan) -> tuple:
+    """``(mesh, sizes, figures)`` of a plan of the program, what :func:`links` prices with."""
+    return plan.mesh, plan.sizes, plan._figures()
+
+
+def written(program) -> dict:
+    """Each tensor's layout as a statement alone (:func:`.pieces.alone`, its layouts written) has it, read
+    off the text without planning: a tensor's first appearance (its declaration, or its first use) gives its
+    layout, as the planner takes it (an unannotated use takes a tensor as it is)."""
+    out: dict = {}
+    for st in program.statements:
+        refs = getattr(st, "tensors", ())
+        result = getattr(st, "output", None)
+        for ref in refs:
+            if ref.name in out:
+                continue
+            dtype = ref.dtype
+            if dtype is None and ref is result:      # a result takes its widest operand's dtype
+                dtype = max((out[t.name].dtype for t in st.operands if t.name in out), key=dtypes.nbytes,
+                            default=dtypes.DEFAULT)
+            out[ref.name] = Layout(ref.name, tuple(d.name for d in ref.dims), tuple(d.axes for d in ref.dims),
+                                   frozenset(ref.unreduced), dtype or dtypes.DEFAULT)
+    return out
+
+
+def at_splits(sub):
+    """``splits -> {tensor: Layout}`` for a statement alone (a search's space of it, :func:`.pieces.alone`):
+    its layouts at a key (:func:`.pieces.splitter`), as :func:`written` reads them off the statement
+    written for a candidate with those splits, without writing it."""
+    base = written(sub.program)
+    axes = tuple(a.name for a in sub.mesh.axes)
+    sized: dict = {}                  # a dimension written with its size takes no axes (Space.program_for)
+    for st in sub.program.statements:
+        for ref in getattr(st, "tensors", ()):
+            sized.setdefault(ref.name, tuple(d.size is not None for d in ref.dims))
+
+    def at(splits) -> dict:
+        out = dict(base)
+        for name, per_axis in splits:
+            lay = base[name]
+            out[name] = lay.with_axes(tuple(() if fixed else tuple(a for a, d in zip(axes, per_axis) if d == dim)
+                                            for dim, fixed in zip(lay.dims, sized[name])))
+        return out
+    return at
+
+
+def links(layouts: dict, output: str, targets: tuple, mesh, sizes: tuple, figures) -> tuple[float, ...]:
+    """:func:`backward_links` from the statement's layouts ``{tensor: Layout}`` and ``(mesh, sizes,
+    figures)`` (:func:`pricing`)."""
     out = layouts.get(output)
     grads = [gradient(layouts[n]) for n in targets if n in layouts]
     floor = [0.0] * len(mesh.axes)
-    figures = plan._figures()
     if out is None or not grads or figures is None:
         return tuple(floor)
-    pricing = (mesh, plan.sizes, figures)
     dres = gradient(out)
     for i, ax in enumerate(mesh.axes):
         a = ax.name
@@ -75,9 +124,9 @@ def backward_links(plan, output: str, targets: tuple) -> tuple[float, ...]:
             continue
         reduced = regathered = 0.0
         for g in summed:
-            once, back = _reduced(g, a, *pricing)
+            once, back = _reduced(g, a, mesh, sizes, figures)
             reduced, regathered = reduced + once, regathered + back
-        gathered, moved = _taken_off(dres, a, *pricing)
+        gathered, moved = _taken_off(dres, a, mesh, sizes, figures)
         floor[i] = min(reduced, gathered, moved + regathered)
     return tuple(floor)
 

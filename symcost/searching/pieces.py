@@ -284,14 +284,14 @@ def _priced(sub: Space, cand: Candidate, options: dict, mesh, exact=True):
     its gradients have a floor on the links (:mod:`.floors`), the second vector carries it too."""
     at = len(sub.program.statements) - 1
     planning = options if exact is True else {**options, "backward": False}
-    first = _plan(sub, cand, planning, {at: 0})
+    first = planned_alone(sub, cand, planning, {at: 0})
     if first is None:
         return None
     plans = [first]
     if options.get("backward"):      # the equally fast forward plans: the k-th of as many as tie (or TIES)
         forward = {_forward(first)}
         for k in range(1, min(dict(first.ties).get(at, 1), TIES)):
-            plan = _plan(sub, cand, planning, {at: k})
+            plan = planned_alone(sub, cand, planning, {at: k})
             if plan is None:
                 continue
             if _forward(plan) in forward:
@@ -339,7 +339,7 @@ def _floor(sub: Space, options: dict, mesh, phases=("backward",)):
     return (float(t.t_math) / n, float(t.t_hbm) / n) + (0.0,) * len(axes)
 
 
-def _plan(sub: Space, cand: Candidate, options: dict, choices=None):
+def planned_alone(sub: Space, cand: Candidate, options: dict, choices=None):
     """The engine's plan of a candidate of a statement alone, as the search plans candidates; None where it
     is refused or a size is unbound."""
     try:

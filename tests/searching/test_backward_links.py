@@ -11,6 +11,7 @@ import symcost
 from symcost.program import derive_program
 from symcost.searching import bounded, price
 from symcost.searching import pieces as pcs
+from symcost.searching import floors
 from symcost.searching.floors import backward_links
 from symcost.searching.space import Space
 
@@ -69,7 +70,7 @@ def test_the_floor_adds_to_the_forward_links_and_claims_some():
         if plain is None:
             assert floored is None
             continue
-        forward = pcs._plan(sub, cand, {**OPTIONS, "backward": False}, {len(sub.program.statements) - 1: 0})
+        forward = pcs.planned_alone(sub, cand, {**OPTIONS, "backward": False}, {len(sub.program.statements) - 1: 0})
         links = backward_links(forward, *fixed)
         assert floored[1][:2] == plain[1][:2]
         assert floored[1][2:] == pytest.approx([p + f for p, f in zip(plain[1][2:], links)], rel=1e-12)
@@ -77,6 +78,31 @@ def test_the_floor_adds_to_the_forward_links_and_claims_some():
     # H[B, F] is split by an axis whose activation role is B or F (6 of its 12 roles): dW_in sums B, dIn
     # sums F, so each of those keys has a floor; 144 keys less the 6 x 6 that leave H whole
     assert claimed == 144 - 6 * 6
+
+
+def _read_without_writing(space, options) -> int:
+    """Every key of every statement: its layouts read off its splits are those of the statement written for
+    a candidate with those splits, which are those its plan has (one in ten planned)."""
+    n = planned = 0
+    for at in pcs.statements(space):
+        sub = pcs.alone(space, at)
+        at_splits = floors.at_splits(sub)
+        for i, (cand, k) in enumerate(pcs.keys(sub)):
+            layouts = at_splits(k)
+            assert layouts == floors.written(sub.program_for(cand))
+            n += 1
+            plan = pcs.planned_alone(sub, cand, {**options, "backward": False}) if i % 10 == 0 else None
+            if plan is not None:
+                assert layouts == {lay.name: lay for lay in plan.layouts}
+                planned += 1
+    assert planned > n / 20
+    return n
+
+
+def test_a_statements_layouts_are_read_off_its_splits():
+    """The bounded search bounds the statements it does not plan first by their least work and their
+    links' floor, read off each key's layouts without writing or planning the statement."""
+    assert _read_without_writing(Space.of(SHARED, "X=2,Y=2", "tpu-v5p"), OPTIONS) == 3 * 144
 
 
 def _check_under(space, cands, options, b):
@@ -115,4 +141,5 @@ def test_every_candidate_the_layer_search_derives_spends_at_least_its_bound():
     derived = [got[0].candidate for got in bounded.until_proven(b, 10, key=key) if got]
     assert len(derived) == b.derived == 196
     _check_under(space, derived, options, b)
+    assert _read_without_writing(space, options) == 4375
     symcost.clear_caches()
