@@ -269,7 +269,7 @@ class Plan:
 
     def _step_costs(self, name: str | None = None, xs=None) -> list | None:
         """Each step's cost in numbers (over ``xs`` of the symbol ``name`` where given), or None."""
-        figures = self._figures() if name is None else None
+        figures = self.figures() if name is None else None
         priced = caching.resolved(numeric_cost)       # once, not at each of the plan's steps
         costs = [priced(s.op, s.mesh, s.sizes, s.critical, figures) for s in self.steps] \
             if figures is not None else [None] * len(self.steps)
@@ -284,7 +284,7 @@ class Plan:
             costs = [_cost_over(s.cost, key, name, values) for s in self.steps]
         return None if any(c is None for c in costs) else costs
 
-    def _figures(self) -> tuple | None:
+    def figures(self) -> tuple | None:
         """The preset's figures as ``(name, number)`` pairs where a step may be priced in numbers directly
         (:func:`~symcost.pricing.numeric_cost`): every figure the pricing reads is the preset's, every mesh
         axis and its links have a size, the costs carry no efficiency symbols. None otherwise."""

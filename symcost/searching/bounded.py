@@ -32,7 +32,7 @@ The ``top`` shown are the ordinary search's, in its order (a test holds them equ
 
 The LLaMA 3 8B layer's 2,916 candidates on h100 ``X=4,Y=2`` take 4,375 pieces, of which 773 are planned
 first and 445 more as candidates come up (196 derived); on ``X=4,Y=2,Z=2`` its 80,190 candidates take
-89,925, of which 7,931 and 4,734 are planned (773 derived). It is
+89,925, of which 7,931 and 3,542 are planned (773 derived). It is
 the default of ``symcost search`` (its ``--top``) for spaces of :data:`FROM` candidates or more, where the
 objective is the step time under the book's overlap policy on the ideal machine (what the bounds bound);
 ``--every`` prices every candidate.
@@ -161,8 +161,9 @@ class Bounds:
         """``{(statement, splits): its least}`` for the statements of ``work`` (not planned first) whose
         gradients have a floor on the links (:mod:`.floors`): their work at its least, and that floor, read
         off their layouts without planning them (one plan prices it)."""
-        plan = next((p for at, cand, _ in work
-                     if (p := pcs.planned_alone(self.subs[at], cand, {**self.options, "backward": False})) is not None), None)
+        forward = {**self.options, "backward": False}
+        plan = next((p for at, cand, _ in work if (p := pcs.planned_alone(self.subs[at], cand, forward)) is not None),
+                    None)
         if plan is None:
             return {}
         pricing = fl.pricing(plan)

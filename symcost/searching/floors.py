@@ -58,12 +58,12 @@ def backward_links(plan, output: str, targets: tuple) -> tuple[float, ...]:
     their own layouts (parameters, the program's inputs). Zero on every axis where the plan's steps are
     not priced in numbers (a size unbound, achieved efficiency)."""
     return links({lay.name: lay for lay in plan.layouts}, output, targets, plan.mesh, plan.sizes,
-                 plan._figures())
+                 plan.figures())
 
 
 def pricing(plan) -> tuple:
     """``(mesh, sizes, figures)`` of a plan of the program, what :func:`links` prices with."""
-    return plan.mesh, plan.sizes, plan._figures()
+    return plan.mesh, plan.sizes, plan.figures()
 
 
 def written(program) -> dict:
