@@ -45,12 +45,6 @@ from ..env import Env
 from ..layout import Layout
 from ..pricing import numeric_cost, totals
 
-#: the kinds that take a tensor's split off an axis it holds (a Permute keeps the axis on its dimension)
-MOVES = ("AllGather", "AllToAll")
-#: the kinds that sum partial sums over an axis
-REDUCES = ("ReduceScatter", "AllReduce")
-
-
 def backward_links(plan, output: str, targets: tuple) -> tuple[float, ...]:
     """Seconds each mesh axis's links carry at least in the backward steps of the statement ``plan``
     plans (forward alone is enough: the layouts are its), ``output`` being the name of its result, whose
