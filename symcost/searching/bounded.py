@@ -7,7 +7,8 @@ candidates give its tensors, totalled into a resource vector (compute, HBM, each
 candidate's step time is at least the largest of its pieces' summed resources, and its communication time
 (the busiest axis's, which ranks equally fast candidates) at least the largest of their summed links. Some
 of its statements' pieces, with the others at their least (:func:`.pieces.floor`: a statement's work
-shared evenly by every device, no communication, whatever its sharding), bound it too, more loosely. So:
+shared evenly by every device whatever its sharding, and on the links the floor its gradients have where
+they have one, :mod:`.floors`, read off its layouts), bound it too, more loosely. So:
 
 1. the pieces of the statements with the fewest shardings (a fifth of all the pieces at most, :data:`FIRST`)
    are planned first, in ``jobs`` processes, and order every candidate by the bounds they give;

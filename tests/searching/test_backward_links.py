@@ -80,9 +80,9 @@ def test_the_floor_adds_to_the_forward_links_and_claims_some():
     assert claimed == 144 - 6 * 6
 
 
-def _read_without_writing(space, options) -> int:
+def _read_without_writing(space, options, every: int = 10) -> int:
     """Every key of every statement: its layouts read off its splits are those of the statement written for
-    a candidate with those splits, which are those its plan has (one in ten planned)."""
+    a candidate with those splits, which are those its plan has (one in ``every`` planned)."""
     n = planned = 0
     for at in pcs.statements(space):
         sub = pcs.alone(space, at)
@@ -91,11 +91,11 @@ def _read_without_writing(space, options) -> int:
             layouts = at_splits(k)
             assert layouts == floors.written(sub.program_for(cand))
             n += 1
-            plan = pcs.planned_alone(sub, cand, {**options, "backward": False}) if i % 10 == 0 else None
+            plan = pcs.planned_alone(sub, cand, {**options, "backward": False}) if i % every == 0 else None
             if plan is not None:
                 assert layouts == {lay.name: lay for lay in plan.layouts}
                 planned += 1
-    assert planned > n / 20
+    assert planned > n / (2 * every)
     return n
 
 
@@ -141,5 +141,5 @@ def test_every_candidate_the_layer_search_derives_spends_at_least_its_bound():
     derived = [got[0].candidate for got in bounded.until_proven(b, 10, key=key) if got]
     assert len(derived) == b.derived == 196
     _check_under(space, derived, options, b)
-    assert _read_without_writing(space, options) == 4375
+    assert _read_without_writing(space, options, every=50) == 4375
     symcost.clear_caches()
