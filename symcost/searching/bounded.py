@@ -132,7 +132,8 @@ class Bounds:
                                  work=ahead, floors=self.floors)
         self.vectors.update({(at, k): None for at, _, k in ahead})
         self.vectors.update({(p.statement, p.splits): p.vector for ps in planned for p in ps})
-        # each other statement at its least whatever its sharding (its work shared evenly, no communication)
+        # each other statement at its least whatever its sharding (its work shared evenly), and where its
+        # gradients have a floor on the links, that floor at each sharding the candidates give it
         self.least = {at: pcs.floor(self.subs[at], options, space.mesh) for at in where if at not in self.first}
         self.lower = self._lower([w for w in work if w[0] not in self.first and isinstance(self.exact[w[0]], tuple)])
         self.ordered = tuple(sorted((self._bounds(cand, self.first) for cand in cands), key=order))

@@ -82,11 +82,19 @@ def statements(space: Space) -> tuple[int, ...]:
     return tuple(out)
 
 
+def readers(program: Program) -> dict:
+    """``{tensor: the statements that read it}`` (products and elementwise work, each once)."""
+    out: dict = {}
+    for st in program.statements:
+        if isinstance(st, (Einsum, Apply)):
+            for n in dict.fromkeys(t.name for t in st.operands):
+                out.setdefault(n, []).append(st)
+    return out
+
+
 def shared(program: Program) -> frozenset:
     """Tensors that several statements read (their gradients add up, their layouts are reused)."""
-    readers = Counter(t.name for st in program.statements if isinstance(st, (Einsum, Apply))
-                      for t in set(st.operands))
-    return frozenset(n for n, k in readers.items() if k > 1)
+    return frozenset(n for n, rs in readers(program).items() if len(rs) > 1)
 
 
 def alone(space: Space, at: int) -> Space:
@@ -206,15 +214,11 @@ def exactly(space: Space, subs: dict) -> dict:
     whose result's gradient arrives in the result's layout, the result read by at most one statement, an
     einsum), or False."""
     prog = space.program
+    read = readers(prog)
     names = shared(prog)
     made = Counter(st.result_name for st in prog.statements if isinstance(st, (Einsum, Apply)))
     params = {t.name for st in prog.statements if isinstance(st, Declaration) and st.kind == "param"
               for t in st.tensors}
-    readers: dict = {}
-    for st in prog.statements:
-        if isinstance(st, (Einsum, Apply)):
-            for n in {t.name for t in st.operands}:
-                readers.setdefault(n, []).append(st)
     out = {}
     for at in subs:
         st = prog.statements[at]
@@ -224,7 +228,7 @@ def exactly(space: Space, subs: dict) -> dict:
             continue
         res = st.result_name
         pinned = isinstance(st, Einsum) and len(st.operands) == 2 and res not in names | reads and made[res] == 1 \
-            and all(isinstance(r, Einsum) and len(r.operands) > 1 for r in readers.get(res, ()))
+            and all(isinstance(r, Einsum) and len(r.operands) > 1 for r in read.get(res, ()))
         fixed = tuple(t.name for t in st.operands if t.name in params or t.name not in made)
         out[at] = (res, fixed) if pinned and fixed else False
     return out
