@@ -15,7 +15,8 @@ COMPUTE = ("forward", "backward", "recompute", "head", "optimizer")
 def _sequences(args) -> int:
     """The iteration's sequences (the batch the search keeps; every other knob of a run it chooses)."""
     given = [f"--{k.replace('_', '-')}" for k in train.OPTIONS
-             if k not in ("attention", "sequences") and getattr(args, k, None) not in (None, False)]
+             if k not in ("attention", "sequences") and getattr(args, k, None) is not None
+             and getattr(args, k) is not False]          # a count of 0 is given too (0 == False)
     if given:
         raise UsageError(f"--search chooses the run itself; drop {', '.join(given)}")
     if args.top < 1:

@@ -62,10 +62,17 @@ def add_arguments(m) -> None:
                    help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
 
 
+#: the knobs that count ranks, stages or sequences: each at least 1
+COUNTS = ("tp", "pp", "dp", "cp", "ep", "microbatch", "interleave")
+
+
 def _settings(args) -> dict:
     """Every knob of the run: what the user gave, else :data:`DEFAULTS`; DP fills the chips."""
-    out = {k: getattr(args, k, None) for k in DEFAULTS}
-    out = {k: (v if v is not None else DEFAULTS[k]) for k, v in out.items()}
+    out = {k: getattr(args, k, None) for k in (*DEFAULTS, "dp")}
+    for k in COUNTS:                  # before any of them divides the chips or the sequences
+        if out.get(k) is not None and out[k] < 1:
+            raise UsageError(f"--{k} must be at least 1, not {out[k]}")
+    out = {k: (v if v is not None else DEFAULTS[k]) for k, v in out.items() if k in DEFAULTS}
     if args.fsdp and args.zero not in (None, 3):
         raise UsageError(f"--fsdp is --zero 3; it contradicts --zero {args.zero}")
     if args.fsdp:

@@ -54,6 +54,13 @@ CRASHES = [
       "--tokens", "-5"], "--tokens must be positive, not -5"),
     (["train", "llama3-70b", "--hw", "tpu-v5p", "--chips", "64", "--batch", "4194304", "--seq", "4096", "--memory",
       "book", "--checkpoints-per-layer", "-1"], "--checkpoints-per-layer is a count of saved tensors, at least 0, not -1"),
+    # a count of 0 once divided the chips or the sequences by zero (an internal error), or read as not given
+    *[(["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", "65536", f"--{k}", "0"],
+       f"--{k} must be at least 1, not 0") for k in ("tp", "pp", "dp", "cp", "ep", "microbatch", "interleave")],
+    (["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", "65536", "--cp", "-2"],
+     "--cp must be at least 1, not -2"),
+    (["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", "65536", "--search", "--tp", "0"],
+     "--search chooses the run itself; drop --tp"),
 ])
 def test_model_numbers_out_of_range_are_usage_errors(capsys, argv, says):
     """A context of no tokens once divided by zero in ``train`` (an internal error): every model command
