@@ -81,8 +81,52 @@ def checked(args) -> None:
                          f"{args.checkpoints_per_layer}")
 
 
+#: the run's knobs that ``--train`` alone reads (``--search`` and ``--top`` are checked with the modes)
+_TRAINING = ("memory", "flops", "dp_overlap", *train.OPTIONS)
+
+#: each flag only some modes read: ``(those modes, how to say so)``; a mode here is ``train``, ``decode``,
+#: ``prefill``, ``frontier``, ``program``, ``strategy`` (--train with --strategy) or ``serve-search``
+READ_BY = {
+    "mesh": ({"decode", "prefill", "frontier", "strategy"},
+             "--decode, --prefill and --frontier (the serving mesh), and --train with --strategy (its mesh)"),
+    "strategy": ({"train"}, "--train"),
+    "batch": ({"train", "decode", "prefill", "program"}, "--train (tokens), --decode, --prefill and --program "
+                                                         "(sequences)"),
+    "tokens": ({"train"}, "--train"),
+    "mfu": ({"prefill", "train"}, "--prefill"),
+    "checkpoints_per_layer": ({"train"}, "--train"),
+    "latency": ({"serve-search"}, "--decode --search and --prefill --search"),
+    "elementwise": ({"program"}, "--program"),
+    **{k: ({"train"}, "--train") for k in _TRAINING},
+}
+
+
+def modes(args) -> set:
+    """What the command was asked for, in :data:`READ_BY`'s terms."""
+    out = {m for m in ("train", "decode", "prefill", "frontier", "program") if getattr(args, m, False)}
+    if args.train and args.strategy:
+        out.add("strategy")
+    if args.search and out & {"decode", "prefill"}:
+        out.add("serve-search")
+    return out
+
+
+def unread(args) -> None:
+    """A flag that nothing the command was asked for reads is an error that says what reads it, not a flag
+    silently dropped (``model NAME --mesh Y=8`` printed the model's counts and nothing on that mesh)."""
+    asked = modes(args)
+    for name, (readers, where) in READ_BY.items():
+        value = getattr(args, name, None)
+        if value is None or value is False or readers & asked:
+            continue
+        flag = "--" + name.replace("_", "-")
+        doing = " ".join(f"--{m}" for m in ("train", "decode", "prefill", "frontier", "program") if m in asked)
+        raise UsageError(f"{flag} is read by {where}" + (f", not by {doing}" if doing else "")
+                         + f": drop {flag}" + ("" if doing else " or add one of them"))
+
+
 def kv_dtype(args) -> str | None:
     return dtypes.canonical(args.kv_dtype) if args.kv_dtype else None
 
 
-__all__ = ["add_arguments", "checked", "kv_dtype", "need_hw", "seconds"]
+__all__ = ["READ_BY", "add_arguments", "checked", "kv_dtype", "modes", "need_hw", "seconds", "unread"]

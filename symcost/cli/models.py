@@ -24,6 +24,8 @@ def cmd_model(args) -> int:
     if getattr(args, "list", False):
         return _list(args)
     model_options.checked(args)
+    if not args.program:          # --program names what it leaves out itself
+        model_options.unread(args)
     cfg = load_model_config(args.name)
     dtype = dtypes.canonical(args.dtype)
     if args.program:

@@ -69,6 +69,40 @@ def test_model_numbers_out_of_range_are_usage_errors(capsys, argv, says):
     assert code == 2 and err.strip() == f"symcost: {says}"
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["model", "llama3-8b", "--mesh", "Y=8"], "--mesh is read by --decode, --prefill and --frontier (the serving "
+     "mesh), and --train with --strategy (its mesh): drop --mesh or add one of them"),
+    (["model", "llama3-8b", "--batch", "8"], "--batch is read by --train (tokens), --decode, --prefill and --program "
+     "(sequences): drop --batch or add one of them"),
+    (["model", "llama3-8b", "--hw", "h100", "--chips", "8", "--strategy", "derivations/fsdp.sc"],
+     "--strategy is read by --train: drop --strategy or add one of them"),
+    (["serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8", "--batch", "8", "--tp", "8"],
+     "--tp is read by --train, not by --decode: drop --tp"),
+    (["serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8", "--batch", "8", "--latency", "2ms"],
+     "--latency is read by --decode --search and --prefill --search, not by --decode: drop --latency"),
+    (["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", "65536", "--mesh", "Y=8"],
+     "--mesh is read by --decode, --prefill and --frontier (the serving mesh), and --train with --strategy (its "
+     "mesh), not by --train: drop --mesh"),
+    (["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", "65536", "--elementwise"],
+     "--elementwise is read by --program, not by --train: drop --elementwise"),
+])
+def test_a_flag_no_asked_mode_reads_is_refused_not_dropped(capsys, argv, says):
+    """``model NAME --mesh Y=8`` printed the model's counts and nothing on that mesh, and ``serve --decode
+    --tp 8`` the default mesh's step: a flag is read by the modes :data:`model_options.READ_BY` names, and
+    given to any other it is an error that says which read it."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.strip() == f"symcost: {says}"
+
+
+def test_every_flag_some_mode_reads_is_accepted_there(capsys):
+    """The same flags where a mode reads them: the decode step on the mesh given, the run with its knobs."""
+    code, out, _ = run(capsys, "serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8", "--batch", "8",
+                       "--mesh", "Y=8")
+    assert code == 0 and "(mesh Y=8, Z=1)" in out
+    code, out, _ = run(capsys, "train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", "65536", "--tp", "8")
+    assert code in (0, 1) and "TP 8" in out
+
+
 def test_plotting_an_expression_without_parameters_against_a_size_says_why(capsys):
     """``plot EXPR --vs I`` draws the expression as a training strategy (the book's Part 5 figure, forward
     and backward): without a parameter there is nothing to train, and the error says that is why."""
