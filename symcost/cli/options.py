@@ -41,7 +41,7 @@ def planning(p):
     p.add_argument("--backward", action="store_true", help="also derive the backward pass")
     p.add_argument("--no-overlap", action="store_true", help="sum compute and communication times")
     p.add_argument("--params", help="the parameters (default: 'param' declarations, else inputs named W...)")
-    p.add_argument("--reuse", choices=("none", "activations", "all"), default="activations",
+    p.add_argument("--reuse", choices=("none", "activations", "all"),
                    help="forward gathers the backward pass may reuse (default: activations)")
     p.add_argument("--efficiency", action="store_true",
                    help="price with the preset's achieved efficiency (costs keep eta_math, eta_hbm, eta_net_* as "
@@ -96,7 +96,11 @@ def derive_from(args, **extra):
     if getattr(args, "efficiency", False):
         kw["efficiency"] = True
     if getattr(args, "backward", False):
-        kw.update(backward=True, reuse=args.reuse, params=args.params)
+        kw.update(backward=True, reuse=args.reuse or "activations", params=args.params)
+    else:           # what only the backward pass reads is refused without it, not dropped
+        for flag, value in (("--params", getattr(args, "params", None)), ("--reuse", getattr(args, "reuse", None))):
+            if value is not None:
+                raise UsageError(f"{flag} is read by the backward pass: add --backward or drop {flag}")
     mesh = extra.pop("mesh", args.mesh)
     names = extra.pop("names", ())
     kw.update(extra)

@@ -6,6 +6,7 @@ import os
 
 import sympy as sp
 
+from ..errors import UsageError
 from ..printers.text import fmt_seconds
 from .options import common, derive_from, planning, write_output
 
@@ -101,7 +102,16 @@ def _bound_words(b) -> str:
     return sp.sstr(b.evalf(6)) if hasattr(b, "evalf") else str(b)
 
 
+def _not_bound(args, names, what: str) -> None:
+    """A size the command solves for or chooses must stay free: ``--dims`` binding it is an error."""
+    from ..binding import parse_dims
+    bound = [n for n in names if n in parse_dims(args.dims)]
+    if bound:
+        raise UsageError(f"--dims binds {bound[0]}, {what}: drop {bound[0]} from --dims")
+
+
 def cmd_solve(args) -> int:
+    _not_bound(args, (args.symbol,), "the size --for solves for")
     plan = derive_from(args)
     phases = [("all", plan)]
     if any(st.phase == "backward" for st in plan.steps):
@@ -145,8 +155,11 @@ def cmd_solve(args) -> int:
 def cmd_optimize(args) -> int:
     from ..optimize import optimize_plan
     chips_symbol = () if str(args.chips).strip().isdigit() else (str(args.chips).strip(),)
-    plan = derive_from(args, names=chips_symbol)
     vary = tuple(v.strip() for v in args.vary.split(",") if v.strip())
+    if len(vary) == 2 and vary[0] == vary[1]:
+        raise UsageError(f"--vary takes two different mesh axes, not {vary[0]} twice")
+    _not_bound(args, vary, "a mesh axis --vary chooses")
+    plan = derive_from(args, names=chips_symbol)
     def derive_at(sizes, kinds=None):
         kinds = kinds or {}
 

@@ -58,6 +58,8 @@ def cmd_search(args) -> int:
         raise UsageError("--top must be at least 1")
     if args.plot and not args.vs:
         raise UsageError("--plot draws the regimes: give --vs too (e.g. --vs B)")
+    if args.every and args.exact:
+        raise UsageError("--exact solves for the best plan and --every prices every candidate: give one of them")
     if args.time_limit is not None and not args.exact:
         raise UsageError("--time-limit is the exact search's: give --exact too (the ordinary search runs until its "
                          "top is proven, or every candidate is priced)")

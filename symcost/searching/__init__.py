@@ -148,6 +148,8 @@ def _space(text, mesh, dims, hw, vs, span):
         raise UsageError(f"search ranks by numbers: bind {', '.join(free)} with --dims (or a rank statement), "
                          f"e.g. --dims " + ",".join(f"{d}=8192" for d in free))
     if vs is None:
+        if span is not None:
+            raise UsageError("--range is the span --vs sweeps: give --vs too (e.g. --vs B --range 1e4:1e8)")
         return space, sizes, None
     dims_of = sorted(space.dimensions())
     if vs not in dims_of and axis_range is None:

@@ -94,6 +94,29 @@ def test_a_flag_no_asked_mode_reads_is_refused_not_dropped(capsys, argv, says):
     assert code == 2 and err.strip() == f"symcost: {says}"
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["derive", "examples/mlp.sc", "--mesh", "X=4", "--params", "W_in"],
+     "--params is read by the backward pass: add --backward or drop --params"),
+    (["latex", "examples/mlp.sc", "--mesh", "X=4", "--reuse", "all"],
+     "--reuse is read by the backward pass: add --backward or drop --reuse"),
+    (["search", "examples/mlp.sc", "--mesh", "X=4,Y=2", "--hw", "tpu-v5p", "--range", "1:10"],
+     "--range is the span --vs sweeps: give --vs too (e.g. --vs B --range 1e4:1e8)"),
+    (["search", "examples/mlp.sc", "--mesh", "X=4,Y=2", "--hw", "tpu-v5p", "--exact", "--every"],
+     "--exact solves for the best plan and --every prices every candidate: give one of them"),
+    (["solve", "derivations/fsdp.sc", "--mesh", "X=4", "--for", "B", "--dims", "B=4096"],
+     "--dims binds B, the size --for solves for: drop B from --dims"),
+    (["optimize", "derivations/fsdp_tp.sc", "--vary", "X,Y", "--chips", "64", "--dims", "X=4"],
+     "--dims binds X, a mesh axis --vary chooses: drop X from --dims"),
+    (["optimize", "derivations/fsdp_tp.sc", "--vary", "X,X", "--chips", "64"],
+     "--vary takes two different mesh axes, not X twice"),
+])
+def test_a_flag_the_command_would_not_read_is_refused(capsys, argv, says):
+    """Each of these once printed an answer without the flag: the forward plan without the parameters asked
+    for, the search without the range, the solution for a size bound to a number."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.strip() == f"symcost: {says}"
+
+
 def test_every_flag_some_mode_reads_is_accepted_there(capsys):
     """The same flags where a mode reads them: the decode step on the mesh given, the run with its knobs."""
     code, out, _ = run(capsys, "serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8", "--batch", "8",
