@@ -87,6 +87,10 @@ def resolve_hardware(hw):
     if isinstance(hw, str):
         from .hardware import hardware
         return hardware(hw)
+    from .hardware import Hardware
+    if not isinstance(hw, Hardware):
+        raise UsageError(f"hw must be a preset's name, a .toml preset file or a Hardware value, not "
+                         f"{type(hw).__name__} {hw!r}")
     return hw
 
 

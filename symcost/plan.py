@@ -24,6 +24,7 @@ import sympy as sp
 
 from . import caching, symbols
 from .einsum import gemm_shape
+from .errors import UsageError
 from .env import FIGURES, Env
 from .layout import Padding, padding
 from .mesh import Mesh
@@ -59,6 +60,10 @@ def _wins_when(alt_ops, best_ops, mesh) -> str | None:
     def bw(ops):
         return sum((symbolic_cost(o, mesh).throughput for o in ops), ZERO)
     return wins_when(bw(alt_ops), bw(best_ops))
+
+
+#: the totals :meth:`Plan.evaluate` takes by name
+TOTALS = ("t_step", "t_math", "t_hbm", "t_comms", "t_comms_bw", "flops")
 
 
 @dataclass(frozen=True)
@@ -227,8 +232,15 @@ class Plan:
         return out
 
     def evaluate(self, expr) -> float | None:
-        """A number when every symbol of ``expr`` is bound, else None (said before substituting)."""
-        expr, bound = sp.sympify(expr), self.bindings()
+        """A number when every symbol of ``expr`` is bound, else None (said before substituting). ``expr``: a
+        closed form (``plan.t_step``, a step's ``seconds``), a number, or the name of a total
+        (:data:`TOTALS`, e.g. ``"t_step"``); text is never parsed."""
+        if isinstance(expr, str):
+            if expr not in TOTALS:
+                raise UsageError(f"evaluate takes a closed form (e.g. plan.t_step) or the name of a total "
+                                 f"({', '.join(TOTALS)}), not {expr!r}")
+            expr = getattr(self, expr)
+        expr, bound = sp.sympify(expr, strict=True), self.bindings()
         if not expr.free_symbols <= bound.keys():
             return None
         val = sp.sympify(expr.xreplace(bound))   # a bare symbol becomes its number

@@ -42,6 +42,7 @@ from . import dtypes, elementwise
 from .einsum import LocalEinsum, flops, gemm_shape, hbm_bytes
 from .dependencies import chains_may_exceed, collective_chains, depends_on, longest_path
 from .env import Env
+from .errors import UsageError
 from .mesh import Mesh
 
 OVERLAPS = ("program", "step", "none", "critical")
@@ -332,4 +333,6 @@ def policy(overlap) -> str:
         return "program"
     if overlap is False:
         return "none"
+    if overlap not in OVERLAPS:
+        raise UsageError(f"overlap must be True, False or one of {', '.join(OVERLAPS)}, not {overlap!r}")
     return str(overlap)

@@ -235,3 +235,24 @@ def test_equally_fast_forward_plans_are_chosen_by_what_the_backward_pass_costs()
     assert any("2 forward plans are equally fast" in n for n in plan.notes)
     forward = [derive_program(*args, choices={1: k}).numbers().t_step for k in range(2)]
     assert forward[0] == pytest.approx(forward[1], rel=1e-9)      # the tie: the forward pass alone cannot choose
+
+
+# ---------------------------------------------------------------- the Python face refuses what it cannot read
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(hw=3), "hw must be a preset's name, a .toml preset file or a Hardware value, not int 3"),
+    (dict(overlap="bogus"), "overlap must be True, False or one of program, step, none, critical, not 'bogus'"),
+])
+def test_derive_refuses_arguments_of_the_wrong_kind(kwargs, says):
+    """A number for ``hw`` once failed deep in the topology (AttributeError), an unknown overlap policy in
+    the ranker (ValueError): both are usage errors that say what is taken."""
+    with pytest.raises(UsageError) as e:
+        symcost.derive("A[I_X, J] * B[J, K] -> C[I, K]", mesh="X=4", **kwargs)
+    assert str(e.value) == says
+
+
+def test_evaluate_takes_a_total_by_name_and_never_parses_text():
+    plan = symcost.derive("A[I_X, J] * B[J, K] -> C[I, K]", mesh="X=4", dims="I=8,J=8,K=8", hw="tpu-v5p")
+    assert plan.evaluate("t_step") == plan.evaluate(plan.t_step) == plan.numbers().t_step
+    assert plan.evaluate("flops") == 8 * 8 * 8 * 2 / 4       # 2IJK FLOPs over the 4 devices
+    with pytest.raises(UsageError, match="evaluate takes a closed form"):
+        plan.evaluate("__import__('os').getcwd()")
