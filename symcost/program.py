@@ -24,7 +24,8 @@ from .binding import bind
 from .layout import Layout, layout_from_ref
 from .memory import memory_per_device
 from .notation import Collective, Declaration, Program, Ranking, parse
-from .plan import Alternative, Plan
+from .alternatives import Alternative
+from .plan import Plan
 from .planner import plan_program
 from .trace import Trace
 
