@@ -21,6 +21,7 @@ from dataclasses import replace
 from . import ties
 from .backward import REUSE, default_params, flagged, resolve_params
 from .binding import bind
+from .errors import SymcostError
 from .layout import Layout, layout_from_ref
 from .memory import memory_per_device
 from .notation import Collective, Declaration, Program, Ranking, parse
@@ -29,7 +30,7 @@ from .plan import Plan
 from .planner import plan_program
 from .trace import Trace
 
-__all__ = ["derive_program", "declared", "graph", "REUSE"]
+__all__ = ["derive_program", "derive_tied", "declared", "graph", "REUSE"]
 
 
 def graph(prog: Program | str):
@@ -123,37 +124,81 @@ def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = Fals
     return replace(plan, steps=achieved(plan.steps), alternatives=alts, efficient=True)
 
 
-def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves, strict,
-            alternatives, choices=None, efficiency: bool = False) -> Plan:
-    bound = bind(text, mesh, dims, hw)
+class _Planning:
+    """One program bound and planned the way a derivation asks: its trace for given choices, the trace
+    finished (forward steps, and the backward pass), and a finished trace as a :class:`Plan`."""
 
-    def traced(choices=None, kept: bool = alternatives):
-        return plan_program(bound, overlap=overlap, objective=objective, moves=moves, strict=strict,
-                            alternatives=kept, choices=choices, efficiency=efficiency)
+    def __init__(self, text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves,
+                 strict, alternatives, efficiency):
+        self.bound = bind(text, mesh, dims, hw)
+        self.text, self.backward, self.reuse, self.params, self.input_grads = text, backward, reuse, params, input_grads
+        self.overlap, self.objective, self.moves, self.strict = overlap, objective, moves, strict
+        self.alternatives, self.efficiency = alternatives, efficiency
 
-    def finished(trace) -> ties.Planned:
-        if not backward:
+    def traced(self, choices=None, kept: bool | None = None) -> Trace:
+        return plan_program(self.bound, overlap=self.overlap, objective=self.objective, moves=self.moves,
+                            strict=self.strict, alternatives=self.alternatives if kept is None else kept,
+                            choices=choices, efficiency=self.efficiency)
+
+    def finished(self, trace) -> ties.Planned:
+        if not self.backward:
             names = set(trace.param_layouts) or set(default_params(trace))
             return ties.Planned(trace, tuple(flagged(trace.steps, names)))
-        return ties.planned(trace, resolve_params(trace, params), reuse, input_grads)
+        return ties.planned(trace, resolve_params(trace, self.params), self.reuse, self.input_grads)
 
-    def planned(choices=None) -> ties.Planned:
-        return finished(traced(choices))
+    def planned(self, choices=None) -> ties.Planned:
+        return self.finished(self.traced(choices))
 
-    def quick(choices=None) -> ties.Planned:
-        return finished(traced(choices, False))
+    def quick(self, choices=None) -> ties.Planned:
+        return self.finished(self.traced(choices, False))
 
-    first = traced(choices)
+    def plan(self, best: ties.Planned, notes: tuple = ()) -> Plan:
+        plan = _plan_of(best.trace, self.text, best.steps, self.overlap, self.objective)
+        if self.backward:
+            memory = memory_per_device(plan, list(best.params), optimizer="adam", saved=tuple(best.saved.values()))
+            plan = replace(plan, memory=tuple(memory.items()), residuals=tuple(best.saved.values()))
+        return replace(plan, notes=plan.notes + notes) if notes else plan
+
+
+def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves, strict,
+            alternatives, choices=None, efficiency: bool = False) -> Plan:
+    p = _Planning(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, objective, moves, strict,
+                  alternatives, efficiency)
+    first = p.traced(choices)
     notes: tuple = ()
     if not (backward and first.ties and choices is None):
-        best = finished(first)
+        best = p.finished(first)
     elif not alternatives:
-        best, notes = ties.weighed(finished(first), planned, reuse, input_grads)
+        best, notes = ties.weighed(p.finished(first), p.planned, reuse, input_grads)
     else:   # weighed where each alternative is spliced in (a trace without runner-ups), then planned once
-        weighed, notes = ties.weighed(quick(), quick, reuse, input_grads)
-        best = planned({t.at: t.chosen for t in weighed.trace.ties})
-    plan = _plan_of(best.trace, text, best.steps, overlap, objective)
-    if backward:
-        memory = memory_per_device(plan, list(best.params), optimizer="adam", saved=tuple(best.saved.values()))
-        plan = replace(plan, memory=tuple(memory.items()), residuals=tuple(best.saved.values()))
-    return replace(plan, notes=plan.notes + notes) if notes else plan
+        weighed, notes = ties.weighed(p.quick(), p.quick, reuse, input_grads)
+        best = p.planned({t.at: t.chosen for t in weighed.trace.ties})
+    return p.plan(best, notes)
+
+
+def derive_tied(text, mesh=None, dims=None, hw=None, *, at: int, most: int, backward: bool = False,
+                overlap=True, moves=None) -> list:
+    """The plans ``derive_program(text, ..., choices={at: k}, alternatives=False)`` gives for k = 0, 1, ...
+    of statement ``at``'s equally fast forward plans, at most ``most`` of them (one where it has no such
+    choice). Each is that plan; the k-th is not planned again where it reaches the layout the first plan
+    reaches (:func:`symcost.ties.alternative`: its steps spliced in, its backward pass resumed). A k the
+    engine refuses is None; the first refused raises as :func:`derive_program` does."""
+    p = _Planning(text, mesh, dims, hw, backward, "activations", None, True, overlap, "time", moves, False, False,
+                  False)
+    first = p.traced({at: 0})
+    best = p.finished(first)
+    out: list = [p.plan(best)]
+    n = dict((t.at, t.n) for t in first.ties).get(at, 1)
+    reads: dict = {}            # what the first plan's uses read, kept across its alternatives
+    for k in range(1, min(n, most)):
+        try:
+            if backward:
+                other = ties.alternative(best, at, k, "activations", True, reads) or p.planned({at: k})
+            else:
+                spliced = ties.spliced(first, at, k)
+                other = p.finished(spliced if spliced is not None else p.traced({at: k}))
+        except SymcostError:
+            out.append(None)
+            continue
+        out.append(p.plan(other))
+    return out

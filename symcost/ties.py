@@ -94,6 +94,14 @@ def weighed(best: Planned, replan, reuse: str, input_grads: bool) -> tuple[Plann
     return best, tuple(notes)
 
 
+def alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool, reads: dict | None = None) \
+        -> Planned | None:
+    """The ``k``-th of statement ``at``'s equally fast forward plans taken instead of the one ``best`` took,
+    its backward pass resumed where the statements after it left off; None where it reaches another layout
+    (then plan it again with ``choices``). ``reads``: kept across ``best``'s alternatives."""
+    return _alternative(best, at, k, reuse, input_grads, reads)
+
+
 def _alternative(best: Planned, at: int, k: int, reuse: str, input_grads: bool,
                  reads: dict | None = None) -> Planned | None:
     """The ``k``-th plan of statement ``at`` taken instead of the one ``best`` took (None: plan it again);

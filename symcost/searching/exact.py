@@ -26,6 +26,7 @@ proven: every plan either was derived (no faster than the best) or is bounded by
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from .. import progress as bars
@@ -206,7 +207,7 @@ def _joint(by_statement: list, nres: int, evaluate, gap: float, deadline: float,
     """The joint space: the mixed-integer program solved (its optimum, with every piece that another
     piece of its statement dominates left out, is the bound), its solution derived, cut off, solved again
     while the gap is open and time is left."""
-    kept = pcs.undominated(by_statement)
+    kept = undominated(by_statement)
     model = milp.Model(kept, nres)
     bound, solves = 0.0, 0
     try:
@@ -298,3 +299,26 @@ def exact_search(space: Space, sizes: dict, options: dict, *, objective: str = "
                         hbm_bytes=hbm, complete=not found.interrupted, sizes=sizes, bound=found.bound,
                         gap=found.gap, search_best=found.search_best,
                         time_limit=seconds if not found.interrupted and found.gap > gap else None)
+
+
+def undominated(by_statement: list) -> tuple:
+    """Each statement's pieces less those another piece of it dominates (no more of any resource, the
+    same layouts of every tensor another statement touches): the joint optimum never needs them."""
+    touched: Counter = Counter()
+    for ps in by_statement:
+        touched.update({t for p in ps for t, _ in p.splits})
+    out = []
+    for ps in by_statement:
+        groups: dict = {}
+        for p in ps:
+            groups.setdefault(tuple(x for x in p.splits if touched[x[0]] > 1), []).append(p)
+        kept = []
+        for group in groups.values():
+            group = sorted(group, key=lambda p: p.vector)
+            front: list = []
+            for p in group:
+                if not any(all(a <= b for a, b in zip(q.vector, p.vector)) for q in front):
+                    front.append(p)
+            kept.extend(front)
+        out.append(tuple(kept))
+    return tuple(out)

@@ -39,7 +39,7 @@ from ..env import Env
 from ..errors import SymcostError, UsageError
 from ..notation import Apply, Declaration, Einsum, Program, Ranking
 from ..pricing import totals
-from ..program import derive_program
+from ..program import derive_program, derive_tied
 from .floors import backward_links
 from .pool import mapped
 from .space import GROUPS, Candidate, Space
@@ -300,20 +300,21 @@ def _priced(sub: Space, cand: Candidate, options: dict, mesh, exact=True):
     its gradients have a floor on the links (:mod:`.floors`), the second vector carries it too."""
     at = len(sub.program.statements) - 1
     planning = options if exact is True else {**options, "backward": False}
-    first = planned_alone(sub, cand, planning, {at: 0})
+    # the equally fast forward plans: the k-th of as many as tie (or TIES), each the plan choices={at: k}
+    # gives, found without planning the statement again where it can be (derive_tied)
+    tied = planned_tied(sub, cand, planning, at, TIES if options.get("backward") else 1)
+    first = tied[0] if tied else None
     if first is None:
         return None
     plans = [first]
-    if options.get("backward"):      # the equally fast forward plans: the k-th of as many as tie (or TIES)
-        forward = {_forward(first)}
-        for k in range(1, min(dict(first.ties).get(at, 1), TIES)):
-            plan = planned_alone(sub, cand, planning, {at: k})
-            if plan is None:
-                continue
-            if _forward(plan) in forward:
-                break
-            forward.add(_forward(plan))
-            plans.append(plan)
+    forward = {_forward(first)}
+    for plan in tied[1:]:
+        if plan is None:
+            continue
+        if _forward(plan) in forward:
+            break
+        forward.add(_forward(plan))
+        plans.append(plan)
     fwd = [vector([c for c, s in zip(p.step_costs(), p.steps) if s.phase != "backward"], mesh) for p in plans]
     least = tuple(min(col) for col in zip(*fwd))
     if exact is not True:      # its backward's links at their floor, from the layouts (every tied plan's)
@@ -355,6 +356,21 @@ def _floor(sub: Space, options: dict, mesh, phases=("backward",)):
     return (float(t.t_math) / n, float(t.t_hbm) / n) + (0.0,) * len(axes)
 
 
+def planned_tied(sub: Space, cand: Candidate, options: dict, at: int, most: int) -> list:
+    """:func:`planned_alone` with ``choices={at: k}`` for k = 0, 1, ... of statement ``at``'s equally fast
+    forward plans (at most ``most``): empty where the first is refused or not every step is priced, None
+    for a later one refused (:func:`symcost.program.derive_tied`)."""
+    try:
+        plans = derive_tied(sub.program_for(cand), sub.mesh, options.get("dims"), options.get("hw"), at=at,
+                            most=most, backward=options.get("backward", False), overlap=options.get("overlap", True),
+                            moves=options.get("moves"))
+    except SymcostError:
+        return []
+    if plans[0].step_costs() is None:
+        return []
+    return [p if p is not None and p.step_costs() is not None else None for p in plans]
+
+
 def planned_alone(sub: Space, cand: Candidate, options: dict, choices=None):
     """The engine's plan of a candidate of a statement alone, as the search plans candidates; None where it
     is refused or a size is unbound."""
@@ -375,26 +391,3 @@ def vector(costs, mesh) -> tuple[float, ...]:
     links = tuple(float(totals([c for c in costs if not c.local and a.name in c.axes], env, "none").t_comms)
                   for a in mesh.axes)
     return (float(t.t_math), float(t.t_hbm)) + links
-
-
-def undominated(by_statement: list) -> tuple:
-    """Each statement's pieces less those another piece of it dominates (no more of any resource, the
-    same layouts of every tensor another statement touches): the joint optimum never needs them."""
-    touched: Counter = Counter()
-    for ps in by_statement:
-        touched.update({t for p in ps for t, _ in p.splits})
-    out = []
-    for ps in by_statement:
-        groups: dict = {}
-        for p in ps:
-            groups.setdefault(tuple(x for x in p.splits if touched[x[0]] > 1), []).append(p)
-        kept = []
-        for group in groups.values():
-            group = sorted(group, key=lambda p: p.vector)
-            front: list = []
-            for p in group:
-                if not any(all(a <= b for a, b in zip(q.vector, p.vector)) for q in front):
-                    front.append(p)
-            kept.extend(front)
-        out.append(tuple(kept))
-    return tuple(out)

@@ -12,7 +12,7 @@ from symcost import ties
 from symcost.backward import resolve_params
 from symcost.binding import bind
 from symcost.planner import plan_program
-from symcost.program import derive_program
+from symcost.program import derive_program, derive_tied
 
 # one sharding of a LLaMA 3 8B layer (what `symcost search` prices): four einsums with equally fast plans,
 # some reaching the layout the first plan reaches (spliced), some another (planned again)
@@ -137,3 +137,16 @@ def test_equally_cheap_routes_are_chosen_the_same_in_every_process(tmp_path):
     gathers = [(s["axes"], s["before"]) for s in json.loads(outs[0])["steps"]
                if s["kind"] == "AllGather" and s["tensor"] == "dOut"]
     assert (["Z"], "dOut[B_X, T, D_Z]") in gathers and (["Y"], "dOut[B_XY, T, D]") not in gathers
+
+
+@pytest.mark.parametrize("backward", [pytest.param(True, marks=pytest.mark.slow), False])
+def test_derive_tied_gives_the_plan_each_choice_gives(backward):
+    """What a search's piece reads: the k-th of a statement's equally fast forward plans, spliced in (its
+    backward pass resumed) where it can be, is the plan ``derive_program(..., choices={at: k})`` plans
+    again: the same steps, totals and memory, for every k."""
+    plans = derive_tied(LAYER, MESH, SIZES, "h100", at=11, most=7, backward=backward)
+    assert len(plans) == 7
+    for k, p in enumerate(plans):
+        q = derive_program(LAYER, MESH, SIZES, "h100", backward=backward, alternatives=False, choices={11: k})
+        assert p.steps == q.steps and p.numbers() == q.numbers() and p.memory == q.memory and p.ties == q.ties
+    assert len({tuple(s for s in p.steps if s.phase == "forward") for p in plans}) > 1

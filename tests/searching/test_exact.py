@@ -13,6 +13,7 @@ import symcost
 from symcost.cli import main
 from symcost.searching import pieces as pcs
 from symcost.searching import search
+from symcost.searching.exact import undominated
 from symcost.searching.milp import Model
 from symcost.searching.space import Candidate, Space
 from symcost.simulate import check_plan
@@ -56,7 +57,7 @@ def test_the_programs_optimum_is_the_brute_force_optimum(mesh):
     assert [len(ps) for ps in by_statement] == [12 ** len(space.mesh.axes)] * 2   # 3 x 4 roles an axis
     brute = _brute_force(by_statement)
     whole = Model(tuple(tuple(ps) for ps in by_statement), len(pcs.resources(space.mesh))).solve()
-    pruned = Model(pcs.undominated(by_statement), len(pcs.resources(space.mesh))).solve()
+    pruned = Model(undominated(by_statement), len(pcs.resources(space.mesh))).solve()
     assert whole.value == pytest.approx(brute, rel=1e-9)
     assert pruned.value == pytest.approx(brute, rel=1e-9)
     assert whole.bound <= brute * (1 + 1e-9)
