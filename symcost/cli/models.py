@@ -33,7 +33,7 @@ def cmd_model(args) -> int:
     _check_modes(args)
     out = _counts(args, cfg, dtype)
     hw = None
-    if serve.wanted(args) or args.train:
+    if serve.wanted(args) or args.train or args.hw:      # --hw alone: the chip's critical batch
         hw = model_options.need_hw(args)
         out.update(_hardware(args, cfg, hw, dtype))
     if serve.wanted(args):

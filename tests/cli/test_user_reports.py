@@ -117,6 +117,16 @@ def test_a_flag_the_command_would_not_read_is_refused(capsys, argv, says):
     assert code == 2 and err.strip() == f"symcost: {says}"
 
 
+def test_a_model_with_a_chip_alone_says_its_critical_batch(capsys):
+    """``model NAME --hw CHIP`` printed the model's counts and dropped the chip: it now says the batch above
+    which decode matmuls are compute-bound there, as every mode on a chip does (C / W_hbm, book Part 7)."""
+    code, out, _ = run(capsys, "model", "llama3-8b", "--hw", "h100")
+    assert code == 0 and out.splitlines()[-1] == "  decode matmuls compute-bound above B = 295 on h100"
+    code, out, _ = run(capsys, "model", "llama3-8b", "--hw", "h100", "--json")
+    data = json.loads(out)
+    assert data["hardware"] == "h100" and data["critical_batch"] == pytest.approx(989e12 / 3.35e12, rel=1e-9)
+
+
 def test_every_flag_some_mode_reads_is_accepted_there(capsys):
     """The same flags where a mode reads them: the decode step on the mesh given, the run with its knobs."""
     code, out, _ = run(capsys, "serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8", "--batch", "8",
