@@ -14,10 +14,11 @@ def register(sub):
     mesh_dims_hw(p)
     p.add_argument("--vs", help="the dimension on the x axis: draws communication against compute over it "
                                 "(the book's Part 5 figure; default B for a folder or .sc file)")
-    p.add_argument("--chips", type=int, default=4096)
+    p.add_argument("--chips", type=int, help="(strategies) the chips the mesh's axes share (default 4096); "
+                                             "(frontier) the slice (default 8)")
     p.add_argument("--kind", choices=("auto", "strategies", "roofline", "frontier"), default="auto")
-    p.add_argument("--dtype", default="bf16", help="(frontier) weights and KV dtype")
-    p.add_argument("--seq", type=int, default=8192, help="(frontier) context length")
+    p.add_argument("--dtype", help="(frontier) weights and KV dtype (default bf16)")
+    p.add_argument("--seq", type=int, help="(frontier) context length (default 8192)")
     p.add_argument("-o", "--output", required=True, help="a .png, .svg or .pdf file")
     p.set_defaults(handler=cmd_plot)
 
@@ -32,6 +33,12 @@ def register(sub):
     x.set_defaults(handler=cmd_xla_check)
 
 
+#: what each kind of plot reads: a flag given to a kind that does not read it is refused, not dropped
+READS = {"strategies": ("vs", "chips", "dims", "hw"), "roofline": ("mesh", "dims", "hw"),
+         "frontier": ("hw", "chips", "dtype", "seq")}
+DEFAULT_CHIPS = {"strategies": 4096, "frontier": 8}
+
+
 def cmd_plot(args) -> int:
     from ..export import plot
     from ..hardware import hardware
@@ -44,9 +51,14 @@ def cmd_plot(args) -> int:
             kind = "roofline"
         else:
             kind = "frontier"
+    for name in ("mesh", "dims", "vs", "chips", "dtype", "seq"):
+        if getattr(args, name) is not None and name not in READS[kind]:
+            raise UsageError(f"--{name} is not read by a {kind} plot (it reads "
+                             f"{', '.join('--' + r for r in READS[kind])}): drop --{name}")
+    chips = args.chips if args.chips is not None else DEFAULT_CHIPS.get(kind)
     if kind == "strategies":
         out, skipped = plot.plot_strategies(plot.strategy_programs(args.target), args.output, args.vs or "B", hw,
-                                            args.chips, dims=args.dims)
+                                            chips, dims=args.dims)
         for name, why in skipped.items():
             print(f"left out {name}: {why}")
     elif kind == "roofline":
@@ -57,9 +69,8 @@ def cmd_plot(args) -> int:
         from ..models.inference import Serving
         if hw is None:
             raise UsageError("a frontier needs --hw")
-        chips = args.chips if args.chips != 4096 else 8
-        out = plot.plot_frontier(Serving(load_model_config(args.target), hw, chips=chips, dtype=args.dtype),
-                                 args.seq, args.output)
+        out = plot.plot_frontier(Serving(load_model_config(args.target), hw, chips=chips, dtype=args.dtype or "bf16"),
+                                 args.seq or 8192, args.output)
     print(f"wrote {out}")
     return 0
 

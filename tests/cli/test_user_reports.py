@@ -117,6 +117,22 @@ def test_a_flag_the_command_would_not_read_is_refused(capsys, argv, says):
     assert code == 2 and err.strip() == f"symcost: {says}"
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["plot", "llama3-8b", "--hw", "h100", "--mesh", "X=4", "-o", "/tmp/symcost-frontier.png"],
+     "--mesh is not read by a frontier plot (it reads --hw, --chips, --dtype, --seq): drop --mesh"),
+    (["plot", "In[B_X, D_Y] *_D W[D_Y, F] -> Out[B_X, F]", "--mesh", "X=4,Y=2", "--dims", "B=1024,D=8192,F=8192",
+      "--hw", "tpu-v5p", "--chips", "8", "-o", "/tmp/symcost-roofline.png"],
+     "--chips is not read by a roofline plot (it reads --mesh, --dims, --hw): drop --chips"),
+    (["plot", "derivations", "--vs", "B", "--hw", "tpu-v5p", "--seq", "4096", "-o", "/tmp/symcost-strategies.png"],
+     "--seq is not read by a strategies plot (it reads --vs, --chips, --dims, --hw): drop --seq"),
+])
+def test_a_plot_refuses_what_its_kind_does_not_read(capsys, argv, says):
+    """A strategies plot takes the best split of --chips (not --mesh), a roofline one plan on --mesh, a
+    frontier a slice of --chips: each flag went to the kind that reads it or was dropped without a word."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.strip() == f"symcost: {says}"
+
+
 def test_a_model_with_a_chip_alone_says_its_critical_batch(capsys):
     """``model NAME --hw CHIP`` printed the model's counts and dropped the chip: it now says the batch above
     which decode matmuls are compute-bound there, as every mode on a chip does (C / W_hbm, book Part 7)."""
