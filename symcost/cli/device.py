@@ -39,13 +39,13 @@ def register(sub):
     m.add_argument("--efficiency", action="store_true",
                    help="predict at the preset's achieved figures (its efficiency table and per-kernel floor, as "
                         "derive --efficiency prices them), not at its peaks (a preset without them has only its peaks)")
-    m.add_argument("--moves", default="auto", help="moves the engine may insert (as for derive)")
+    m.add_argument("--moves", help="moves the engine may insert (as for derive; default auto)")
     for mode in ("decode", "prefill", "train"):
         m.add_argument(f"--{mode}", action="store_true", help=f"(a model) a {mode} step of its layer stack")
     m.add_argument("--batch", type=int, help="(a model) sequences")
-    m.add_argument("--seq", type=int, default=4096, help="(a model) context length (default 4096)")
-    m.add_argument("--chips", type=int, default=1, help="(a model) devices to run it on (default 1)")
-    m.add_argument("--dtype", default="bf16", help="(a model) weights and KV cache dtype")
+    m.add_argument("--seq", type=int, help="(a model) context length (default 4096)")
+    m.add_argument("--chips", type=int, help="(a model) devices to run it on (default 1)")
+    m.add_argument("--dtype", help="(a model) weights and KV cache dtype (default bf16)")
     m.add_argument("--kv-dtype", help="(a model) KV cache dtype (default: --dtype)")
     m.add_argument("--layers", type=int, help="(a model) measure its first N layers (default: all)")
     m.add_argument("--plot", metavar="FILE", help="a measured-vs-predicted chart over a sweep (with --vs)")
@@ -184,6 +184,23 @@ def _hardware(args, info):
     return hardware(name)
 
 
+#: what only a model's layer stack reads, and what only a program's plan reads
+_MODEL_ONLY = ("batch", "seq", "chips", "dtype", "kv_dtype", "layers")
+_PLAN_ONLY = ("mesh", "dims", "moves", "no_overlap")
+
+
+def _read(args) -> None:
+    """A flag the measurement asked for does not read is an error, not a flag dropped."""
+    model = _is_model(args)
+    for name in _PLAN_ONLY if model else _MODEL_ONLY:
+        value = getattr(args, name)
+        if value is not None and value is not False:
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} is read by " + ("a program's plan, not a model's layer stack" if model else
+                                                     "a model's layer stack (--decode, --prefill or --train), not a "
+                                                     "program's plan") + f": drop {flag}")
+
+
 def _is_model(args) -> bool:
     return args.decode or args.prefill or args.train
 
@@ -195,6 +212,9 @@ def cmd_measure(args) -> int:
         raise UsageError("--runs must be at least 1")
     if args.plot and not args.vs:
         raise UsageError("--plot draws a sweep: name the swept size with --vs (e.g. --vs B)")
+    if args.values and not args.vs:
+        raise UsageError("--values are the points of a sweep: name the swept size with --vs (e.g. --vs B)")
+    _read(args)
     info = runtime.device_info()
     hw = _hardware(args, info)
     run_at, base_sizes, title = (_model_runner if _is_model(args) else _plan_runner)(args, hw)
@@ -231,7 +251,8 @@ def _plan_runner(args, hw):
 
     def run_at(value, steps):
         d = dict(dims) if value is None else {**dims, args.vs: value}
-        plan = derive(text, args.mesh, d, hw, overlap=not args.no_overlap, moves=args.moves, efficiency=args.efficiency)
+        plan = derive(text, args.mesh, d, hw, overlap=not args.no_overlap, moves=args.moves or "auto",
+                      efficiency=args.efficiency)
         return measure_plan(plan, runs=args.runs, steps=steps)
     return run_at, dims, f"{text.strip()}  ({'mesh ' + args.mesh if args.mesh else 'one device'}, {hw.name})"
 
@@ -246,17 +267,18 @@ def _model_runner(args, hw):
         raise UsageError("--decode needs --batch (sequences)")
     cfg = load_model_config(args.target)
     batch = args.batch or 1
+    seq, chips, dtype = args.seq or 4096, args.chips or 1, args.dtype or "bf16"
     if args.vs and args.vs not in ("batch", "seq"):
         raise UsageError(f"--vs {args.vs}: a model's sweep is over batch or seq")
 
     def run_at(value, steps):
-        b, s = batch, args.seq
+        b, s = batch, seq
         if value is not None:
             b, s = (value, s) if args.vs == "batch" else (b, value)
-        return measure_model(cfg, hw, mode=mode, batch=b, seq=s, chips=args.chips, dtype=args.dtype,
+        return measure_model(cfg, hw, mode=mode, batch=b, seq=s, chips=chips, dtype=dtype,
                              kv_dtype=args.kv_dtype, layers=args.layers, runs=args.runs, steps=steps,
                              efficiency=args.efficiency)
-    return run_at, {"batch": batch, "seq": args.seq}, f"{cfg.name} {mode} on {args.chips} device(s), {hw.name}"
+    return run_at, {"batch": batch, "seq": seq}, f"{cfg.name} {mode} on {chips} device(s), {hw.name}"
 
 
 def _print_measurement(m, hw) -> None:

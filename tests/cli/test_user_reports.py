@@ -133,6 +133,20 @@ def test_a_plot_refuses_what_its_kind_does_not_read(capsys, argv, says):
     assert code == 2 and err.strip() == f"symcost: {says}"
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["measure", "A[I_X, J] * B[J, K] -> C[I, K]", "--mesh", "X=2", "--batch", "8"],
+     "--batch is read by a model's layer stack (--decode, --prefill or --train), not a program's plan: drop --batch"),
+    (["measure", "llama3-8b", "--decode", "--batch", "8", "--mesh", "X=2"],
+     "--mesh is read by a program's plan, not a model's layer stack: drop --mesh"),
+    (["measure", "A[I_X, J] * B[J, K] -> C[I, K]", "--mesh", "X=2", "--values", "1,2"],
+     "--values are the points of a sweep: name the swept size with --vs (e.g. --vs B)"),
+])
+def test_measure_refuses_what_it_would_not_read(capsys, argv, says):
+    """Checked before any device is asked for (no JAX needed to say so)."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.strip() == f"symcost: {says}"
+
+
 def test_a_model_with_a_chip_alone_says_its_critical_batch(capsys):
     """``model NAME --hw CHIP`` printed the model's counts and dropped the chip: it now says the batch above
     which decode matmuls are compute-bound there, as every mode on a chip does (C / W_hbm, book Part 7)."""
