@@ -201,6 +201,8 @@ def cmd_optimize(args) -> int:
 
 
 def cmd_latex(args) -> int:
+    if args.markdown and args.fragment:
+        raise UsageError("--fragment is the LaTeX body without its preamble; Markdown has none: drop one of them")
     plan = derive_from(args)
     fmt = "markdown" if args.markdown else "latex"
     tex = plan.to_markdown() if args.markdown else plan.to_latex(fragment=args.fragment)

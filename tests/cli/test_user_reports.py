@@ -109,6 +109,8 @@ def test_a_flag_no_asked_mode_reads_is_refused_not_dropped(capsys, argv, says):
      "--dims binds X, a mesh axis --vary chooses: drop X from --dims"),
     (["optimize", "derivations/fsdp_tp.sc", "--vary", "X,X", "--chips", "64"],
      "--vary takes two different mesh axes, not X twice"),
+    (["latex", "examples/mlp.sc", "--mesh", "X=4", "--markdown", "--fragment"],
+     "--fragment is the LaTeX body without its preamble; Markdown has none: drop one of them"),
 ])
 def test_a_flag_the_command_would_not_read_is_refused(capsys, argv, says):
     """Each of these once printed an answer without the flag: the forward plan without the parameters asked
