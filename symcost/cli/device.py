@@ -6,7 +6,7 @@ import os
 
 from ..errors import UsageError
 from ..printers.text import fmt_bytes, fmt_seconds
-from .options import mesh_dims_hw, read_program, write_output
+from .options import mesh_dims_hw, read_program, refuse_unread, write_output
 
 
 def register(sub):
@@ -192,13 +192,10 @@ _PLAN_ONLY = ("mesh", "dims", "moves", "no_overlap")
 def _read(args) -> None:
     """A flag the measurement asked for does not read is an error, not a flag dropped."""
     model = _is_model(args)
-    for name in _PLAN_ONLY if model else _MODEL_ONLY:
-        value = getattr(args, name)
-        if value is not None and value is not False:
-            flag = "--" + name.replace("_", "-")
-            raise UsageError(f"{flag} is read by " + ("a program's plan, not a model's layer stack" if model else
-                                                     "a model's layer stack (--decode, --prefill or --train), not a "
-                                                     "program's plan") + f": drop {flag}")
+    what = ("a program's plan, not a model's layer stack" if model else
+            "a model's layer stack (--decode, --prefill or --train), not a program's plan")
+    refuse_unread(args, _PLAN_ONLY if model else _MODEL_ONLY, lambda name: False,
+                  lambda flag, name: f"{flag} is read by {what}: drop {flag}")
 
 
 def _is_model(args) -> bool:

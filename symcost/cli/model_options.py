@@ -6,6 +6,7 @@ import re
 from .. import dtypes
 from ..errors import UsageError
 from . import train
+from .options import refuse_unread
 
 
 def add_arguments(m, name_required: bool = False) -> None:
@@ -115,14 +116,10 @@ def unread(args) -> None:
     """A flag that nothing the command was asked for reads is an error that says what reads it, not a flag
     silently dropped (``model NAME --mesh Y=8`` printed the model's counts and nothing on that mesh)."""
     asked = modes(args)
-    for name, (readers, where) in READ_BY.items():
-        value = getattr(args, name, None)
-        if value is None or value is False or readers & asked:
-            continue
-        flag = "--" + name.replace("_", "-")
-        doing = " ".join(f"--{m}" for m in ("train", "decode", "prefill", "frontier", "program") if m in asked)
-        raise UsageError(f"{flag} is read by {where}" + (f", not by {doing}" if doing else "")
-                         + f": drop {flag}" + ("" if doing else " or add one of them"))
+    doing = " ".join(f"--{m}" for m in ("train", "decode", "prefill", "frontier", "program") if m in asked)
+    refuse_unread(args, READ_BY, lambda name: bool(READ_BY[name][0] & asked),
+                  lambda flag, name: f"{flag} is read by {READ_BY[name][1]}" + (f", not by {doing}" if doing else "")
+                  + f": drop {flag}" + ("" if doing else " or add one of them"))
 
 
 def kv_dtype(args) -> str | None:

@@ -51,6 +51,22 @@ def planning(p):
                         "all), all, strategy (gathers, slices, reductions), none, or a list of kinds")
 
 
+def given(args, name: str) -> bool:
+    """Whether the user gave a flag: set, a count of 0 included (argparse leaves the flags not given at
+    None, or False for a switch)."""
+    value = getattr(args, name, None)
+    return value is not None and value is not False
+
+
+def refuse_unread(args, names, read, why) -> None:
+    """The one rule for a flag the command was not asked to read: each of ``names`` :func:`given` where
+    ``read(name)`` is false is a usage error, ``why(flag, name)`` its message (a flag is read or refused,
+    never dropped)."""
+    for name in names:
+        if given(args, name) and not read(name):
+            raise UsageError(why("--" + name.replace("_", "-"), name))
+
+
 def read_program(arg: str) -> str:
     """A program given on the command line: ``-`` (standard input), a file's contents, or the notation
     itself. Text that cannot be notation (a path: it has a '.' or a '/' and no brackets) must be a file."""
@@ -97,10 +113,9 @@ def derive_from(args, **extra):
         kw["efficiency"] = True
     if getattr(args, "backward", False):
         kw.update(backward=True, reuse=args.reuse or "activations", params=args.params)
-    else:           # what only the backward pass reads is refused without it, not dropped
-        for flag, value in (("--params", getattr(args, "params", None)), ("--reuse", getattr(args, "reuse", None))):
-            if value is not None:
-                raise UsageError(f"{flag} is read by the backward pass: add --backward or drop {flag}")
+    else:           # what only the backward pass reads
+        refuse_unread(args, ("params", "reuse"), lambda name: False,
+                      lambda flag, name: f"{flag} is read by the backward pass: add --backward or drop {flag}")
     mesh = extra.pop("mesh", args.mesh)
     names = extra.pop("names", ())
     kw.update(extra)

@@ -7,6 +7,7 @@ import math
 
 from ..errors import UsageError
 from . import train
+from .options import given
 
 #: the parts of an iteration that compute; the rest is exposed communication, the bubble and sends
 COMPUTE = ("forward", "backward", "recompute", "head", "optimizer")
@@ -14,11 +15,10 @@ COMPUTE = ("forward", "backward", "recompute", "head", "optimizer")
 
 def _sequences(args) -> int:
     """The iteration's sequences (the batch the search keeps; every other knob of a run it chooses)."""
-    given = [f"--{k.replace('_', '-')}" for k in train.OPTIONS
-             if k not in ("attention", "sequences") and getattr(args, k, None) is not None
-             and getattr(args, k) is not False]          # a count of 0 is given too (0 == False)
-    if given:
-        raise UsageError(f"--search chooses the run itself; drop {', '.join(given)}")
+    chosen = [f"--{k.replace('_', '-')}" for k in train.OPTIONS
+              if k not in ("attention", "sequences") and given(args, k)]        # a count of 0 is given too
+    if chosen:
+        raise UsageError(f"--search chooses the run itself; drop {', '.join(chosen)}")
     if args.top < 1:
         raise UsageError(f"--top must be at least 1, not {args.top}")
     if args.max_cp < 1:
