@@ -82,31 +82,33 @@ def checked(args) -> None:
                          f"{args.checkpoints_per_layer}")
 
 
-#: the run's knobs that ``--train`` alone reads (``--search`` and ``--top`` are checked with the modes)
-_TRAINING = ("memory", "flops", "dp_overlap", *train.OPTIONS)
+#: what one training run reads and the run search does not (the run's knobs, ``train.OPTIONS``, it
+#: refuses itself, saying it chooses them)
+_ONE_RUN = ("memory", "flops", "dp_overlap", "tokens", "strategy", "checkpoints_per_layer")
 
-#: each flag only some modes read: ``(those modes, how to say so)``; a mode here is ``train``, ``decode``,
-#: ``prefill``, ``frontier``, ``program``, ``strategy`` (--train with --strategy) or ``serve-search``
+#: each flag only some modes read: ``(those modes, how to say so)``; a mode here is ``train``, ``run``
+#: (--train without --search), ``decode``, ``prefill``, ``frontier``, ``program``, ``strategy`` (--train with
+#: --strategy) or ``serve-search``
 READ_BY = {
     "mesh": ({"decode", "prefill", "frontier", "strategy"},
              "--decode, --prefill and --frontier (the serving mesh), and --train with --strategy (its mesh)"),
-    "strategy": ({"train"}, "--train"),
     "batch": ({"train", "decode", "prefill", "program"}, "--train (tokens), --decode, --prefill and --program "
                                                          "(sequences)"),
-    "tokens": ({"train"}, "--train"),
     "mfu": ({"prefill", "train"}, "--prefill"),
-    "checkpoints_per_layer": ({"train"}, "--train"),
     "latency": ({"serve-search"}, "--decode --search and --prefill --search"),
     "elementwise": ({"program"}, "--program"),
-    **{k: ({"train"}, "--train") for k in _TRAINING},
+    **{k: ({"train"}, "--train") for k in train.OPTIONS},
+    **{k: ({"run"}, "--train without --search") for k in _ONE_RUN},
 }
 
 
 def modes(args) -> set:
     """What the command was asked for, in :data:`READ_BY`'s terms."""
     out = {m for m in ("train", "decode", "prefill", "frontier", "program") if getattr(args, m, False)}
-    if args.train and args.strategy:
-        out.add("strategy")
+    if args.train and not args.search:
+        out.add("run")
+        if args.strategy:
+            out.add("strategy")
     if args.search and out & {"decode", "prefill"}:
         out.add("serve-search")
     return out
@@ -116,7 +118,8 @@ def unread(args) -> None:
     """A flag that nothing the command was asked for reads is an error that says what reads it, not a flag
     silently dropped (``model NAME --mesh Y=8`` printed the model's counts and nothing on that mesh)."""
     asked = modes(args)
-    doing = " ".join(f"--{m}" for m in ("train", "decode", "prefill", "frontier", "program") if m in asked)
+    doing = " ".join([f"--{m}" for m in ("train", "decode", "prefill", "frontier", "program") if m in asked]
+                     + (["--search"] if args.search and asked else []))
     refuse_unread(args, READ_BY, lambda name: bool(READ_BY[name][0] & asked),
                   lambda flag, name: f"{flag} is read by {READ_BY[name][1]}" + (f", not by {doing}" if doing else "")
                   + f": drop {flag}" + ("" if doing else " or add one of them"))

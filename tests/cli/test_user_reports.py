@@ -75,7 +75,9 @@ def test_model_numbers_out_of_range_are_usage_errors(capsys, argv, says):
     (["model", "llama3-8b", "--batch", "8"], "--batch is read by --train (tokens), --decode, --prefill and --program "
      "(sequences): drop --batch or add one of them"),
     (["model", "llama3-8b", "--hw", "h100", "--chips", "8", "--strategy", "derivations/fsdp.sc"],
-     "--strategy is read by --train: drop --strategy or add one of them"),
+     "--strategy is read by --train without --search: drop --strategy or add one of them"),
+    (["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", "65536", "--search", "--tokens", "1e12"],
+     "--tokens is read by --train without --search, not by --train --search: drop --tokens"),
     (["serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8", "--batch", "8", "--tp", "8"],
      "--tp is read by --train, not by --decode: drop --tp"),
     (["serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8", "--batch", "8", "--latency", "2ms"],
