@@ -177,13 +177,15 @@ def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap,
 
 
 def derive_tied(text, mesh=None, dims=None, hw=None, *, at: int, most: int, backward: bool = False,
-                overlap=True, moves=None) -> list:
+                reuse: str = "activations", params=None, input_grads: bool = True, overlap=True,
+                moves=None) -> list:
     """The plans ``derive_program(text, ..., choices={at: k}, alternatives=False)`` gives for k = 0, 1, ...
     of statement ``at``'s equally fast forward plans, at most ``most`` of them (one where it has no such
     choice). Each is that plan; the k-th is not planned again where it reaches the layout the first plan
     reaches (:func:`symcost.ties.alternative`: its steps spliced in, its backward pass resumed). A k the
-    engine refuses is None; the first refused raises as :func:`derive_program` does."""
-    p = _Planning(text, mesh, dims, hw, backward, "activations", None, True, overlap, "time", moves, False, False,
+    engine refuses is None; the first refused raises as :func:`derive_program` does. The other arguments
+    are :func:`derive_program`'s."""
+    p = _Planning(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap, "time", moves, False, False,
                   False)
     first = p.traced({at: 0})
     best = p.finished(first)
@@ -193,7 +195,7 @@ def derive_tied(text, mesh=None, dims=None, hw=None, *, at: int, most: int, back
     for k in range(1, min(n, most)):
         try:
             if backward:
-                other = ties.alternative(best, at, k, "activations", True, reads) or p.planned({at: k})
+                other = ties.alternative(best, at, k, reuse, input_grads, reads) or p.planned({at: k})
             else:
                 spliced = ties.spliced(first, at, k)
                 other = p.finished(spliced if spliced is not None else p.traced({at: k}))
