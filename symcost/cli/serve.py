@@ -118,9 +118,18 @@ def _show_decode(d: dict, args, cfg, hw) -> None:
         print(f"    {d['tokens_per_s']:.0f} tokens/s, {d['tokens_per_s_per_chip']:.0f} per chip; memory "
               f"{fmt_bytes(d['memory_bytes'])} a chip of {fmt_bytes(hw.hbm_bytes)}; largest batch {d['max_batch']}")
     else:
-        print(_no_fit("the weights and KV caches", d["memory_bytes"], hw.hbm_bytes)
-              + (f"; the largest batch that fits is {d['max_batch']}" if d["max_batch"] else
-                 "; the weights alone do not fit: more chips or a smaller --dtype"))
+        print(_no_fit("the weights and KV caches", d["memory_bytes"], hw.hbm_bytes) + _what_fits(d, args, hw))
+
+
+def _what_fits(d: dict, args, hw) -> str:
+    """What would fit where a decode step does not: a smaller batch, else what stops even one sequence."""
+    from ..printers.text import fmt_bytes
+    if d["max_batch"]:
+        return f"; the largest batch that fits is {d['max_batch']}"
+    if d["weight_bytes_held"] > hw.hbm_bytes:
+        return "; the weights alone do not fit: more chips or a smaller --dtype"
+    return (f"; the weights take {fmt_bytes(d['weight_bytes_held'])} a chip, and one sequence's KV cache at "
+            f"context {args.seq} does not fit beside them: a shorter --seq, more chips or a smaller --kv-dtype")
 
 
 def _beyond_the_terms(d: dict, hw) -> str:

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 class ServingStep:
     """One decode or prefill step on a mesh: its time and the terms that set it (seconds), the tokens it
     makes (decode) or reads (prefill), and what a device holds (``memory_bytes``, weights and KV cache as
-    the layouts hold them) and reads of the weights (``weight_bytes_read``)."""
+    the layouts hold them; of it ``weight_bytes_held`` the weights) and reads of the weights
+    (``weight_bytes_read``)."""
 
     batch: int
     step_time: float
@@ -35,6 +36,7 @@ class ServingStep:
     weight_bytes_read: float
     experts_read: float | None = None
     t_kernels: float = 0.0      # the local kernels one after another, each at its own bound (and floor)
+    weight_bytes_held: float = 0.0   # bytes of weights a chip holds (of memory_bytes; the rest is KV cache)
 
     @property
     def tokens_per_s(self) -> float:

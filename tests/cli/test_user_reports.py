@@ -290,6 +290,27 @@ def test_decode_that_does_not_fit_is_not_an_answer(capsys):
     assert 8 * d["decode"]["memory_bytes"] == pytest.approx(2 * d["params"]["total"] + 32 * 8192 * 327_680)
 
 
+@pytest.mark.parametrize("argv, why", [
+    # 405B in bf16 is 102 GB a chip on 8 H100s: the weights alone are over the 80 GB
+    (["llama3-405b", "--seq", "4096"], "the weights alone do not fit: more chips or a smaller --dtype"),
+    # 70B's 17.6 GB a chip fit; one sequence's cache at a billion tokens (327,680 bytes each) does not
+    (["llama3-70b", "--seq", "999999999"], "the weights take 17.6 GB a chip, and one sequence's KV cache at "
+     "context 999999999 does not fit beside them: a shorter --seq, more chips or a smaller --kv-dtype"),
+    (["llama3-70b", "--seq", "8192", "--batch", "512"], "the largest batch that fits is 185"),
+])
+def test_decode_that_does_not_fit_says_what_would(capsys, argv, why):
+    """It said "the weights alone do not fit" whenever no batch fit, though at a long context it is the
+    first sequence's KV cache that does not (the weights held 17.6 of the 80 GB)."""
+    code, out, _ = run(capsys, "serve", *argv[:1], "--decode", "--hw", "h100", "--chips", "8",
+                       *(argv[1:] if "--batch" in argv else [*argv[1:], "--batch", "8"]))
+    assert code == 1 and why in out
+    code, out, _ = run(capsys, "serve", *argv[:1], "--decode", "--hw", "h100", "--chips", "8", "--json",
+                       *(argv[1:] if "--batch" in argv else [*argv[1:], "--batch", "8"]))
+    d = json.loads(out)["decode"]
+    held = d["weight_bytes_held"]
+    assert (held > 80e9) == ("weights alone" in why) and held <= d["memory_bytes"]
+
+
 def test_prefill_takes_the_batch_and_fits(capsys):
     code, out, _ = run(capsys, "model", "llama3-8b", "--prefill", "--batch", "4", "--hw", "h100", "--json")
     one = json.loads(out)["prefill"]
