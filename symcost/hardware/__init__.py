@@ -82,5 +82,6 @@ def hardware(name) -> Hardware:
     if hit is None:
         close = difflib.get_close_matches(name.lower(), list(_shipped()), n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]}?" if close else ""
-        raise UsageError(f"unknown hardware {name!r}{hint} Known: {', '.join(presets())}, or a .toml preset file")
+        raise UsageError(f"unknown hardware {name!r}{hint}{' Known' if close else '; known'} presets: "
+                         f"{', '.join(presets())}, or a .toml preset file")
     return _preset(hit)

@@ -80,6 +80,9 @@ def test_unknown_name_suggests_a_close_one():
         hardware("tpu-v5x")
     assert "unknown hardware 'tpu-v5x'; did you mean tpu-v5p?" in str(e.value)
     assert "tpu-v6e" in str(e.value)
+    with pytest.raises(UsageError) as e:            # no close name: the list reads on from the name
+        hardware("nope")
+    assert str(e.value).startswith("unknown hardware 'nope'; known presets: a100, ")
 
 
 def test_flops_by_dtype():
