@@ -106,13 +106,17 @@ def sequences_of(args) -> int:
             raise UsageError(f"--batch {args.batch:g} tokens is not --sequences {args.sequences} of --seq {args.seq} "
                              f"({args.sequences * args.seq:,} tokens); give one of them")
         sequences = args.sequences
+    elif args.batch < args.seq:
+        raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq} (--batch counts "
+                         f"tokens; --sequences {args.batch:g} gives {args.batch:g} sequences of {args.seq:,} tokens)")
     elif args.batch % args.seq:
-        raise UsageError(f"--batch {args.batch:g} tokens is not a whole number of sequences of --seq {args.seq}")
+        below = int(args.batch // args.seq) * args.seq
+        raise UsageError(f"--batch {args.batch:g} tokens is not a whole number of sequences of --seq {args.seq}: "
+                         f"{below:,} or {below + args.seq:,} tokens is")
     else:
         sequences = int(args.batch // args.seq)
     if sequences < 1:
-        raise UsageError(f"--batch {args.batch:g} tokens is less than one sequence of --seq {args.seq}"
-                         if args.sequences is None else f"--sequences must be at least 1, not {sequences}")
+        raise UsageError(f"--sequences must be at least 1, not {sequences}")
     return sequences
 
 

@@ -475,3 +475,14 @@ def test_plot_of_a_model_that_does_not_fit(capsys, tmp_path):
     out = tmp_path / "frontier.png"
     code, _, err = run(capsys, "plot", "llama3-405b", "--hw", "tpu-v5e", "--chips", "8", "-o", out)
     assert code == 1 and "does not fit on 8 x tpu-v5e at any batch" in err and not out.exists()
+
+
+@pytest.mark.parametrize("batch, says", [
+    ("64", "--batch 64 tokens is less than one sequence of --seq 4096 (--batch counts tokens; --sequences 64 "
+           "gives 64 sequences of 4,096 tokens)"),
+    ("6000", "--batch 6000 tokens is not a whole number of sequences of --seq 4096: 4,096 or 8,192 tokens is"),
+])
+def test_a_batch_of_tokens_that_is_not_whole_sequences_says_what_is(capsys, batch, says):
+    """``--batch`` counts tokens (the book's B); a user who meant 64 sequences is told of ``--sequences``."""
+    code, _, err = run(capsys, "train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", batch, "--seq", "4096")
+    assert code == 2 and says in err
