@@ -6,7 +6,7 @@ import os
 
 from ..errors import UsageError
 from ..printers.text import fmt_bytes, fmt_seconds
-from .options import mesh_dims_hw, read_program, refuse_unread, write_output
+from .options import mesh_dims_hw, read_program, refuse_unread, writable, write_output
 
 
 def register(sub):
@@ -72,6 +72,7 @@ def cmd_calibrate(args) -> int:
     from ..device import calibrate, preset, runtime
     if not args.out.endswith(".toml"):
         raise UsageError(f"--out {args.out}: a preset file ends in .toml")
+    writable(args.out, "--out")
     if args.runs is not None and args.runs < 1:
         raise UsageError("--runs must be at least 1")
     info = runtime.device_info()
@@ -211,6 +212,8 @@ def cmd_measure(args) -> int:
         raise UsageError("--plot draws a sweep: name the swept size with --vs (e.g. --vs B)")
     if args.values and not args.vs:
         raise UsageError("--values are the points of a sweep: name the swept size with --vs (e.g. --vs B)")
+    if args.plot:
+        writable(args.plot, "--plot")
     _read(args)
     info = runtime.device_info()
     hw = _hardware(args, info)

@@ -5,7 +5,7 @@ import json
 import os
 
 from ..errors import UsageError
-from .options import common, derive_from, mesh_dims_hw, planning, refuse_unread, write_output
+from .options import common, derive_from, mesh_dims_hw, planning, refuse_unread, writable, write_output
 
 
 def register(sub):
@@ -54,6 +54,7 @@ def cmd_plot(args) -> int:
     refuse_unread(args, ("mesh", "dims", "vs", "chips", "dtype", "seq"), lambda name: name in READS[kind],
                   lambda flag, name: f"{flag} is not read by a {kind} plot (it reads "
                                      f"{', '.join('--' + r for r in READS[kind])}): drop {flag}")
+    writable(args.output, "-o")
     chips = args.chips if args.chips is not None else DEFAULT_CHIPS.get(kind)
     if kind == "strategies":
         out, skipped = plot.plot_strategies(plot.strategy_programs(args.target), args.output, args.vs or "B", hw,

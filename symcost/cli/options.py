@@ -124,6 +124,18 @@ def derive_from(args, **extra):
     return plan
 
 
+def writable(path: str, flag: str) -> None:
+    """Refuse before any work an output that cannot be written (its folder missing or read-only, a folder
+    in its place): a calibration or a measurement must not run for minutes and then fail to save."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path} is a folder: name a file in it")
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"cannot write {path}: permission denied")
+
+
 def write_output(path: str, text: str, quiet: bool = False) -> None:
     """Write a generated file; an unwritable path is a usage error, not a traceback."""
     try:

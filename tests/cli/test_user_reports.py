@@ -486,3 +486,27 @@ def test_a_batch_of_tokens_that_is_not_whole_sequences_says_what_is(capsys, batc
     """``--batch`` counts tokens (the book's B); a user who meant 64 sequences is told of ``--sequences``."""
     code, _, err = run(capsys, "train", "llama3-8b", "--hw", "h100", "--chips", "8", "--batch", batch, "--seq", "4096")
     assert code == 2 and says in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["calibrate", "--out", "/nonexistent-dir/mine.toml"],
+    ["measure", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--mesh", "X=1", "--dims", "I=64,J=64,K=64", "--vs", "I",
+     "--plot", "/nonexistent-dir/sweep.png"],
+    ["plot", str(ROOT / "derivations" / "tp.sc"), "--hw", "tpu-v5p", "-o", "/nonexistent-dir/tp.png"],
+])
+def test_an_output_that_cannot_be_written_is_refused_before_the_work(capsys, monkeypatch, argv):
+    """``calibrate --out`` into a missing folder measured the devices for minutes, then could not save."""
+    from symcost.device import calibrate, runtime
+
+    def ran(*a, **k):
+        raise AssertionError("the work ran before the output was checked")
+    monkeypatch.setattr(calibrate, "calibrate", ran)
+    monkeypatch.setattr(runtime, "device_info", ran)
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and "no folder /nonexistent-dir" in err and "Traceback" not in err
+
+
+def test_an_output_that_is_a_folder_is_refused(capsys, tmp_path):
+    (tmp_path / "x.toml").mkdir()
+    code, _, err = run(capsys, "calibrate", "--out", str(tmp_path / "x.toml"))
+    assert code == 2 and f"--out {tmp_path / 'x.toml'} is a folder: name a file in it" in err
