@@ -38,12 +38,29 @@ def roots(lhs, rhs, sym) -> list:
     """Solutions of ``lhs = p`` for every piece p of ``rhs``, except those SymPy knows are not positive."""
     out = []
     for p in pieces(rhs):
-        try:
-            sols = sp.solve(sp.Eq(lhs, p), sym)
-        except NotImplementedError:
-            sols = []
+        one = linear_root(lhs, p, sym)
+        if one is not None:
+            sols = [one]
+        else:
+            try:
+                sols = sp.solve(sp.Eq(lhs, p), sym)
+            except NotImplementedError:
+                sols = []
         out.extend(s for s in sols if s.is_positive is not False)
     return out
+
+
+def linear_root(lhs, rhs, sym):
+    """The one root of ``lhs = rhs`` where ``lhs - rhs`` is linear in ``sym`` (most balances of a plan's
+    times: each term is a size times a rate), factored, as ``sp.solve`` would find it at several times
+    the cost; None where it is not linear (then ``sp.solve`` is asked)."""
+    e = lhs - rhs
+    if not e.has(sym):
+        return None
+    slope = e.diff(sym)
+    if slope == 0 or slope.has(sym):
+        return None
+    return sp.factor(-e.xreplace({sym: 0}) / slope)
 
 
 CONDITIONS = ("t_math = t_comms", "t_math = t_hbm")
@@ -149,21 +166,41 @@ def _at_root(ineq, sym):
     if not ineq.has(sym):
         return None
     ratio = sp.cancel(ineq.lhs / ineq.rhs)
-    try:
-        found = [r for r in sp.solve(sp.Eq(ratio, 1), sym) if r.is_positive is not False]
-    except NotImplementedError:
-        return None
-    if len(found) != 1:
-        return None
-    slope = sp.cancel(sp.diff(ratio, sym) / ratio)
-    growing = slope.is_positive if slope.is_positive is not None else (False if slope.is_negative else None)
-    if growing is None:
-        return None
-    root = sp.factor(found[0])
+    power = _power(ratio, sym)
+    if power is not None:            # c * sym or c / sym: the root 1 / c or c, growing with sym or not
+        c, k = power
+        root, growing = sp.factor(1 / c if k == 1 else c), k == 1
+    else:
+        try:
+            found = [r for r in sp.solve(sp.Eq(ratio, 1), sym) if r.is_positive is not False]
+        except NotImplementedError:
+            return None
+        if len(found) != 1:
+            return None
+        slope = sp.cancel(sp.diff(ratio, sym) / ratio)
+        growing = slope.is_positive if slope.is_positive is not None else (False if slope.is_negative else None)
+        if growing is None:
+            return None
+        root = sp.factor(found[0])
     strict = isinstance(ineq, (sp.StrictGreaterThan, sp.StrictLessThan))
     lhs_big = isinstance(ineq, (sp.GreaterThan, sp.StrictGreaterThan))
     up = growing == lhs_big          # the condition holds above the root
     return (sp.Gt if strict else sp.Ge)(sym, root) if up else (sp.Lt if strict else sp.Le)(sym, root)
+
+
+def _power(ratio, sym):
+    """``(c, k)`` where ``ratio`` is ``c * sym**k`` with ``c`` positive and free of ``sym`` and ``k`` 1 or -1,
+    for a positive ``sym``; None otherwise."""
+    if not sym.is_positive:
+        return None
+    c, rest = ratio.as_independent(sym, as_Add=False)
+    if c.is_positive is not True:
+        return None
+    if rest == sym:
+        return c, 1
+    if rest == 1 / sym:
+        return c, -1
+    return None
 
 
 def symbol_first(rel, sym):
