@@ -38,29 +38,12 @@ def roots(lhs, rhs, sym) -> list:
     """Solutions of ``lhs = p`` for every piece p of ``rhs``, except those SymPy knows are not positive."""
     out = []
     for p in pieces(rhs):
-        one = linear_root(lhs, p, sym)
-        if one is not None:
-            sols = [one]
-        else:
-            try:
-                sols = sp.solve(sp.Eq(lhs, p), sym)
-            except NotImplementedError:
-                sols = []
+        try:
+            sols = sp.solve(sp.Eq(lhs, p), sym)
+        except NotImplementedError:
+            sols = []
         out.extend(s for s in sols if s.is_positive is not False)
     return out
-
-
-def linear_root(lhs, rhs, sym):
-    """The one root of ``lhs = rhs`` where ``lhs - rhs`` is linear in ``sym`` (most balances of a plan's
-    times: each term is a size times a rate), factored, as ``sp.solve`` would find it at several times
-    the cost; None where it is not linear (then ``sp.solve`` is asked)."""
-    e = lhs - rhs
-    if not e.has(sym):
-        return None
-    slope = e.diff(sym)
-    if slope == 0 or slope.has(sym):
-        return None
-    return sp.factor(-e.xreplace({sym: 0}) / slope)
 
 
 CONDITIONS = ("t_math = t_comms", "t_math = t_hbm")
@@ -190,16 +173,14 @@ def _at_root(ineq, sym):
 
 def _power(ratio, sym):
     """``(c, k)`` where ``ratio`` is ``c * sym**k`` with ``c`` positive and free of ``sym`` and ``k`` 1 or -1,
-    for a positive ``sym``; None otherwise."""
-    if not sym.is_positive:
+    for a positive ``sym``; None otherwise. The root of ``ratio = 1`` is then ``c**(-k)``, and ``factor``
+    writes a rational function one way, whichever way it was found."""
+    if not sym.is_positive or not ratio.has(sym):
         return None
-    c, rest = ratio.as_independent(sym, as_Add=False)
-    if c.is_positive is not True:
-        return None
-    if rest == sym:
-        return c, 1
-    if rest == 1 / sym:
-        return c, -1
+    for k in (1, -1):
+        c = sp.cancel(ratio / sym ** k)
+        if not c.has(sym):
+            return (c, k) if c.is_positive is True else None
     return None
 
 

@@ -1,5 +1,5 @@
-"""The solver's fast paths agree with SymPy's ``solve`` (a balance linear in the solved size; a ratio
-``c * s`` or ``c / s`` of two times), exactly and in the form printed."""
+"""The compute-bound condition's fast path (a ratio of two times that is ``c * s`` or ``c / s`` in the
+solved size ``s``, as most of a plan's are) agrees with SymPy's ``solve``, in the form printed."""
 import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,40 +9,46 @@ from symcost import solve as S
 from conftest import examples
 
 B, D, F, C, W, X, Y = sp.symbols("B D F C W X Y", positive=True)
-TERMS = [B * D / (C * X), B * F / (W * Y), D * F / W, 2 * B * D * F / (C * X * Y), D / W, F * X / C, B / W]
+TERMS = [D / (C * X), F / (W * Y), D * F / W, 2 * D * F / (C * X * Y), D / W, F * X / C, 1 / W]
+RELATIONS = [sp.Ge, sp.Gt, sp.Le, sp.Lt]
+
+
+def _by_solve(ineq, sym):
+    """The general path of :func:`symcost.solve._at_root`: SymPy's root of ``lhs / rhs = 1`` and the sign of
+    the ratio's slope."""
+    ratio = sp.cancel(ineq.lhs / ineq.rhs)
+    (root,) = [r for r in sp.solve(sp.Eq(ratio, 1), sym) if r.is_positive is not False]
+    growing = sp.cancel(sp.diff(ratio, sym) / ratio).is_positive
+    up = growing == isinstance(ineq, (sp.GreaterThan, sp.StrictGreaterThan))
+    strict = isinstance(ineq, (sp.StrictGreaterThan, sp.StrictLessThan))
+    root = sp.factor(root)
+    return (sp.Gt if strict else sp.Ge)(sym, root) if up else (sp.Lt if strict else sp.Le)(sym, root)
 
 
 @st.composite
-def linear_balances(draw):
-    """Two sums of a plan's kind of terms (sizes over rates), each linear in B."""
+def monomial_ratios(draw):
+    """A size ``B`` times (or over) a sum of a plan's kind of terms, against another such sum."""
     pick = st.lists(st.tuples(st.integers(1, 4), st.sampled_from(TERMS)), min_size=1, max_size=3)
-    lhs, rhs = (sp.Add(*(k * t for k, t in draw(pick))) for _ in range(2))
-    return lhs, rhs
+    top, bottom = (sp.Add(*(k * t for k, t in draw(pick))) for _ in range(2))
+    top = top * B if draw(st.booleans()) else top / B
+    relation = draw(st.sampled_from(RELATIONS))
+    return relation(top, bottom) if draw(st.booleans()) else relation(bottom, top)
 
 
-@given(linear_balances())
+@given(monomial_ratios())
 @settings(max_examples=examples(40), deadline=None)
-def test_a_linear_balance_has_the_root_solve_finds(case):
-    """As :func:`~symcost.solve.roots` reads them: the positive roots (SymPy's solve, told B is positive,
-    drops B = 0 itself)."""
-    lhs, rhs = case
-    mine = S.linear_root(lhs, rhs, B)
-    theirs = sp.solve(sp.Eq(lhs, rhs), B)
-    if mine is None:                       # B cancels (the same B terms on both sides) or is absent
-        assert sp.diff(lhs - rhs, B) == 0 and theirs == []
-        return
-    mine = [mine] if mine.is_positive is not False else []
-    assert [str(sp.simplify(r)) for r in mine] == [str(sp.simplify(r)) for r in theirs]
+def test_a_ratio_linear_in_the_size_is_solved_as_sympy_solves_it(ineq):
+    assert S._power(sp.cancel(ineq.lhs / ineq.rhs), B) is not None
+    assert str(S._at_root(ineq, B)) == str(_by_solve(ineq, B))
 
 
-def test_a_balance_not_linear_in_the_size_is_left_to_sympy():
-    assert S.linear_root(B * B / C, D / W, B) is None
-    assert S.linear_root(B / C, D / (W * B), B) is None
-    assert S.roots(B * B / C, D / W, B) == [sp.sqrt(C) * sp.sqrt(D) / sp.sqrt(W)]
+def test_a_ratio_of_another_shape_is_left_to_sympy():
+    assert S._power(B * B / C, B) is None and S._power(B / C + D, B) is None
+    assert S._power(B / (C * X), sp.Symbol("B")) is None           # a size not known to be positive
+    assert S._at_root(sp.Ge(B * B / C, D / W), B) == sp.Ge(B, sp.sqrt(C) * sp.sqrt(D) / sp.sqrt(W))
 
 
 def test_compute_bound_when_a_ratio_is_a_size_times_a_constant():
     """t_math = 2BDF/(CXY) against t_comms = 2DF/(W Y): compute-bound where B >= C X / W (book Part 3)."""
-    cond = S.solve_inequality(sp.Ge(2 * B * D * F / (C * X * Y), 2 * D * F / (W * Y)), B)
-    assert cond == sp.Ge(B, C * X / W)
+    assert S.solve_inequality(sp.Ge(2 * B * D * F / (C * X * Y), 2 * D * F / (W * Y)), B) == sp.Ge(B, C * X / W)
     assert S.solve_inequality(sp.Ge(D * F / (W * B), D / C), B) == sp.Le(B, C * F / W)
