@@ -149,39 +149,38 @@ def _at_root(ineq, sym):
     if not ineq.has(sym):
         return None
     ratio = sp.cancel(ineq.lhs / ineq.rhs)
-    power = _power(ratio, sym)
-    if power is not None:            # c * sym or c / sym: the root 1 / c or c, growing with sym or not
-        c, k = power
-        root, growing = sp.factor(1 / c if k == 1 else c), k == 1
+    one = _linear_root(*sp.fraction(ratio), sym)     # most of a plan's balances: SymPy's solve not needed
+    if one is not None:
+        found = [one] if one.is_positive is not False else []
     else:
         try:
             found = [r for r in sp.solve(sp.Eq(ratio, 1), sym) if r.is_positive is not False]
         except NotImplementedError:
             return None
-        if len(found) != 1:
-            return None
-        slope = sp.cancel(sp.diff(ratio, sym) / ratio)
-        growing = slope.is_positive if slope.is_positive is not None else (False if slope.is_negative else None)
-        if growing is None:
-            return None
-        root = sp.factor(found[0])
+    if len(found) != 1:
+        return None
+    slope = sp.cancel(sp.diff(ratio, sym) / ratio)
+    growing = slope.is_positive if slope.is_positive is not None else (False if slope.is_negative else None)
+    if growing is None:
+        return None
+    root = sp.factor(found[0])
     strict = isinstance(ineq, (sp.StrictGreaterThan, sp.StrictLessThan))
     lhs_big = isinstance(ineq, (sp.GreaterThan, sp.StrictGreaterThan))
     up = growing == lhs_big          # the condition holds above the root
     return (sp.Gt if strict else sp.Ge)(sym, root) if up else (sp.Lt if strict else sp.Le)(sym, root)
 
 
-def _power(ratio, sym):
-    """``(c, k)`` where ``ratio`` is ``c * sym**k`` with ``c`` positive and free of ``sym`` and ``k`` 1 or -1,
-    for a positive ``sym``; None otherwise. The root of ``ratio = 1`` is then ``c**(-k)``, and ``factor``
-    writes a rational function one way, whichever way it was found."""
-    if not sym.is_positive or not ratio.has(sym):
+def _linear_root(num, den, sym):
+    """The one root of ``num = den`` where ``num - den`` is linear in ``sym`` (a ratio of two times, each a
+    sum of sizes over rates, balances so), else None. ``factor`` writes a rational function one way, so
+    the root it is given reads as the one ``sp.solve`` finds, at a fraction of the cost."""
+    e = sp.expand(num - den)
+    if not e.has(sym):
         return None
-    for k in (1, -1):
-        c = sp.cancel(ratio / sym ** k)
-        if not c.has(sym):
-            return (c, k) if c.is_positive is True else None
-    return None
+    slope = e.diff(sym)
+    if slope.has(sym):
+        return None
+    return -e.xreplace({sym: 0}) / slope
 
 
 def symbol_first(rel, sym):
