@@ -22,7 +22,8 @@ def register(sub):
     s.add_argument("--top", type=int, default=10,
                    help="how many candidates to show (default 10); a space of 1,000 candidates or more (of a program "
                         "of two statements or more) is bounded: its candidates bounded by their statements planned "
-                        "alone, derived from the least bound up until these are proven the best")
+                        "alone, derived from the least bound up until these are proven the best; --exact shows the "
+                        "plans it derives: the optimum it proves and the search's best")
     s.add_argument("--every", action="store_true",
                    help="price every candidate, however many (default: bound a space of 1,000 or more)")
     s.add_argument("--vs", help="a dimension, or a mesh axis (the chip count growing along it): the best "
