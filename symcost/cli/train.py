@@ -233,7 +233,7 @@ def show(rep: dict, hw) -> None:
     if not rep["fits"]:
         print(f"    DOES NOT FIT: {fmt_bytes(m['total'])} per {dev}, the {dev} has {fmt_bytes(hw.hbm_bytes)} "
               f"(the time above is what it would take if it fit, not an answer)")
-        print(f"    {_shrink(m, p)}")
+        print(f"    {_shrink(m, p, sch['in_flight_microbatches'])}")
     print(f"    {rep['efficiency']} (sources: symcost hardware {hw.name})")
 
 
@@ -255,8 +255,12 @@ def _default_text(name: str, p: dict) -> str:
     return f"--{name.replace('_', '-')} {value}"
 
 
-def _shrink(m: dict, p: dict) -> str:
-    """What would shrink the largest part of a run's memory, among the knobs it has not turned yet."""
+def _shrink(m: dict, p: dict, in_flight: float) -> str:
+    """What would shrink the largest part of a run's memory, among the knobs it has not turned yet. The
+    first stage's activations are its layers' times the microbatches in flight; under 1F1B as many are in
+    flight as there are stages, so more stages shrink them only where fewer microbatches than stages run,
+    and smaller microbatches only where a microbatch has more than one sequence (context parallelism splits
+    each sequence)."""
     part = max(("activations", "optimizer", "gradients", "params"), key=lambda k: m[k])
     knobs = []
     if part == "activations" and p.get("checkpoints_per_layer") is not None:    # the book's checkpoints
@@ -270,11 +274,14 @@ def _shrink(m: dict, p: dict) -> str:
             knobs.append("--recompute full")
         knobs += ["--seq-parallel"] if p["tp"] > 1 and not p["seq_parallel"] else []
         knobs += ["--attention flash"] if p["attention"] != "flash" else []
-        knobs += ["a smaller --microbatch" if p["microbatch"] > 1 else
-                  "more microbatches (fewer --sequences a step, or more --pp stages to split the layers)"]
+        knobs += ["a smaller --microbatch (more microbatches of fewer sequences)"] if p["microbatch"] > 1 else []
+        knobs.append(("more --cp" if p["cp"] > 1 else "--cp N") + " (each sequence split over its ranks"
+                     + ("; a microbatch is one sequence already)" if p["microbatch"] == 1 else ")"))
+        knobs += ["more --pp stages (fewer layers a stage)"] if in_flight < p["pp"] else []
     else:
         stage = {"optimizer": 1, "gradients": 2, "params": 3}[part]     # the ZeRO stage that splits it
         knobs += [f"--zero {stage}"] if p["dp"] > 1 and p["zero"] < stage else []
-    knobs.append("more --tp or --pp")
+    knobs.append("more --tp" if part == "activations" and p.get("checkpoints_per_layer") is None
+                 else "more --tp or --pp")
     return (f"the largest part is the {'weights' if part == 'params' else part}: " + ", ".join(knobs)
             + " would shrink it, or let --search choose a run that fits")

@@ -279,12 +279,30 @@ def test_a_run_that_does_not_fit_says_what_would_shrink_its_largest_part(capsys)
     assert main(base + ["--chips", "8192", "--tp", "8", "--pp", "16", "--dp", "64", "--batch", "16777216"]) == 1
     out = capsys.readouterr().out
     assert "DOES NOT FIT" in out and ("the largest part is the activations: --recompute selective, --recompute "
-                                      "full, --seq-parallel, --attention flash, more microbatches (fewer --sequences a step, or more --pp stages to split the layers), more "
-                                      "--tp or --pp") in out
+                                      "full, --seq-parallel, --attention flash, --cp N (each sequence split over its "
+                                      "ranks; a microbatch is one sequence already), more --tp would shrink it") in out
     # activations cut down, 8-way data parallelism without ZeRO: the fp32 optimizer state is what is left
     assert main(base + ["--chips", "64", "--tp", "8", "--dp", "8", "--sequences", "8", "--recompute", "full",
                         "--seq-parallel", "--attention", "flash"]) == 1
     assert "the largest part is the optimizer: --zero 1, more --tp or --pp would shrink it" in capsys.readouterr().out
+
+
+def test_what_is_said_to_shrink_the_activations_does_and_what_is_not_does_not():
+    """LLaMA 3 405B, TP 8, 16 stages, microbatches of one sequence: the first stage holds its layers for as
+    many microbatches as there are stages (1F1B), so 32 stages hold as much as 16 and are not suggested;
+    context parallelism halves it, and so do more stages where fewer microbatches than stages run."""
+    cfg = load_model_config("llama3-405b")
+    h100 = hardware("h100")
+
+    def acts(**kw):
+        run = Run(cfg, h100, **{"tp": 8, "pp": 16, "sequences": 16, "seq": 8192, **kw})
+        return run.memory()["activations"]
+    base = acts()
+    assert acts(pp=32, sequences=32) == pytest.approx(base)                 # not said: as many in flight
+    assert acts(cp=2) == pytest.approx(base / 2, rel=0.01)                   # said: --cp N
+    assert acts(tp=16, seq_parallel=True) < acts(seq_parallel=True)          # said: more --tp
+    assert acts(sequences=8) == pytest.approx(base / 2)                      # 8 in flight of 16 stages
+    assert acts(sequences=8, pp=32) == pytest.approx(base / 4)               # then more stages are said
 
 
 def test_uneven_interleaved_chunks_run_at_the_pace_of_the_fullest():

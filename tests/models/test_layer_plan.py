@@ -136,12 +136,15 @@ def test_book_part6_checkpoints_any_k(capsys, k):
 
 
 # ---------------------------------------------------------------- labels
-def test_tpu_runs_speak_of_chips_and_a_run_that_does_not_fit_points_at_microbatching(capsys):
+def test_tpu_runs_speak_of_chips_and_a_run_that_does_not_fit_says_what_shrinks_it(capsys):
+    """A microbatch of one sequence cannot be split by microbatching: the run is pointed at context
+    parallelism, which splits the sequence, and at --search."""
     assert main(["model", "llama3-8b", "--train", "--hw", "tpu-v5p", "--chips", "4", "--tp", "4", "--sequences", "4",
                  "--seq", "16384"]) == 1
     out = capsys.readouterr().out
     assert "memory per chip" in out and "per GPU" not in out
-    assert "more microbatches" in out and "--search" in out
+    assert "--cp N (each sequence split over its ranks; a microbatch is one sequence already)" in out
+    assert "more microbatches" not in out and "--search" in out
     assert main(["model", "llama3-8b", "--train", "--hw", "h100", "--chips", "8", "--tp", "8", "--sequences", "8",
                  "--seq", "4096", "--recompute", "full"]) == 0
     assert "memory per GPU" in capsys.readouterr().out
