@@ -257,31 +257,35 @@ def _default_text(name: str, p: dict) -> str:
 
 def _shrink(m: dict, p: dict, in_flight: float) -> str:
     """What would shrink the largest part of a run's memory, among the knobs it has not turned yet. The
-    first stage's activations are its layers' times the microbatches in flight; under 1F1B as many are in
-    flight as there are stages, so more stages shrink them only where fewer microbatches than stages run,
-    and smaller microbatches only where a microbatch has more than one sequence (context parallelism splits
-    each sequence)."""
+    first stage holds its layers' activations for the microbatches in flight, as many as there are stages
+    where there are that many microbatches (1F1B), else all of them: so more stages, or fewer sequences a
+    replica, shrink them only where fewer microbatches than stages run, and a smaller microbatch only where
+    the stages cap them (context parallelism splits each sequence, more TP each layer's work, and the book's
+    checkpoints where sequence parallelism splits them too)."""
     part = max(("activations", "optimizer", "gradients", "params"), key=lambda k: m[k])
     knobs = []
-    if part == "activations" and p.get("checkpoints_per_layer") is not None:    # the book's checkpoints
-        knobs += ["fewer --checkpoints-per-layer" if p["checkpoints_per_layer"] else "more microbatches"]
-        knobs += ["--seq-parallel"] if p["tp"] > 1 and not p["seq_parallel"] else []
-        knobs += ["a smaller --microbatch"] if p["microbatch"] > 1 else []
-    elif part == "activations":
-        if p["recompute"] == "none":
+    if part == "activations":
+        if p.get("checkpoints_per_layer") is not None:          # the book's checkpoints
+            knobs += ["fewer --checkpoints-per-layer"] if p["checkpoints_per_layer"] > 1 else []
+        elif p["recompute"] == "none":
             knobs += ["--recompute selective", "--recompute full"]
         elif p["recompute"] != "full":
             knobs.append("--recompute full")
         knobs += ["--seq-parallel"] if p["tp"] > 1 and not p["seq_parallel"] else []
-        knobs += ["--attention flash"] if p["attention"] != "flash" else []
-        knobs += ["a smaller --microbatch (more microbatches of fewer sequences)"] if p["microbatch"] > 1 else []
+        if p.get("checkpoints_per_layer") is None and p["attention"] != "flash":
+            knobs.append("--attention flash")
         knobs.append(("more --cp" if p["cp"] > 1 else "--cp N") + " (each sequence split over its ranks"
                      + ("; a microbatch is one sequence already)" if p["microbatch"] == 1 else ")"))
-        knobs += ["more --pp stages (fewer layers a stage)"] if in_flight < p["pp"] else []
+        if p["microbatch"] > 1 and in_flight >= p["pp"]:
+            knobs.append("a smaller --microbatch (more microbatches of fewer sequences)")
+        if in_flight < p["pp"]:
+            knobs.append("more --pp stages (fewer layers a stage) or fewer --sequences a replica")
+        # the book's [B, D] checkpoints are whole on every TP rank unless sequence parallelism splits them
+        book_whole = p.get("checkpoints_per_layer") is not None and not p["seq_parallel"]
+        knobs.append("more --tp with --seq-parallel" if book_whole else "more --tp")
     else:
         stage = {"optimizer": 1, "gradients": 2, "params": 3}[part]     # the ZeRO stage that splits it
         knobs += [f"--zero {stage}"] if p["dp"] > 1 and p["zero"] < stage else []
-    knobs.append("more --tp" if part == "activations" and p.get("checkpoints_per_layer") is None
-                 else "more --tp or --pp")
+        knobs.append("more --tp or --pp")
     return (f"the largest part is the {'weights' if part == 'params' else part}: " + ", ".join(knobs)
             + " would shrink it, or let --search choose a run that fits")

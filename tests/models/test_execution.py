@@ -287,10 +287,17 @@ def test_a_run_that_does_not_fit_says_what_would_shrink_its_largest_part(capsys)
     assert "the largest part is the optimizer: --zero 1, more --tp or --pp would shrink it" in capsys.readouterr().out
 
 
-def test_what_is_said_to_shrink_the_activations_does_and_what_is_not_does_not():
-    """LLaMA 3 405B, TP 8, 16 stages, microbatches of one sequence: the first stage holds its layers for as
-    many microbatches as there are stages (1F1B), so 32 stages hold as much as 16 and are not suggested;
-    context parallelism halves it, and so do more stages where fewer microbatches than stages run."""
+def _advice(capsys, model: str, hw: str, *argv) -> str:
+    assert main(["train", model, "--hw", hw, *argv]) == 1
+    return next(line.strip() for line in capsys.readouterr().out.splitlines() if "the largest part is" in line)
+
+
+def test_what_is_said_to_shrink_the_activations_does_and_what_is_not_does_not(capsys):
+    """LLaMA 3 405B, TP 8, 16 stages: the first stage holds its layers for the microbatches in flight, as
+    many as there are stages where there are that many (1F1B), else all of them. So 32 stages hold as much
+    as 16 when 16 microbatches or more run, and half when 8 do; a microbatch of two sequences halved holds
+    half where the stages cap the microbatches in flight, and the same where they do not; context
+    parallelism halves it; more TP shrinks it. Each is said where, and only where, it holds."""
     cfg = load_model_config("llama3-405b")
     h100 = hardware("h100")
 
@@ -298,11 +305,41 @@ def test_what_is_said_to_shrink_the_activations_does_and_what_is_not_does_not():
         run = Run(cfg, h100, **{"tp": 8, "pp": 16, "sequences": 16, "seq": 8192, **kw})
         return run.memory()["activations"]
     base = acts()
-    assert acts(pp=32, sequences=32) == pytest.approx(base)                 # not said: as many in flight
-    assert acts(cp=2) == pytest.approx(base / 2, rel=0.01)                   # said: --cp N
-    assert acts(tp=16, seq_parallel=True) < acts(seq_parallel=True)          # said: more --tp
-    assert acts(sequences=8) == pytest.approx(base / 2)                      # 8 in flight of 16 stages
-    assert acts(sequences=8, pp=32) == pytest.approx(base / 4)               # then more stages are said
+    assert acts(pp=32, sequences=32) == pytest.approx(base)                 # more stages: as many in flight
+    assert acts(cp=2) == pytest.approx(base / 2, rel=0.01)
+    assert acts(tp=16) < base and acts(tp=16, seq_parallel=True) < acts(seq_parallel=True)
+    assert acts(sequences=8) == pytest.approx(base / 2)                      # 8 in flight of 16 stages ...
+    assert acts(sequences=8, pp=32) == pytest.approx(base / 4)               # ... where more stages shrink it
+    assert acts(microbatch=2) == pytest.approx(acts(microbatch=1))           # 8 of 2 or 16 of 1 in flight
+    assert acts(sequences=64, microbatch=1) == pytest.approx(acts(sequences=64, microbatch=2) / 2)
+
+    run = ["--seq", "8192", "--chips", "128", "--tp", "8", "--pp", "16"]
+    said = _advice(capsys, "llama3-405b", "h100", *run, "--sequences", "16")
+    assert "--cp N" in said and "more --tp" in said and "--pp" not in said and "--microbatch" not in said
+    said = _advice(capsys, "llama3-405b", "h100", *run, "--sequences", "8")
+    assert "more --pp stages (fewer layers a stage) or fewer --sequences a replica" in said
+    said = _advice(capsys, "llama3-405b", "h100", *run, "--sequences", "16", "--microbatch", "2")
+    assert "--microbatch" not in said
+    said = _advice(capsys, "llama3-405b", "h100", *run, "--sequences", "64", "--microbatch", "2")
+    assert "a smaller --microbatch (more microbatches of fewer sequences)" in said
+
+
+def test_the_books_checkpoints_shrink_with_context_parallelism_and_tp_only_with_sequence_parallelism(capsys):
+    """Book Part 6's k [B, D] checkpoints a layer are whole on every TP rank: more TP alone leaves them,
+    sequence parallelism or context parallelism splits them (LLaMA 3-70B, 8 sequences of 4,096 on 70 v5p
+    chips: 6.44 GB at TP 2 and at TP 4, 3.22 GB with sequence parallelism or CP 2)."""
+    cfg = load_model_config("llama3-70b")
+    v5p = hardware("tpu-v5p")
+
+    def acts(**kw):
+        return Run(cfg, v5p, **{"tp": 2, "pp": 35, "sequences": 8, "seq": 4096, "checkpoints": 4, **kw}
+                   ).memory()["activations"]
+    assert acts(tp=4) == pytest.approx(acts()) and acts(seq_parallel=True) == pytest.approx(acts() / 2)
+    assert acts(cp=2) == pytest.approx(acts() / 2) and acts(tp=4, seq_parallel=True) == pytest.approx(acts() / 4)
+    said = _advice(capsys, "llama3-70b", "tpu-v5p", "--chips", "8", "--tp", "8", "--sequences", "64", "--seq",
+                   "8192", "--memory", "book", "--checkpoints-per-layer", "12")      # 129 GB of activations
+    assert said.startswith("the largest part is the activations: fewer --checkpoints-per-layer, --seq-parallel, "
+                           "--cp N") and "more --tp with --seq-parallel" in said
 
 
 def test_uneven_interleaved_chunks_run_at_the_pace_of_the_fullest():
