@@ -173,9 +173,16 @@ def plan_to_markdown(plan) -> str:
         t = plan.evaluate(s.seconds)
         lines.append(f"| {i} | {s.phase} | `{s.signature()}` | `{s.bytes}` | `{s.flops}` | "
                      + (fmt_seconds(t) if t is not None else f"`{s.seconds}`") + " |")
-    lines += ["", "| total | expression | value |", "|---|---|---|"]
     num = plan.numeric()
-    for k in ("flops", "t_math", "t_hbm", "t_comms", "t_step"):
+    totals = ("flops", "t_math", "t_hbm", "t_comms", "t_step")
+    if not num:             # nothing evaluates: no column of blanks, but what would give the values
+        unbound = sorted(s.name for s in plan.t_step.xreplace(plan.bindings()).free_symbols)
+        return "\n".join(lines + ["", "| total | expression |", "|---|---|"]
+                         + [f"| {k} | `{getattr(plan, k)}` |" for k in totals]
+                         + ["", f"No values: {', '.join(unbound)} unbound (bind the sizes and the hardware: "
+                                f"--dims and --hw, or dims= and hw=)."])
+    lines += ["", "| total | expression | value |", "|---|---|---|"]
+    for k in totals:
         v = num.get(k)
         shown = "" if v is None else (f"{v:.4g}" if k == "flops" else fmt_seconds(v))
         lines.append(f"| {k} | `{getattr(plan, k)}` | {shown} |")

@@ -57,6 +57,17 @@ def test_latex_fragment_and_markdown():
     assert "t_step" in md
 
 
+def test_markdown_of_a_plan_without_numbers_says_what_would_give_them():
+    """A closed form alone (no sizes or no chip): no column of blank values, but the symbols to bind."""
+    md = symcost.derive("A[I, J_X] * B[J_X, K] -> C[I, K]", mesh="X=4").to_markdown()
+    assert "| total | expression |\n|---|---|\n" in md and "| value |" not in md
+    assert md.endswith("No values: C, I, J, K, T_min, W_hbm, W_ici unbound (bind the sizes and the hardware: "
+                       "--dims and --hw, or dims= and hw=).")
+    md = symcost.derive("A[I, J_X] * B[J_X, K] -> C[I, K]", mesh="X=4", hw="tpu-v5p").to_markdown()
+    assert md.endswith("No values: I, J, K unbound (bind the sizes and the hardware: --dims and --hw, or dims= "
+                       "and hw=).")
+
+
 def test_notebook_reprs():
     plan = symcost.derive("A[I, J_X] * B[J, K] -> C[I, K]", mesh="X=4")
     assert plan._repr_latex_().startswith("$$") and r"\textbf{" in plan._repr_latex_()
