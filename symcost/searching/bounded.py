@@ -47,6 +47,7 @@ from collections import Counter
 from .. import progress as bars
 from ..errors import UsageError
 from ..pricing import policy
+from . import alike
 from . import floors as fl
 from . import pieces as pcs
 from .pool import workers
@@ -112,13 +113,17 @@ class Bounds:
         self.exact, self.floors = pcs.exactly(space, self.subs), {}
         self.first = _first(self.size, len(work))
         self.vectors: dict = {}          # (statement, splits) -> resource vector (None: the engine refused it)
+        self.forms = {at: alike.form(self.subs[at]) for at in where}
+        self.alike: dict = {}            # what a piece depends on, names aside (alike.key) -> its vector
         self.derived = 0
         ahead = [w for w in work if w[0] in self.first]
         procs = workers(jobs, len(ahead))
+        distinct = len({self._alike(at, k) for at, _, k in ahead})
         bars.say(f"search: {len(cands):,} candidates; {len(ahead):,} of their statements' {len(work):,} pieces "
                  f"(statement{'s' if len(self.first) > 1 else ''} {', '.join(map(str, self.first))} at every sharding "
-                 f"the candidates give {'them' if len(self.first) > 1 else 'it'}) to plan on {procs} "
-                 f"process{'es' if procs > 1 else ''}, then candidates derived from the least bound up")
+                 f"the candidates give {'them' if len(self.first) > 1 else 'it'}"
+                 f"{f'; {distinct:,} distinct but for their names' if distinct < len(ahead) else ''}) to plan on "
+                 f"{procs} process{'es' if procs > 1 else ''}, then candidates derived from the least bound up")
         began, done = time.perf_counter(), [0]
 
         def tick():
@@ -126,12 +131,13 @@ class Bounds:
             bars.advance(1, "search: statements planned alone", total=len(ahead), unit=" pieces")
             if done[0] == SAMPLE and len(ahead) > 2 * SAMPLE:
                 rate = SAMPLE / max(time.perf_counter() - began, 1e-9)
-                bars.say(f"search: about {(len(ahead) - SAMPLE) / rate:,.0f} s more for them, at {rate:,.0f} a second "
+                bars.say(f"search: about {(distinct - SAMPLE) / rate:,.0f} s more for them, at {rate:,.0f} a second "
                          f"(the first {SAMPLE})")
         planned = pcs.all_pieces(space, {at: self.subs[at] for at in self.first}, options, tick, jobs=jobs,
                                  work=ahead, floors=self.floors)
         self.vectors.update({(at, k): None for at, _, k in ahead})
         self.vectors.update({(p.statement, p.splits): p.vector for ps in planned for p in ps})
+        self.alike.update({self._alike(at, k): v for (at, k), v in self.vectors.items()})
         # each other statement at its least whatever its sharding (its work shared evenly), and where its
         # gradients have a floor on the links, that floor at each sharding the candidates give it
         self.least = {at: pcs.floor(self.subs[at], options, space.mesh) for at in where if at not in self.first}
@@ -155,9 +161,15 @@ class Bounds:
             if enough is not None and enough(got := self._bounds(cand, tuple(a for a, j in keys
                                                                                if (a, j) in self.vectors))):
                 return got
-            self.vectors[at, k] = pcs.vector_here(self.space, self.subs, at, cand, self.options, self.exact[at],
-                                                  self.floors)
+            same = self._alike(at, k)
+            if same not in self.alike:     # a statement alike but for its names planned it already
+                self.alike[same] = pcs.vector_here(self.space, self.subs, at, cand, self.options, self.exact[at],
+                                                   self.floors)
+            self.vectors[at, k] = self.alike[same]
         return self._bounds(cand, tuple(self.subs))
+
+    def _alike(self, at: int, splits: tuple) -> tuple:
+        return alike.key(self.forms[at], splits, self.exact[at])
 
     def _lower(self, work: list) -> dict:
         """``{(statement, splits): its least}`` for the statements of ``work`` (not planned first) whose

@@ -33,7 +33,7 @@ from .. import progress as bars
 from ..errors import UsageError
 from ..pricing import policy
 from ..notation import Apply, Declaration, DimRef, Einsum, Program, TensorRef
-from . import milp, pieces as pcs
+from . import alike, milp, pieces as pcs
 from .price import Priced, none_priced, planned, priced, replanner
 from .space import GROUPS, Candidate, Space
 
@@ -123,9 +123,12 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
     space = PinnedSpace(**{f: getattr(space, f) for f in space.__dataclass_fields__})
     where = pcs.statements(space)
     subs = {at: pcs.alone(space, at) for at in where}
-    total = sum(sum(1 for _ in pcs.keys(subs[at])) for at in where)
+    forms, exact = {at: alike.form(subs[at]) for at in where}, pcs.exactly(space, subs)
+    keyed = [alike.key(forms[at], s, exact[at]) for at in where for _, s in pcs.keys(subs[at])]
+    total, distinct = len(keyed), len(set(keyed))      # pieces alike but for their names are planned once
     bars.say(f"search --exact: {total:,} pieces ({len(where)} statements, each at every sharding of its "
-             f"tensors) to plan, then the program solved")
+             f"tensors{f'; {distinct:,} distinct but for their names' if distinct < total else ''}) to plan, "
+             f"then the program solved")
 
     began, done = time.perf_counter(), [0]
 
@@ -134,7 +137,7 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
         bars.advance(1, "exact search: statements planned alone", total=total, unit=" pieces")
         if done[0] == SAMPLE and total > 2 * SAMPLE:     # as the ordinary search: how long the rest will take
             rate = SAMPLE / max(time.perf_counter() - began, 1e-9)
-            bars.say(f"search --exact: about {(total - SAMPLE) / rate:,.0f} s more at {rate:,.0f} pieces a second "
+            bars.say(f"search --exact: about {(distinct - SAMPLE) / rate:,.0f} s more at {rate:,.0f} pieces a second "
                      f"(the first {SAMPLE})")
 
     by_statement = pcs.all_pieces(space, subs, options, tick, jobs=jobs)

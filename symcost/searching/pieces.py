@@ -40,6 +40,7 @@ from ..errors import SymcostError, UsageError
 from ..notation import Apply, Declaration, Einsum, Program, Ranking
 from ..pricing import totals
 from ..program import derive_program, derive_tied
+from . import alike
 from .floors import backward_links
 from .pool import mapped
 from .space import GROUPS, Candidate, Space
@@ -196,9 +197,17 @@ def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1, w
     exact = exactly(space, subs)
     floors = {} if floors is None else floors
     out: dict = {at: [] for at in subs}
-    answers = mapped(key_vectors, [(at, cand) for at, cand, _ in work], jobs=jobs, space=space, options=options)
+    forms = {at: alike.form(subs[at]) for at in subs}     # a piece alike another (alike.py) is planned once
+    same = [alike.key(forms[at], splits, exact[at]) for at, _, splits in work]
+    distinct: dict = {}
+    for k, w in zip(same, work):
+        distinct.setdefault(k, w)
+    answers = mapped(key_vectors, [(at, cand) for at, cand, _ in distinct.values()], jobs=jobs, space=space,
+                     options=options)
     with closing(answers) as vectors:         # stopped (Ctrl-C), the workers go at once
-        for (at, cand, splits), vec in zip(work, vectors):
+        got: dict = {}
+        for (at, cand, splits), k in zip(work, same):
+            vec = got[k] if k in got else got.setdefault(k, next(vectors))
             full = _full(at, vec, exact[at], floors, subs, options, space.mesh)
             if full is not None:
                 out[at].append(Piece(at, splits, full, exact[at] is True, str(subs[at].program_for(cand))))
