@@ -10,8 +10,9 @@ of its statements' pieces, with the others at their least (:func:`.pieces.floor`
 shared evenly by every device whatever its sharding, and on the links the floor its gradients have where
 they have one, :mod:`.floors`, read off its layouts), bound it too, more loosely. So:
 
-1. the pieces of the statements with the fewest shardings (a fifth of all the pieces at most, :data:`FIRST`)
-   are planned first, in ``jobs`` processes, and order every candidate by the bounds they give;
+1. the pieces of the statements with the fewest shardings (a tenth of all the distinct pieces at most,
+   :data:`FIRST`; a statement alike one of them, :mod:`.alike`, adds none) are planned first, in ``jobs``
+   processes, and order every candidate by the bounds they give;
 2. in that order, each candidate's other pieces are planned (each once, in this process; a statement at
    a time, the statements with the most pieces first, and no more once those planned rank it below the
    ``top`` found so far), and the candidate is derived whole by the engine, as the ordinary search derives
@@ -56,9 +57,13 @@ from .space import Space
 
 #: the fewest candidates a search bounds (below, pricing them all costs less than planning their pieces)
 FROM = 1000
-#: the share of the pieces planned before any candidate is ordered: the statements with the fewest
-#: shardings, while theirs are at most this share of all (at least one statement, never all)
-FIRST = 0.2
+#: the share of the distinct pieces planned before any candidate is ordered: the statements with the fewest
+#: shardings, while theirs are at most this share of all (at least one statement, never all). Measured on
+#: the LLaMA 3 8B layer's bounded searches on h100 (2026-11-27, one core): on X=4,Y=2 a tenth takes its
+#: attention core and both MLP projections alike (323 pieces), where a fifth added its down projection
+#: too (548; 2.65-2.95 s against 3.0-3.4 s); on X=4,Y=2,Z=2 both take the same five statements, without
+#: the down projection the search took 85 s, not 56 s
+FIRST = 0.1
 #: pieces planned before the search says how long the first will take
 SAMPLE = 50
 #: how far a bound is taken down before it is compared: the pieces' sums add the same step times as the
@@ -111,14 +116,17 @@ class Bounds:
         self.cands = dict(zip(cands, keyed))   # candidate -> its statements' splits
         self.size = Counter(at for at, _, _ in work)     # statement -> its pieces the candidates take
         self.exact, self.floors = pcs.exactly(space, self.subs), {}
-        self.first = _first(self.size, len(work))
         self.vectors: dict = {}          # (statement, splits) -> resource vector (None: the engine refused it)
         self.forms = {at: alike.form(self.subs[at]) for at in where}
+        alikes: dict = {at: set() for at in where}
+        for at, _, k in work:
+            alikes[at].add(self._alike(at, k))
+        self.first = _first(alikes)
         self.alike: dict = {}            # what a piece depends on, names aside (alike.key) -> its vector
         self.derived = 0
         ahead = [w for w in work if w[0] in self.first]
         procs = workers(jobs, len(ahead))
-        distinct = len({self._alike(at, k) for at, _, k in ahead})
+        distinct = len(set().union(*(alikes[at] for at in self.first)))
         bars.say(f"search: {len(cands):,} candidates; {len(ahead):,} of their statements' {len(work):,} pieces "
                  f"(statement{'s' if len(self.first) > 1 else ''} {', '.join(map(str, self.first))} at every sharding "
                  f"the candidates give {'them' if len(self.first) > 1 else 'it'}"
@@ -201,15 +209,17 @@ class Bounds:
         return (*pcs.bounds_of(vs), cand)
 
 
-def _first(count: Counter, total: int) -> tuple:
-    """The statements whose pieces are planned first: those with the fewest, while theirs are at most
-    :data:`FIRST` of all (at least one statement, never every one)."""
-    chosen, n = [], 0
-    for at, k in sorted(count.items(), key=lambda x: (x[1], x[0])):
-        if chosen and (n + k > FIRST * total or len(chosen) == len(count) - 1):
+def _first(keys: dict) -> tuple:
+    """The statements whose pieces are planned first: those with the fewest, while the distinct pieces they
+    plan (``keys``: each statement's :func:`.alike.key` s; a statement alike one chosen plans none) are at
+    most :data:`FIRST` of all (at least one statement, never every one)."""
+    chosen, have = [], set()
+    total = len(set().union(*keys.values()))
+    for at, ks in sorted(keys.items(), key=lambda x: (len(x[1]), x[0])):
+        if chosen and (len(have | ks) > FIRST * total or len(chosen) == len(keys) - 1):
             break
         chosen.append(at)
-        n += k
+        have |= ks
     return tuple(sorted(chosen))
 
 
