@@ -1,6 +1,7 @@
 """The options ``model``, ``serve`` and ``train`` share (declared once), and reading them into a model."""
 from __future__ import annotations
 
+import argparse
 import re
 
 from .. import dtypes
@@ -9,8 +10,50 @@ from . import train
 from .options import refuse_unread
 
 
-def add_arguments(m, name_required: bool = False) -> None:
-    """A model's options: the counts, serving (decode, prefill, frontier), and training."""
+#: what each command's help leaves out (still parsed, so that a flag of the other command is refused with a
+#: word on which command reads it): ``serve`` the training run's flags, ``train`` serving's, neither the
+#: program ``model --program`` prints
+HIDDEN = {
+    "serve": {"train", "strategy", "tokens", "checkpoints_per_layer", "vs", "memory", "flops", "dp_overlap",
+              "max_cp", "program", "elementwise", *train.OPTIONS},
+    "train": {"train", "decode", "prefill", "frontier", "latency", "mfu", "kv_dtype", "program", "elementwise"},
+}
+#: the help of a flag both read, as each command reads it
+HELP = {
+    "serve": {"batch": "sequences decoded together, or prefilled (default 1 for --prefill)",
+              "mesh": "the mesh of the layer program, --chips devices in all (default: heads over Y, "
+                                   "the rest over Z); its first axis splits the heads, the others the KV cache's batch",
+              "search": "choose the mesh and the batch: the most tokens a second a chip within --latency (decode: "
+                        "the step; prefill: the time to the first token)",
+              "top": "how many (mesh, batch) pairs --search lists (default 5)",
+              "mfu": "with --prefill: model FLOPs utilisation, in (0, 1] (default: from the preset's efficiency "
+                     "data, else 0.4)"},
+    "train": {"batch": "tokens per iteration (or --sequences)",
+              "mesh": "with --strategy: the mesh of the strategy program",
+              "vs": "with --search: the best run on every power-of-two budget up to --chips",
+              "search": "choose the run: every TP x PP x DP split of at most --chips (saying why when it leaves "
+                        "some idle) with microbatch, interleave, ZeRO, recomputation and sequence parallelism, "
+                        "ranked by iteration time among those that fit",
+              "top": "how many runs --search lists (default 5)"},
+}
+
+
+def add_arguments(m, name_required: bool = False, command: str = "model") -> None:
+    """A model's options: the counts, serving (decode, prefill, frontier), and training; ``command``'s help
+    shows those it reads (:data:`HIDDEN`, :data:`HELP`)."""
+    _add(m, name_required)
+    if command == "train":
+        for group in m._action_groups:
+            if group.title == train.GROUP:
+                group.title = "the run as launched (--search chooses these)"
+    for action in m._actions:
+        if action.dest in HIDDEN.get(command, ()):
+            action.help = argparse.SUPPRESS
+        elif action.dest in HELP.get(command, {}):
+            action.help = HELP[command][action.dest]
+
+
+def _add(m, name_required: bool) -> None:
     m.add_argument("name", metavar="NAME|config.json", nargs=None if name_required else "?",
                    help="a preset (see `symcost model --list`) or a HuggingFace config.json")
     m.add_argument("--dtype", default="bf16", help="weights and KV cache dtype (the book's 'int8 everything')")
@@ -23,8 +66,8 @@ def add_arguments(m, name_required: bool = False) -> None:
                                   "cache's batch")
     m.add_argument("--strategy", help="a training strategy program (derivations/*.sc) to check")
     m.add_argument("--train", action="store_true")
-    m.add_argument("--decode", action="store_true")
-    m.add_argument("--prefill", action="store_true")
+    m.add_argument("--decode", action="store_true", help="one generation step: --batch sequences at --seq context")
+    m.add_argument("--prefill", action="store_true", help="a prompt of --seq tokens: the time to the first token")
     m.add_argument("--frontier", action="store_true", help="latency / throughput by batch size")
     m.add_argument("--batch", type=float, help="sequences (decode, prefill) or tokens per batch (train)")
     m.add_argument("--seq", type=int, default=8192, help="context length (default 8192)")
@@ -45,6 +88,13 @@ def add_arguments(m, name_required: bool = False) -> None:
     m.add_argument("--vs", choices=("chips",),
                    help="with --train --search: the best run on every power-of-two budget up to --chips")
     m.add_argument("--json", action="store_true")
+    m.add_argument("--search", action="store_true",
+                   help="with --train: choose the run (every TP x PP x DP split of at most --chips, saying why when it "
+                        "leaves some idle, with microbatch, interleave, ZeRO, recomputation and sequence parallelism, "
+                        "ranked by iteration time among those that fit); with --decode or --prefill: the mesh and "
+                        "batch (the most tokens a second a chip within --latency)")
+    m.add_argument("--top", type=int, default=5,
+                   help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
     train.add_arguments(m)
 
 

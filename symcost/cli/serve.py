@@ -12,7 +12,7 @@ MODES = ("decode", "prefill", "frontier")
 def register(sub):
     s = sub.add_parser("serve", help="decode, prefill and the latency / throughput frontier of a model on a slice "
                                      "(= model NAME --decode|--prefill|--frontier)")
-    model_options.add_arguments(s, name_required=True)
+    model_options.add_arguments(s, name_required=True, command="serve")
     s.set_defaults(handler=cmd_serve)
 
 

@@ -18,8 +18,12 @@ DEFAULTS = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "microbatch": 1, "interleave": 1
             "zero": 0, "attention": "unfused", "memory": "saved", "flops": "attention", "optimizer": "adam"}
 
 
+#: the title of the run's knobs in ``--help``
+GROUP = "a training run as launched (with --train; --search chooses these)"
+
+
 def add_arguments(m) -> None:
-    g = m.add_argument_group("a training run as launched (with --train)")
+    g = m.add_argument_group(GROUP)
     g.add_argument("--memory", choices=("saved", "book"),
                    help="activation memory: saved (what the layer's plan keeps for its backward pass under "
                         "--recompute; the default) or book (--checkpoints-per-layer K [B, D] tensors a layer, book "
@@ -52,14 +56,8 @@ def add_arguments(m) -> None:
     g.add_argument("--attention", choices=("unfused", "flash"),
                    help="the attention core: unfused (scores, softmax and dropout through HBM, as Megatron ran in "
                         "2022; the default) or flash (one fused kernel, as current stacks run)")
-    g.add_argument("--search", action="store_true",
-                   help="choose the run: every TP x PP x DP split of at most --chips (saying why when it leaves some "
-                        "idle) with microbatch, interleave, ZeRO, recomputation and sequence parallelism, ranked by "
-                        "iteration time among those that fit")
     g.add_argument("--max-cp", type=int, default=1, metavar="N",
                    help="with --search: also try context parallelism over 2, 4, ... up to N ranks (default 1: none)")
-    g.add_argument("--top", type=int, default=5,
-                   help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
 
 
 #: the knobs that count ranks, stages or sequences: each at least 1

@@ -10,7 +10,7 @@ from . import model_options, serve
 def register(sub):
     t = sub.add_parser("train", help="a training run of a model: its step, memory and MFU, or the run chosen "
                                      "(= model NAME --train)")
-    model_options.add_arguments(t, name_required=True)
+    model_options.add_arguments(t, name_required=True, command="train")
     t.set_defaults(handler=cmd_train)
 
 

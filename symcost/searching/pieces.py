@@ -199,11 +199,9 @@ def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1, w
     out: dict = {at: [] for at in subs}
     forms = {at: alike.form(subs[at]) for at in subs}     # a piece alike another (alike.py) is planned once
     same = [alike.key(forms[at], splits, exact[at]) for at, _, splits in work]
-    distinct: dict = {}
-    for k, w in zip(same, work):
-        distinct.setdefault(k, w)
-    answers = mapped(key_vectors, [(at, cand) for at, cand, _ in distinct.values()], jobs=jobs, space=space,
-                     options=options)
+    firsts = dict(reversed(list(zip(same, work))))      # each key's first piece (reversed: the first wins)
+    distinct = [firsts[k] for k in dict.fromkeys(same)]
+    answers = mapped(key_vectors, [(at, cand) for at, cand, _ in distinct], jobs=jobs, space=space, options=options)
     with closing(answers) as vectors:         # stopped (Ctrl-C), the workers go at once
         got: dict = {}
         for (at, cand, splits), k in zip(work, same):

@@ -510,3 +510,29 @@ def test_an_output_that_is_a_folder_is_refused(capsys, tmp_path):
     (tmp_path / "x.toml").mkdir()
     code, _, err = run(capsys, "calibrate", "--out", str(tmp_path / "x.toml"))
     assert code == 2 and f"--out {tmp_path / 'x.toml'} is a folder: name a file in it" in err
+
+
+def _help(capsys, command: str) -> str:
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_train_and_serve_help_list_what_they_read(capsys):
+    """`symcost train --help` listed --decode, --prefill, --latency and --program, and `serve --help` every
+    pipeline knob under "a training run as launched (with --train)", its own --search among them described
+    as choosing a TP x PP x DP split. Each now lists what it reads, --search as it searches; the other's
+    flags are still refused with a word on which command reads them."""
+    train, serve, model = (_help(capsys, c) for c in ("train", "serve", "model"))
+    for flag in ("--decode", "--prefill", "--frontier", "--latency", "--program", "--elementwise", "--mfu"):
+        assert flag not in train and flag in model
+    for flag in ("--tp", "--pp", "--strategy", "--recompute", "--max-cp", "--train", "--tokens", "--vs"):
+        assert flag not in serve and flag in model
+    assert "--tp" in train and "--latency" in serve and "--search" in train and "--search" in serve
+    assert "choose the mesh and the batch" in serve and "TP x PP x DP" not in serve
+    assert "TP x PP x DP" in train and "(with --train" not in train
+    code, _, err = run(capsys, "train", "llama3-8b", "--decode", "--hw", "h100")
+    assert code == 2 and "serving is `symcost serve`" in err
+    code, _, err = run(capsys, "serve", "llama3-8b", "--decode", "--tp", "2", "--hw", "h100", "--batch", "8")
+    assert code == 2 and "--tp is read by --train" in err
