@@ -74,9 +74,9 @@ class Caches:
             if not self.enabled:
                 fn = memo.fn
             elif self.check:
-                fn = functools.lru_cache(maxsize=memo.maxsize * self.wider)(_checked(memo))
+                fn = functools.lru_cache(maxsize=memo.maxsize * (self.wider if memo.widens else 1))(_checked(memo))
             else:
-                fn = functools.lru_cache(maxsize=memo.maxsize * self.wider)(memo.fn)
+                fn = functools.lru_cache(maxsize=memo.maxsize * (self.wider if memo.widens else 1))(memo.fn)
             self._fns[memo] = fn
         return fn
 
@@ -152,17 +152,20 @@ class _Memo:
     fn: Callable
     maxsize: int
     holds_state: bool      # the answer is itself a cache the context owns (a parser, a layout graph)
+    widens: bool = True    # a wider context holds more of them
 
 
-def memoize(maxsize: int = 1024, holds_state: bool = False):
+def memoize(maxsize: int = 1024, holds_state: bool = False, widens: bool = True):
     """Keep a function's answers in the current planning context, at most ``maxsize`` of them (least
     recently used dropped first). Answers must be immutable; ``holds_state``: the answer is a cache object
-    itself (a layout graph that grows as searches use it), owned by the context like the other caches."""
+    itself (a layout graph that grows as searches use it), owned by the context like the other caches.
+    ``widens=False``: a context with wider caches keeps no more of them (answers large in memory and read
+    again soon after they are made, or never)."""
     if maxsize is None or maxsize < 1:
         raise ValueError("symcost's caches are bounded: give maxsize >= 1")
 
     def wrap(fn):
-        memo = _Memo(fn, maxsize, holds_state)
+        memo = _Memo(fn, maxsize, holds_state, widens)
         get, default, in_default = _CURRENT.get, _DEFAULT, _DEFAULT.function(memo)
 
         @functools.wraps(fn)

@@ -21,20 +21,17 @@ to the next, which is how the Megatron layer comes out as AllGather + ReduceScat
 """
 from __future__ import annotations
 
-import itertools
-import operator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from types import MappingProxyType
-from typing import NamedTuple
 
 from .. import caching, dtypes
 from ..einsum import LocalEinsum
 from ..errors import ShardingError
 from ..layout import Layout
 from ..mesh import Mesh
+from .products import einsum_results
 from .ranking import Ranker
-from .routes import Entry, Route, direct_route, graph, reachable, route_to, search
+from .routes import Entry, Frontier, Route, direct_route, reachable, route_to, search
 
 ANY = "any"  # a target meaning "whatever layout is cheapest, partial sums included"
 
@@ -64,29 +61,6 @@ class Candidate:
         so that sums taken in different orders tie), then fewer steps (kept: a walk compares the plans of
         every einsum it meets again, and their ties)."""
         return (float(f"{self.cost:.9g}"), float(f"{self.moved:.9g}"), len(self.steps))
-
-
-def sigmas(dims, mesh_axes):
-    """Every assignment of mesh axes to dimensions (each axis to at most one dimension, ordered)."""
-    return _sigmas(tuple(dims), tuple(mesh_axes))
-
-
-@caching.memoize(maxsize=1024)
-def _sigmas(dims, mesh_axes) -> tuple:
-    return tuple(MappingProxyType(a) for a in _assignments(list(dims), mesh_axes))
-
-
-def _assignments(dims, mesh_axes):
-    for choice in itertools.product([None] + dims, repeat=len(mesh_axes)):
-        per = {d: [] for d in dims}
-        for a, d in zip(mesh_axes, choice):
-            if d is not None:
-                per[d].append(a)
-        multi = [d for d in dims if len(per[d]) > 1]
-        for perms in itertools.product(*(itertools.permutations(per[d]) for d in multi)):
-            out = {d: tuple(per[d]) for d in dims}
-            out.update(zip(multi, perms))
-            yield out
 
 
 def product_dims(left_dims, right_dims, contract, later: set, out_dims=None):
@@ -162,6 +136,12 @@ class _Bounded:
         self.short = self.short or not found.complete
         return found
 
+    def toward(self, frontier: Frontier, target: Layout) -> Entry | None:
+        """:meth:`to` the search ``frontier`` goes on (from the sources it began with)."""
+        found, complete = frontier.to(target)
+        self.short = self.short or not complete
+        return found
+
     def to(self, sources, target: Layout, limit=LAYOUT_LIMIT) -> Entry | None:
         """The cheapest route from ``sources`` to ``target`` alone (None: not reached)."""
         found, complete = route_to(sources, self.ranker, target, limit=limit)
@@ -178,6 +158,36 @@ def _candidates(operands, contracts, final_name, out_dims, target, mesh, ranker,
 
 def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh, ranker, out_dtype, names, keep,
                         ties_only):
+    prep = _prepared(operands, contracts, final_name, out_dims, mesh, ranker, out_dtype, names)
+    search = _Bounded(mesh, ranker)
+    search.short = prep.short
+    return _finish(prep.finals, target, search, keep, ties_only, prep), search.short
+
+
+#: the chains kept with their searches toward targets (and the result layouts with theirs): a search asks a
+#: chain for another target soon after the first, or never (the searches are large: a wider context keeps
+#: no more of them)
+PREPARED = 512
+
+
+class _Prepared:
+    """A chain's einsum results, whatever its target, and its searches from them toward targets (one
+    :class:`~.routes.Frontier` for each set of partial sums a target keeps, the results that hold them)."""
+
+    def __init__(self, finals: list, short: bool):
+        self.finals, self.short, self.frontiers = finals, short, {}
+
+    def frontier(self, keeps: frozenset, starts: list, ranker) -> Frontier:
+        got = self.frontiers.get(keeps)
+        if got is None or not got.current:
+            got = self.frontiers[keeps] = Frontier(starts, ranker, LAYOUT_LIMIT)
+        return got
+
+
+@caching.memoize(maxsize=PREPARED, holds_state=True, widens=False)
+def _prepared(operands, contracts, final_name, out_dims, mesh, ranker, out_dtype, names) -> _Prepared:
+    """What a chain plan does before its target (kept, with the searches toward targets it makes: a search
+    asks the chain of the same operands for several targets)."""
     search = _Bounded(mesh, ranker)
     n = len(operands)
     at_hand = [o if isinstance(o, tuple) else (o,) for o in operands]  # layouts each operand already has
@@ -201,7 +211,7 @@ def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh,
         if not dist_left:
             raise ShardingError(_stuck(left_layout, right, ranker))
         left_layout = next(iter(dist_left))
-        results = _einsum_results(left_layout, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker)
+        results = einsum_results(left_layout, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker)
         if not results:
             raise ShardingError(_stuck(left_layout, right, ranker))
         if last:
@@ -210,9 +220,9 @@ def _candidates_bounded(operands, contracts, final_name, out_dims, target, mesh,
             dist_left = search(results)      # each result layout once (see :func:`_cheapest`), in order
             left_dims = dims_out
     if n == 1:  # a one-operand einsum: a sum over dimensions or a transpose
-        finals = _einsum_results(operands[0], dist_left, None, None, out_dims, final_name,
+        finals = einsum_results(operands[0], dist_left, None, None, out_dims, final_name,
                                  out_dtype or operands[0].dtype, mesh, ranker)
-    return _finish(finals, target, search, keep, ties_only), search.short
+    return _Prepared(finals, search.short)
 
 
 def _stuck(left: Layout, right: Layout, ranker) -> str:
@@ -226,14 +236,14 @@ def _stuck(left: Layout, right: Layout, ranker) -> str:
 ALTERNATIVE_RESULTS = 12
 
 
-def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
+def _finish(finals, target, search, keep: int = 8, ties_only: bool = False, prep: _Prepared | None = None):
     """From the einsum's result layouts to the target. One search from all of them at once (each starting at
     its own cost) finds the cheapest whole plan in the search's additive cost; the cheapest few results
     each get a search of their own, for the alternatives and for the overlapped objective, which ranks
     the candidates in the end. The search to the target is not bounded (a plan must come out); the
     alternatives' searches are."""
     ranker = search.ranker
-    order = finals     # each result once, cheapest first (as :func:`_einsum_results` gives them)
+    order = finals     # each result once, cheapest first (as :func:`~.products.einsum_results` gives them)
     cands, seen = [], set()
     best = [float("inf")]     # the best objective so far, as ranked (nine digits)
 
@@ -255,7 +265,7 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
         for _, ent in order[:ALTERNATIVE_RESULTS + keep]:
             add(ent.steps)
         return cands
-    reached = _to_target(order, target, search)
+    reached = _to_target(order, target, search, frontier=prep.frontier if prep is not None else None)
     if reached is None and search.short:   # the search stopped short of the target: go there directly
         lay, ent = order[0]
         goal = replace(target, name=lay.name) if target is not None else replace(lay, unreduced=frozenset())
@@ -278,13 +288,23 @@ def _finish(finals, target, search, keep: int = 8, ties_only: bool = False):
 def _tail(layout: Layout, target, mesh, ranker) -> Route | None:
     """The cheapest way from one result layout to ``target``, kept: the plans of a search end in the same
     few result and target layouts."""
-    got = _to_target([(layout, Entry(0.0, ()))], target, _Bounded(mesh, ranker))
+    got = _to_target([(layout, Entry(0.0, ()))], target, _Bounded(mesh, ranker),
+                     frontier=lambda keeps, starts, ranker: _from_one(layout, ranker))
     return None if got is None else Route(got.cost, got.steps)
 
 
-def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | None:
+@caching.memoize(maxsize=PREPARED, holds_state=True, widens=False)
+def _from_one(layout: Layout, ranker) -> Frontier:
+    """The search from one result layout toward the targets its chains ask (kept: a result is asked for
+    several)."""
+    return Frontier([(layout, Entry(0.0, ()))], ranker, LAYOUT_LIMIT)
+
+
+def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT, frontier=None) -> Entry | None:
     """The cheapest way from any of ``sources`` (``(layout, entry)`` pairs, each layout once) to ``target``
-    (None: the cheapest fully reduced layout)."""
+    (None: the cheapest fully reduced layout); ``frontier(keeps, starts, ranker)``: the search from the
+    sources that keep the target's partial sums, kept and gone on from where it stopped (a
+    :class:`~.routes.Frontier`)."""
     if target is not None:
         starts = sources if not target.unreduced else [(lay, e) for lay, e in sources
                                                        if target.unreduced <= lay.unreduced]
@@ -292,106 +312,11 @@ def _to_target(sources: list, target, search, limit=LAYOUT_LIMIT) -> Entry | Non
             return None
         name = starts[0][0].name
         tgt = target if target.name == name else Layout(name, target.dims, target.axes, target.unreduced, target.dtype)
+        if frontier is not None:
+            got = frontier(target.unreduced, starts, search.ranker)
+            if got.current:
+                return search.toward(got, tgt)
         return search.to(starts, tgt, limit)
     found = search(sources, accept=lambda l: not l.unreduced, limit=limit)     # each layout once, in order
     done = [l for l in found if not l.unreduced]
     return found[done[0]] if done else None
-
-
-def _einsum_results(left, dist_left, right, dist_right, dims_out, name, dtype, mesh, ranker):
-    """For every sigma whose operand layouts are reachable: (result layout, entry), cheapest first."""
-    # which unreduced sets an operand may keep (at most one operand keeps any: the product is linear)
-    keep_opts = [(frozenset(), frozenset())]
-    keep_opts += [(u, frozenset()) for u in dist_left.unreduced_sets]
-    if right is not None:
-        keep_opts += [(frozenset(), u) for u in dist_right.unreduced_sets]
-    lkey, rkey = (left.name, left.dims, left.dtype), None if right is None else (right.name, right.dims, right.dtype)
-    dims_out, g = tuple(dims_out), graph(ranker)
-    if dist_left.generation == g.generation and (right is None or dist_right.generation == g.generation):
-        # both operands' searches numbered their layouts as the ranker's graph does now: each operand and
-        # result looked up by its number (a layout hashed in Python at every lookup was most of the time)
-        tables = [_numbered_einsums(lkey, rkey, keep, dims_out, name, dtype, mesh, ranker, g.generation)
-                  for keep in keep_opts]
-        return _cheapest(tables, dist_left.ids.get, dist_right.ids.get if right is not None else None, g.generation)
-    tables = [_local_einsums(lkey, rkey, keep, dims_out, name, dtype, mesh, ranker) for keep in keep_opts]
-    return _cheapest(tables, dist_left.get, dist_right.get if right is not None else None)
-
-
-def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
-    """(result layout, entry) for each result the sigmas of ``tables`` reach: the first cheapest, its cost the
-    operands' entries' (looked up by ``get_l``, ``get_r``: None where an operand cannot be reached) plus the
-    einsum's weight; each sigma ``(left's key, right's key or None, result's key, einsum, weight)``; the keys
-    are layout numbers in the graph's numbering ``generation`` (-1: the layouts themselves)."""
-    best: dict = {}     # result's key -> its _Product: the first cheapest
-    new, product, bget = tuple.__new__, _Product, best.get   # a _Product made without a Python-level constructor
-    numbered = generation >= 0
-    for table in tables:
-        for kl, kr, kres, e, t in table:
-            ent_l = get_l(kl)
-            if ent_l is None:
-                continue
-            if kr is None:
-                ent_r, cost = None, ent_l.cost + t
-            else:
-                ent_r = get_r(kr)
-                if ent_r is None:
-                    continue
-                cost = ent_l.cost + ent_r.cost + t
-            got = bget(kres)
-            if got is None or cost < got[0]:
-                best[kres] = new(product, (cost, ent_l, ent_r, e, kres, generation) if numbered else
-                                 (cost, ent_l, ent_r, e, -1, -1))
-    return [(p[3].output, p) for p in sorted(best.values(), key=operator.itemgetter(0))]   # cheapest first, stable
-
-
-class _Product(NamedTuple):
-    """A result's route, read as an :class:`~symcost.rewrite.routes.Entry` is: its steps (the operands'
-    routes, then the einsum) are joined when asked, since a search reads those of the few results it
-    settles and most of an einsum's results are never settled. ``number``: the result layout's number in
-    the layout graph's numbering ``generation`` (a search then need not look it up; -1: not known)."""
-
-    cost: float
-    left: object
-    right: object
-    einsum: LocalEinsum
-    number: int
-    generation: int
-
-    @property
-    def steps(self) -> tuple:
-        right = self.right.steps if self.right is not None else ()
-        return self.left.steps + right + (self.einsum,)
-
-
-@caching.memoize(maxsize=512)
-def _local_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker) -> tuple:
-    """Every local einsum of ``left * right`` (each ``(name, dims, dtype)``) with ``keep`` (the unreduced sets
-    the left and the right operand keep): ``(left layout, right layout or None, result layout, einsum, its
-    search weight)`` for each sigma. They depend on the operands' names and dimensions, not on where the
-    operands are, so every plan of a search that multiplies the same tensors shares them."""
-    (lname, ldims, ldtype), (keep_l, keep_r) = left, keep
-    rdims = right[1] if right is not None else ()
-    all_dims = list(ldims) + [d for d in rdims if d not in ldims]
-    shardable = [d for d in all_dims if not d.isdigit()]
-    summed = [d for d in all_dims if d not in dims_out]
-    kept = keep_l | keep_r
-    out = []
-    for sigma in sigmas(shardable, [a for a in mesh.names if a not in kept]):
-        lay_l = Layout(lname, ldims, tuple(sigma.get(d, ()) for d in ldims), keep_l, ldtype)
-        lay_r = None if right is None else Layout(right[0], rdims, tuple(sigma.get(d, ()) for d in rdims),
-                                                  keep_r, right[2])
-        unreduced = kept | {a for d in summed for a in sigma.get(d, ())}
-        res = Layout(name, dims_out, tuple(sigma.get(d, ()) for d in dims_out), frozenset(unreduced), dtype)
-        ins = (lay_l,) if lay_r is None else (lay_l, lay_r)
-        e = LocalEinsum(ins, res, tuple(all_dims), tuple(sigma.get(d, ()) for d in all_dims))
-        out.append((lay_l, lay_r, res, e, ranker.einsum(e)))
-    return tuple(out)
-
-
-@caching.memoize(maxsize=512)
-def _numbered_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker, generation) -> tuple:
-    """:func:`_local_einsums` with each layout's number in the ranker's graph, numbering ``generation``:
-    ``(left's number, right's or None, result's, einsum, its search weight)``."""
-    of = graph(ranker).of
-    return tuple((of(lay_l), None if lay_r is None else of(lay_r), of(res), e, t)
-                 for lay_l, lay_r, res, e, t in _local_einsums(left, right, keep, dims_out, name, dtype, mesh, ranker))
