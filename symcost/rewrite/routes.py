@@ -193,7 +193,9 @@ class Frontier:
     ``complete`` the same. A search's chain plans ask the same einsum results for several targets, whose
     searches settled the same layouts again (the LLaMA 3 8B layer's bounded search on ``X=4,Y=2,Z=2``:
     about two targets a chain's results, about fifteen a result layout alone; 10 million fewer moves
-    looked at of 26 million)."""
+    looked at of 26 million). As :func:`route_to`, a search for a target does not queue a move no cheaper
+    than the target's best so far: it sets it aside, in its order, and queues it when the next target is
+    asked."""
 
     def __init__(self, sources, ranker: Ranker, limit: int | None):
         self.g = g = graph(ranker)
@@ -209,6 +211,7 @@ class Frontier:
                 self.tentative[i] = cost
         self.settled: dict[int, Entry] = {}
         self.heap: list = []
+        self.aside: list = []     # moves no cheaper than the last target's best: queued when a later one is asked
         self.tick = itertools.count().__next__
         self.w, self.looked, self.stopped = 0, 0, False
         self.unexpanded: tuple | None = None     # (layout number, cost) settled as a target, its moves not queued
@@ -229,7 +232,12 @@ class Frontier:
             return None, False
         settled, tentative, heap, waiting = self.settled, self.tentative, self.heap, self.waiting
         tget, push, pop, inf, entry = tentative.get, heapq.heappush, heapq.heappop, INF, tuple.__new__
-        edges, priced, limit, tick = self.g.edges, self.g.out, self.limit, self.tick
+        edges, priced, limit, tick, aside = self.g.edges, self.g.out, self.limit, self.tick, self.aside.append
+        if self.aside:
+            heap.extend(self.aside)
+            heapq.heapify(heap)
+            self.aside.clear()
+        bound = tget(goal, inf)
         n_waiting = len(waiting)
         if self.unexpanded is not None:
             i, cost = self.unexpanded
@@ -249,7 +257,14 @@ class Frontier:
                     new = cost + weight
                     if new < tget(j, inf):
                         tentative[j] = new
-                        push(heap, (new, tick(), j, i, m))
+                        # a move no cheaper than the target's best comes off the queue after the target: as
+                        # route_to, it is not queued for this target, but set aside in its order for the next
+                        if new < bound or j == goal:
+                            if j == goal:
+                                bound = new
+                            push(heap, (new, tick(), j, i, m))
+                        else:
+                            aside((new, tick(), j, i, m))
             if self.w < n_waiting and (not heap or waiting[self.w][0] <= heap[0][0]):
                 cost, _, i, ent = waiting[self.w]
                 self.w += 1
