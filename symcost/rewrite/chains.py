@@ -217,7 +217,7 @@ def _prepared(operands, contracts, final_name, out_dims, mesh, ranker, out_dtype
         if last:
             finals = results
         else:
-            dist_left = search(results)      # each result layout once (see :func:`_cheapest`), in order
+            dist_left = search(results)      # each result layout once (see :func:`~.products.einsum_results`), in order
             left_dims = dims_out
     if n == 1:  # a one-operand einsum: a sum over dimensions or a transpose
         finals = einsum_results(operands[0], dist_left, None, None, out_dims, final_name,

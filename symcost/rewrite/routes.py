@@ -122,80 +122,21 @@ def route_to(sources, ranker: Ranker, target: Layout, limit: int | None = None) 
 
 def _settled(sources, ranker: Ranker, target: Layout | None, accept, limit: int | None) -> tuple:
     """The search itself: ``({layout number: Entry} of the layouts settled, complete, the graph)``."""
-    g = graph(ranker)
-    if len(g.layouts) > GRAPH_LIMIT:
-        g.restart()
-    layouts, of, edges, priced = g.layouts, g.of, g.edges, g.out
-    goal = of(target) if target is not None else -1
-    settled: dict[int, Entry] = {}
-    tentative: dict[int, float] = {}    # a settled layout's is -inf: no move is cheaper, none is queued
-    heap: list = []     # (cost, order, layout, the layout it came from, move)
-    tick = itertools.count().__next__
-    push, pop = heapq.heappush, heapq.heappop
-    tget, inf = tentative.get, INF     # the hot loop's names, bound once
-    entry = tuple.__new__     # an Entry made without a Python-level constructor: one per settled layout
-    # The sources wait in their own queue, cheapest first (a source precedes every move of equal cost, as if
-    # queued first), so the layouts are settled in the order one heap of them all gives; a search that stops
-    # at its target never queues the many costlier ones. A move is queued only where it is cheaper than the
-    # layout's own start: one that is not could never settle it.
-    pairs = sources.items() if isinstance(sources, Mapping) else sources
-    gen = g.generation     # an entry that knows its layout's number in this numbering is not looked up
-    waiting = sorted([(ent.cost, k, ent.number if getattr(ent, "generation", -1) == gen else of(lay), ent)
-                      for k, (lay, ent) in enumerate(pairs)])
-    for cost, _, i, _ in waiting:
-        if cost < tget(i, inf):
-            tentative[i] = cost
-    n_waiting, w = len(waiting), 0
-    bound = tget(goal, inf)      # the target's best so far
-    looked, complete = 0, True
-    while heap or w < n_waiting:
-        if w < n_waiting and (not heap or waiting[w][0] <= heap[0][0]):
-            cost, _, i, ent = waiting[w]
-            w += 1
-            if i in settled:
-                continue
-            settled[i] = entry(Entry, (cost, ent.steps))
-            tentative[i] = SETTLED
-        else:
-            cost, _, i, parent, m = pop(heap)
-            if i in settled:
-                continue
-            # a route's steps are written once, when its layout is settled, not at every push
-            settled[i] = entry(Entry, (cost, settled[parent].steps + (m,)))
-            tentative[i] = SETTLED
-        if i == goal or (accept is not None and accept(layouts[i])):
-            break
-        out = priced[i] or edges(i)    # priced once per layout and kept: every search of a plan shares them
-        looked += len(out)
-        if len(settled) % 256 == 0:
-            progress.advance(256, "searching layouts")
-        if limit is not None and looked > limit:
-            complete = False
-            break
-        for m, j, weight in out:
-            new = cost + weight
-            # a move to another layout no cheaper than the target's best so far would come off the queue
-            # after the target, when the search is over: it is not queued
-            if new < tget(j, inf) and (new < bound or j == goal):
-                tentative[j] = new
-                if j == goal:
-                    bound = new
-                push(heap, (new, tick(), j, i, m))
-    return settled, complete, g
+    f = Frontier(sources, ranker, limit)
+    complete = f.advance(f.g.of(target) if target is not None else -1, accept)
+    return f.settled, complete, f.g
 
 
 class Frontier:
-    """A search from ``sources`` toward targets asked one after another (``to``): each settles layouts until
-    its target is settled, and a target asked later is read off what is settled or the search goes on from
-    where it stopped. The layouts are settled in the order a search for one target alone settles them
-    (:func:`route_to`, which queues no move costlier than its target's best so far: no such move comes off
-    the queue before the target), so each target's route is the one that search finds, and its
-    ``complete`` the same. A search's chain plans ask the same einsum results for several targets, whose
-    searches settled the same layouts again (the LLaMA 3 8B layer's bounded search on ``X=4,Y=2,Z=2``:
-    about two targets a chain's results, about fifteen a result layout alone; 17 million moves looked
-    at, not 33 million). As :func:`route_to`, a search for a target does not queue a move no cheaper
-    than the target's best so far: it sets it aside, in its order, and queues it when the next target is
-    asked."""
+    """A search from ``sources`` (Dijkstra's, every search here is one): each :meth:`advance` settles layouts
+    until its target is settled, and a target asked later (:meth:`to`) is read off what is settled, or the
+    search goes on from where it stopped. While it looks for a target it does not queue a move no cheaper
+    than the target's best so far (such a move would come off the queue after the target): it sets it aside,
+    in its order, and queues it when a later target is asked. So the layouts are settled in the order one
+    search for each target alone settles them, and each target's route and ``complete`` are that search's.
+    A search's chain plans ask the same einsum results for several targets, whose searches settled the same
+    layouts again (the LLaMA 3 8B layer's bounded search on ``X=4,Y=2,Z=2``: about two targets a chain's
+    results, about fifteen a result layout alone; 17 million moves looked at, not 33 million)."""
 
     def __init__(self, sources, ranker: Ranker, limit: int | None):
         self.g = g = graph(ranker)
@@ -230,60 +171,69 @@ class Frontier:
             return got, True
         if self.stopped:
             return None, False
+        complete = self.advance(goal, None)
+        return self.settled.get(goal), complete
+
+    def advance(self, goal: int, accept) -> bool:
+        """Settle layouts until layout number ``goal`` is settled (-1: none), or one ``accept`` approves, or
+        none is left (True), or :attr:`limit` moves have been looked at (False: the search stopped short)."""
         settled, tentative, heap, waiting = self.settled, self.tentative, self.heap, self.waiting
+        layouts = self.g.layouts
         tget, push, pop, inf, entry = tentative.get, heapq.heappush, heapq.heappop, INF, tuple.__new__
         edges, priced, limit, tick, aside = self.g.edges, self.g.out, self.limit, self.tick, self.aside.append
         if self.aside:
             heap.extend(self.aside)
             heapq.heapify(heap)
             self.aside.clear()
-        bound = tget(goal, inf)
-        n_waiting = len(waiting)
-        if self.unexpanded is not None:
-            i, cost = self.unexpanded
-            self.unexpanded = None
-        else:
-            i = -1
-        while True:
-            if i >= 0:       # the moves out of the layout settled last
-                out = priced[i] or edges(i)
-                self.looked += len(out)
-                if len(settled) % 256 == 0:
-                    progress.advance(256, "searching layouts")
-                if limit is not None and self.looked > limit:
-                    self.stopped = True
-                    return None, False
-                for m, j, weight in out:
-                    new = cost + weight
-                    if new < tget(j, inf):
-                        tentative[j] = new
-                        # a move no cheaper than the target's best comes off the queue after the target: as
-                        # route_to, it is not queued for this target, but set aside in its order for the next
-                        if new < bound or j == goal:
-                            if j == goal:
-                                bound = new
-                            push(heap, (new, tick(), j, i, m))
-                        else:
-                            aside((new, tick(), j, i, m))
-            if self.w < n_waiting and (not heap or waiting[self.w][0] <= heap[0][0]):
-                cost, _, i, ent = waiting[self.w]
-                self.w += 1
-                if i in settled:
-                    i = -1
-                    continue
-                settled[i] = entry(Entry, (cost, ent.steps))
-            elif heap:
-                cost, _, i, parent, m = pop(heap)
-                if i in settled:
-                    i = -1
-                    continue
-                settled[i] = entry(Entry, (cost, settled[parent].steps + (m,)))
-            else:
-                return None, True
-            tentative[i] = SETTLED
-            if i == goal:
-                self.unexpanded = (i, cost)
-                return settled[i], True
+        bound = tget(goal, inf)      # the target's best so far
+        n_waiting, w, looked = len(waiting), self.w, self.looked
+        i, cost = self.unexpanded if self.unexpanded is not None else (-1, 0.0)
+        self.unexpanded = None
+        try:
+            while True:
+                if i >= 0:       # the moves out of the layout settled last (priced once a graph and kept)
+                    out = priced[i] or edges(i)
+                    looked += len(out)
+                    if len(settled) % 256 == 0:
+                        progress.advance(256, "searching layouts")
+                    if limit is not None and looked > limit:
+                        self.stopped = True
+                        return False
+                    for m, j, weight in out:
+                        new = cost + weight
+                        if new < tget(j, inf):
+                            tentative[j] = new
+                            # a move no cheaper than the target's best would come off the queue after the
+                            # target: it is set aside, in its order, for a target asked later
+                            if new < bound or j == goal:
+                                if j == goal:
+                                    bound = new
+                                push(heap, (new, tick(), j, i, m))
+                            else:
+                                aside((new, tick(), j, i, m))
+                # the sources wait in their own queue, cheapest first (a source before a move of equal cost,
+                # as one heap of them all would give them); a route's steps are written when it is settled
+                if w < n_waiting and (not heap or waiting[w][0] <= heap[0][0]):
+                    cost, _, i, ent = waiting[w]
+                    w += 1
+                    if i in settled:
+                        i = -1
+                        continue
+                    settled[i] = entry(Entry, (cost, ent.steps))
+                elif heap:
+                    cost, _, i, parent, m = pop(heap)
+                    if i in settled:
+                        i = -1
+                        continue
+                    settled[i] = entry(Entry, (cost, settled[parent].steps + (m,)))
+                else:
+                    return True
+                tentative[i] = SETTLED
+                if i == goal or (accept is not None and accept(layouts[i])):
+                    self.unexpanded = (i, cost)
+                    return True
+        finally:
+            self.w, self.looked = w, looked
 
 
 class Route(NamedTuple):
