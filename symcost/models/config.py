@@ -221,6 +221,11 @@ def from_hf_config(d: dict, name: str, source: str = "") -> ModelConfig:
         moe = dict(E=d[ekey], k=_int(d, "num_experts_per_tok", where), shared_experts=shared, F_expert=F_expert,
                    dense_layers=_count(d, "first_k_dense_replace", where))
     tied = d.get("tie_word_embeddings", any(n.startswith(_TIED_BY_DEFAULT) for n in _family(d)))
+    if not _family(d) and not (d.get("hidden_act") or d.get("activation_function")):
+        notes.append("no model_type, architectures or hidden_act: the MLP taken as ungated (two matrices; a "
+                     "gated one, as LLaMA's, has three: name its model_type or hidden_act)")
+    if "tie_word_embeddings" not in d and not _family(d):
+        notes.append("no tie_word_embeddings: the input and output embeddings taken as two matrices")
     values = dict(name=name, L=_int(d, "num_hidden_layers", where), D=D, F=F, N=N, K=K, H=H,
                   V=_int(d, "vocab_size", where), gated=_is_gated(d), tied_embeddings=bool(tied),
                   source=source, notes="; ".join(notes), **moe, **mla)

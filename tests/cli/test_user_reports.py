@@ -536,3 +536,22 @@ def test_train_and_serve_help_list_what_they_read(capsys):
     assert code == 2 and "serving is `symcost serve`" in err
     code, _, err = run(capsys, "serve", "llama3-8b", "--decode", "--tp", "2", "--hw", "h100", "--batch", "8")
     assert code == 2 and "--tp is read by --train" in err
+
+
+def test_a_config_json_says_what_reading_it_assumed(capsys, tmp_path):
+    """A config.json without model_type, architectures or hidden_act was counted with an ungated MLP (two
+    matrices) and untied embeddings without a word: a LLaMA-2 7B config so trimmed came out at 5.3e9
+    parameters, not 6.7e9. The text now says what was assumed (the notes reading a config makes, which only
+    the JSON carried), and a config naming its model_type is counted as the model it is."""
+    cfg = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "intermediate_size": 11008,
+           "vocab_size": 32000}
+    bare, named = tmp_path / "bare.json", tmp_path / "named.json"
+    bare.write_text(json.dumps(cfg))
+    named.write_text(json.dumps({**cfg, "model_type": "llama", "hidden_act": "silu"}))
+    code, out, _ = run(capsys, "model", bare)
+    assert code == 0 and "the MLP taken as ungated" in out and "embeddings taken as two matrices" in out
+    assert "5.295e+09 total" in out                       # 32 (2 x 4096 x 11008 + 4 x 4096^2) + 2 x 32000 x 4096
+    code, out, _ = run(capsys, "model", named)
+    assert code == 0 and "6.738e+09 total" in out and "taken as" not in out
+    code, out, _ = run(capsys, "model", "llama3-8b")
+    assert "read from" not in out                         # a preset's notes are its documentation, not printed
