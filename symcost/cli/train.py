@@ -204,6 +204,10 @@ def show(rep: dict, hw) -> None:
     print(f"    one layer, one microbatch (the engine's plan, communication as it runs): forward "
           f"{lay['forward'] * 1e3:.3g} ms, backward {lay['backward'] * 1e3:.3g} ms, recompute "
           f"{lay['recompute'] * 1e3:.3g} ms")
+    padded = {(d["dim"], d["size"], d["padded"], d["devices"]) for d in lay["plan"].get("padding", ())}
+    for dim, size, whole, n in sorted(padded):    # as derive's padding line says it, once a dimension
+        print(f"    padding: {dim} = {size:,} over {n} ranks is padded to {whole:,} ({(whole - size) / whole:.2%} "
+              f"of it padding)")
     if rep["defaulted"]:
         print("    defaults taken: " + ", ".join(_default_text(n, p) for n in rep["defaulted"]))
     if rep["seconds"] is not None:

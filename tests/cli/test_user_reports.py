@@ -555,3 +555,14 @@ def test_a_config_json_says_what_reading_it_assumed(capsys, tmp_path):
     assert code == 0 and "6.738e+09 total" in out and "taken as" not in out
     code, out, _ = run(capsys, "model", "llama3-8b")
     assert "read from" not in out                         # a preset's notes are its documentation, not printed
+
+
+def test_a_training_run_says_where_its_layer_pads(capsys):
+    """A context of 8,191 tokens with sequence parallelism over 8 ranks pads the sequence to 8,192 in the
+    layer's plan (its JSON said so under train.layer.plan.padding); the text did not. It does now, once a
+    dimension; a run that splits evenly prints no padding line."""
+    args = ["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--tp", "8", "--sequences", "8", "--seq-parallel"]
+    code, out, _ = run(capsys, *args, "--seq", "8191")
+    assert code == 0 and out.count("padding: T = 8,191 over 8 ranks is padded to 8,192 (0.01% of it padding)") == 1
+    code, out, _ = run(capsys, *args, "--seq", "8192")
+    assert code == 0 and "padding" not in out
