@@ -102,6 +102,9 @@ def show(args, cfg, hw, out: dict) -> None:
 def _show_decode(d: dict, args, cfg, hw) -> None:
     from ..printers.text import fmt_bytes, fmt_seconds
     print(f"  decode on {args.chips} x {hw.name} (mesh {_mesh(d['mesh'])}), batch {d['batch']}, context {args.seq}:")
+    if d["padded_batch"] > d["batch"]:
+        print(f"    padding: batch {d['batch']} is priced as {d['padded_batch']}, a multiple of the devices the KV "
+              f"cache's batch splits over (a server pads a ragged batch)")
     print(f"    step {fmt_seconds(d['step_time'])} (T_hbm {fmt_seconds(d['t_hbm'])}, T_math "
           f"{fmt_seconds(d['t_math'])}, T_comms {fmt_seconds(d['t_comms'])}); a chip reads "
           f"{fmt_bytes(d['weight_bytes_read'])} of weights a step, as it holds them")

@@ -303,7 +303,7 @@ class Serving:
                            tokens=batch * new_tokens,
                            chips=self.chips, mesh=self.axes, memory_bytes=self.memory_per_device(batch, seq),
                            hbm_bytes=self.hw.hbm_bytes, max_batch=self.max_batch(seq), kv_copies=self.kv_copies,
-                           weight_bytes_read=read, experts_read=experts, batch=batch,
+                           weight_bytes_read=read, experts_read=experts, batch=batch, padded_batch=run_batch,
                            weight_bytes_held=self.weight_bytes_per_device)
 
     def _padded(self, batch: int) -> int:

@@ -566,3 +566,16 @@ def test_a_training_run_says_where_its_layer_pads(capsys):
     assert code == 0 and out.count("padding: T = 8,191 over 8 ranks is padded to 8,192 (0.01% of it padding)") == 1
     code, out, _ = run(capsys, *args, "--seq", "8192")
     assert code == 0 and "padding" not in out
+
+
+def test_a_ragged_decode_batch_says_it_is_padded(capsys):
+    """`serve --decode --batch 7` on Y=2,Z=4 priced a step of 8 sequences (the KV cache's batch splits over
+    the four Z devices) and printed "batch 7" alone; the text and JSON now say the batch priced."""
+    args = ["serve", "llama3-70b", "--decode", "--mesh", "Y=2,Z=4", "--chips", "8", "--hw", "h100"]
+    code, out, _ = run(capsys, *args, "--batch", "7")
+    assert code == 0 and "padding: batch 7 is priced as 8" in out
+    code, out, _ = run(capsys, *args, "--batch", "7", "--json")
+    d = json.loads(out)["decode"]
+    assert (d["batch"], d["padded_batch"]) == (7, 8)
+    code, out, _ = run(capsys, *args, "--batch", "8", "--json")
+    assert json.loads(out)["decode"]["padded_batch"] == 8
