@@ -59,8 +59,9 @@ class ServingStep:
 
     def as_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k not in ("mesh", "tokens", "hbm_bytes", "experts_read")}
-        out.update(mesh=dict(self.mesh), padded_batch=max(self.padded_batch, self.batch), tokens_per_s=self.tokens_per_s,
-                   tokens_per_s_per_chip=self.tokens_per_s_per_chip, fits=self.fits, bound=self.bound)
+        out.update(mesh=dict(self.mesh), padded_batch=max(self.padded_batch, self.batch),
+                   tokens_per_s=self.tokens_per_s, tokens_per_s_per_chip=self.tokens_per_s_per_chip, fits=self.fits,
+                   bound=self.bound)
         if self.experts_read is not None:
             out["experts_read"] = self.experts_read
         return out
