@@ -150,8 +150,8 @@ def _print_counts(args, cfg, hw, out: dict, dtype: str) -> None:
           + (f" E={cfg.E} k={cfg.k}" if cfg.is_moe else "")
           + (f"; latent attention: kv_lora={cfg.kv_lora} q_lora={cfg.q_lora} rope_dim={cfg.rope_dim}"
              if cfg.is_mla else ""))
-    if cfg.notes and Path(args.name).is_file():     # what reading the user's config.json assumed
-        print(f"  read from {args.name}: {cfg.notes}")
+    if cfg.notes and Path(cfg.source).is_file():    # what reading the user's config.json assumed (a preset's
+        print(f"  read from {cfg.source}: {cfg.notes}")   # source is where its figures come from)
     print(f"  parameters: {params['total']:.4g} total, {params['active']:.4g} active "
           f"(MLP {params['mlp']:.4g}, attention {params['attention']:.4g}, embeddings {params['embedding']:.4g})")
     print(f"  weights in {dtype}: {fmt_bytes(params['total'] * dtypes.nbytes(dtype))}")

@@ -27,6 +27,7 @@ and a derivation give the same plan whatever the process's string hashing)::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from ..notation import Apply, Declaration, Einsum, Program
 
@@ -39,8 +40,12 @@ class Form:
     text: str
     names: tuple[tuple[str, str], ...]
 
+    @cached_property
+    def _placeholders(self) -> dict:
+        return dict(self.names)
+
     def rename(self, name: str) -> str:
-        return dict(self.names).get(name, name)
+        return self._placeholders.get(name, name)
 
 
 def form(sub) -> Form:

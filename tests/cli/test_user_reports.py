@@ -579,3 +579,12 @@ def test_a_ragged_decode_batch_says_it_is_padded(capsys):
     assert (d["batch"], d["padded_batch"]) == (7, 8)
     code, out, _ = run(capsys, *args, "--batch", "8", "--json")
     assert json.loads(out)["decode"]["padded_batch"] == 8
+
+
+def test_a_config_folder_says_what_reading_it_assumed(capsys, tmp_path):
+    """A folder holding config.json is read as the file is, and says the same."""
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 4096, "num_hidden_layers": 32,
+                                                      "num_attention_heads": 32, "intermediate_size": 11008,
+                                                      "vocab_size": 32000}))
+    code, out, _ = run(capsys, "model", tmp_path)
+    assert code == 0 and f"read from {tmp_path / 'config.json'}: no model_type" in out
