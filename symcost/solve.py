@@ -149,7 +149,10 @@ def _at_root(ineq, sym):
     if not ineq.has(sym):
         return None
     ratio = sp.cancel(ineq.lhs / ineq.rhs)
-    one = _linear_root(*sp.fraction(ratio), sym)     # most of a plan's balances: SymPy's solve not needed
+    num, den = sp.fraction(ratio)
+    one = _linear_root(num, den, sym)     # most of a plan's balances: SymPy's solve not needed
+    if (den.is_positive or num.is_positive) and (one is not None or not ratio.has(sym)):
+        return _linear(ineq, sp.expand(num - den), sym)
     if one is not None:
         found = [one] if one.is_positive is not False else []
     else:
@@ -168,6 +171,41 @@ def _at_root(ineq, sym):
     lhs_big = isinstance(ineq, (sp.GreaterThan, sp.StrictGreaterThan))
     up = growing == lhs_big          # the condition holds above the root
     return (sp.Gt if strict else sp.Ge)(sym, root) if up else (sp.Lt if strict else sp.Le)(sym, root)
+
+
+def _linear(ineq, e, sym):
+    """``ineq`` (both sides positive) where ``lhs / rhs = num / den``, ``den > 0`` and ``e = num - den`` is
+    linear in ``sym``: ``lhs >= rhs`` is ``s * sym + e0 >= 0``, on one side of the root ``-e0 / s`` by the
+    sign of the slope ``s``. Where that sign depends on other sizes, it is part of the answer: T_math
+    against T_hbm grows with the batch towards the ratio of the two rates' intensities, and reaches 1 only
+    where that ratio exceeds 1 (``B >= root`` alone would read "always" once a root below 0 is bound)."""
+    if not isinstance(ineq, (sp.GreaterThan, sp.StrictGreaterThan)):
+        e = -e              # lhs <= rhs: -e >= 0
+    strict = isinstance(ineq, (sp.StrictGreaterThan, sp.StrictLessThan))
+    s, e0 = e.diff(sym), e.xreplace({sym: 0})
+    if s == 0:                  # the ratio does not depend on sym: a condition on the other sizes
+        return _positive(e0, or_equal=not strict)
+    root = sp.factor(-e0 / s)
+    above, below = (sp.Gt if strict else sp.Ge)(sym, root), (sp.Lt if strict else sp.Le)(sym, root)
+    if s.is_positive:
+        return sp.true if root.is_positive is False else above
+    if s.is_negative:
+        return sp.false if root.is_positive is False else below
+    if e0.is_negative:          # never at sym = 0: only a positive slope reaches 0, at a positive root
+        return sp.And(_positive(s), sp.Gt(sym, sp.factor(-e0) / s) if strict else
+                      sp.Ge(sym, sp.factor(-e0) / s), evaluate=False)
+    if e0.is_positive:          # holds at sym = 0: a negative slope leaves it past its root
+        return sp.Or(_positive(s, or_equal=True), below, evaluate=False)
+    return ineq
+
+
+def _positive(e, or_equal: bool = False):
+    """``e > 0`` (or ``>= 0``) as its positive terms against its negative ones: ``D*W_hbm > C*D``."""
+    terms = sp.Add.make_args(sp.expand(e))
+    pos = sp.Add(*[t for t in terms if not t.could_extract_minus_sign()])
+    neg = sp.Add(*[-t for t in terms if t.could_extract_minus_sign()])
+    g = sp.gcd(pos, neg) if pos != 0 and neg != 0 else 1
+    return (sp.Ge if or_equal else sp.Gt)(sp.cancel(pos / g), sp.cancel(neg / g))
 
 
 def _linear_root(num, den, sym):

@@ -588,3 +588,15 @@ def test_a_config_folder_says_what_reading_it_assumed(capsys, tmp_path):
                                                       "vocab_size": 32000}))
     code, out, _ = run(capsys, "model", tmp_path)
     assert code == 0 and f"read from {tmp_path / 'config.json'}: no model_type" in out
+
+
+def test_a_matmul_that_never_turns_compute_bound_is_not_said_to_be_always(capsys):
+    """`solve 'A[I_X, J] * B[J, K] -> C[I_X, K]' --for I --dims J=16,K=16 --hw h100` printed "never balanced
+    for positive I" and then "compute-bound when ... with the numbers: always": T_math / T_hbm grows with I
+    towards J K W_hbm / (C (J + K)) = 0.027 on an h100, never 1. The condition carries that proviso."""
+    args = ["solve", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--for", "I", "--mesh", "X=4", "--hw", "h100"]
+    code, out, _ = run(capsys, *args, "--dims", "J=16,K=16")
+    assert code == 0 and "with the numbers: never" in out
+    assert "compute-bound when: (J*K*W_hbm > C*J + C*K) & (I >= 4*C*J*K/(-C*J - C*K + J*K*W_hbm))" in out
+    code, out, _ = run(capsys, *args, "--dims", "J=4096,K=4096", "--json")
+    assert code == 0 and json.loads(out)["compute_bound_when_numeric"].startswith("I >= 1379.79")

@@ -40,18 +40,51 @@ def balances(draw):
     return relation(top, bottom) if draw(st.booleans()) else relation(bottom, top)
 
 
-@given(balances())
+SIZES = st.sampled_from([sp.Rational(n, d) for n in (1, 3, 7, 64, 1000) for d in (1, 8, 97)])
+
+
+@given(balances(), st.lists(SIZES, min_size=7, max_size=7), st.lists(SIZES, min_size=3, max_size=3))
 @settings(max_examples=examples(40), deadline=None)
-def test_a_balance_linear_in_the_size_is_solved_as_sympy_solves_it(ineq):
+def test_a_balance_linear_in_the_size_holds_where_its_solution_says(ineq, sizes, batches):
+    """Whatever the other sizes, the solved condition holds exactly where the balance does: at every size
+    drawn (exact rationals). ``B >= root`` alone read "always" for ``a B >= b B + c`` with ``a < b`` (the
+    root negative): T_math against T_hbm grows with the batch towards a ratio below 1 and never reaches it."""
     assume(isinstance(ineq, sp.core.relational.Relational))     # not a comparison SymPy settles at once
     ratio = sp.cancel(ineq.lhs / ineq.rhs)
     assume(S._linear_root(*sp.fraction(ratio), B) is not None)   # not where B cancels out of the balance
+    cond = S._at_root(ineq, B)
+    others = dict(zip((D, F, C, W, X, Y), sizes))
+    for b in batches:
+        at = {**others, B: b}
+        assert bool(cond.subs(at)) == bool(ineq.subs(at)), (cond, at)
+
+
+@given(balances())
+@settings(max_examples=examples(40), deadline=None)
+def test_a_balance_with_a_slope_of_known_sign_is_solved_as_sympy_solves_it(ineq):
+    """Where the balance's slope in the size has a known sign, the fast path's answer is SymPy's root on the
+    side the ratio's growth gives, in the form printed."""
+    assume(isinstance(ineq, sp.core.relational.Relational))
+    num, den = sp.fraction(sp.cancel(ineq.lhs / ineq.rhs))
+    assume(S._linear_root(num, den, B) is not None)
+    slope = sp.expand(num - den).diff(B)
+    assume(slope.is_positive or slope.is_negative)
     try:
         expected = _by_solve(ineq, B)
-    except ValueError:                           # no single positive root (the affine part too large)
-        assert S._at_root(ineq, B) is None
+    except ValueError:                           # no positive root: the condition is settled
+        assert S._at_root(ineq, B) in (sp.true, sp.false)
         return
     assert str(S._at_root(ineq, B)) == str(expected)
+
+
+def test_a_balance_whose_slope_depends_on_the_other_sizes_says_so():
+    """T_math = B D F / C against T_hbm = (B D + B F + D F) / W: compute-bound only where D F W > C (D + F),
+    and then above the root."""
+    cond = S._at_root(sp.Ge(B * D * F / C, (B * D + B * F + D * F) / W), B)
+    assert str(cond) == "(D*F*W > C*D + C*F) & (B >= C*D*F/(-C*D - C*F + D*F*W))"
+    small = {D: 16, F: 16, C: 990, W: 3}
+    assert cond.subs(small) == sp.false and sp.Ge(B * D * F / C, (B * D + B * F + D * F) / W).subs(
+        {**small, B: 10 ** 9}) == sp.false
 
 
 def test_a_balance_of_another_shape_is_left_to_sympy():
