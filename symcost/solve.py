@@ -192,8 +192,7 @@ def _linear(ineq, e, sym):
     if s.is_negative:
         return sp.false if root.is_positive is False else below
     if e0.is_negative:          # never at sym = 0: only a positive slope reaches 0, at a positive root
-        return sp.And(_positive(s), sp.Gt(sym, sp.factor(-e0) / s) if strict else
-                      sp.Ge(sym, sp.factor(-e0) / s), evaluate=False)
+        return sp.And(_positive(s), above, evaluate=False)
     if e0.is_positive:          # holds at sym = 0: a negative slope leaves it past its root
         return sp.Or(_positive(s, or_equal=True), below, evaluate=False)
     return ineq

@@ -597,6 +597,6 @@ def test_a_matmul_that_never_turns_compute_bound_is_not_said_to_be_always(capsys
     args = ["solve", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--for", "I", "--mesh", "X=4", "--hw", "h100"]
     code, out, _ = run(capsys, *args, "--dims", "J=16,K=16")
     assert code == 0 and "with the numbers: never" in out
-    assert "compute-bound when: (J*K*W_hbm > C*J + C*K) & (I >= 4*C*J*K/(-C*J - C*K + J*K*W_hbm))" in out
+    assert "compute-bound when: (J*K*W_hbm > C*J + C*K) & (I >= -4*C*J*K/(C*J + C*K - J*K*W_hbm))" in out
     code, out, _ = run(capsys, *args, "--dims", "J=4096,K=4096", "--json")
     assert code == 0 and json.loads(out)["compute_bound_when_numeric"].startswith("I >= 1379.79")

@@ -81,7 +81,7 @@ def test_a_balance_whose_slope_depends_on_the_other_sizes_says_so():
     """T_math = B D F / C against T_hbm = (B D + B F + D F) / W: compute-bound only where D F W > C (D + F),
     and then above the root."""
     cond = S._at_root(sp.Ge(B * D * F / C, (B * D + B * F + D * F) / W), B)
-    assert str(cond) == "(D*F*W > C*D + C*F) & (B >= C*D*F/(-C*D - C*F + D*F*W))"
+    assert str(cond) == "(D*F*W > C*D + C*F) & (B >= -C*D*F/(C*D + C*F - D*F*W))"
     small = {D: 16, F: 16, C: 990, W: 3}
     assert cond.subs(small) == sp.false and sp.Ge(B * D * F / C, (B * D + B * F + D * F) / W).subs(
         {**small, B: 10 ** 9}) == sp.false
