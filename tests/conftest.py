@@ -37,7 +37,7 @@ _TOOK = re.compile(r"(priced [^;]*?) in \d[\d.e+-]* (?:ns|us|ms|s)\b")
 def decode_elementwise_seconds(serving, batch: int, seq: int) -> float:
     """Seconds a ``Serving``'s decode step spends on its layers' elementwise work (norms, rotary, activation,
     residual adds: each step of it alone, as priced), which the book's decode figures do not count."""
-    plan = serving._plan("layer", serving._padded(batch), 1, seq)
+    plan = serving._plan("layer", serving.padded(batch), 1, seq)
     return serving.cfg.L * sum(plan.evaluate(st.seconds) for st in plan.steps if st.is_elementwise)
 
 

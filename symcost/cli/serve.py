@@ -187,7 +187,8 @@ def _show_search(res: dict, args, hw) -> None:
     for i, r in enumerate(res["runs"], 1):
         copies = f", KV cache x{r['kv_copies']}" if r["kv_copies"] > 1 else ""
         step = "first token" if prefill else "step"
-        print(f"    {i}. mesh {r['mesh']}, batch {r['batch']}: {step} {fmt_seconds(r['step_time'])}, "
+        padded = f" (priced as {r['padded_batch']})" if r.get("padded_batch", 0) > r["batch"] else ""
+        print(f"    {i}. mesh {r['mesh']}, batch {r['batch']}{padded}: {step} {fmt_seconds(r['step_time'])}, "
               f"{r['tokens_per_s_per_chip']:.0f} tokens/s per chip, {r['bound']}-bound, "
               f"{fmt_bytes(r['memory_bytes'])} a chip{copies}")
 

@@ -63,11 +63,11 @@ def default_mesh(cfg: ModelConfig, chips: int) -> tuple[str, Sharding]:
 
 def split_mesh(y: int, z: int) -> tuple[str, Sharding]:
     """The mesh of ``y`` chips along the heads (Y) by ``z`` along the KV cache's batch (Z), F and the
-    vocabulary over both; an axis of one chip is left out."""
+    vocabulary over both, written as ``--mesh`` reads it (:func:`mesh_sharding`: its first axis splits the
+    heads), so that a mesh a search names is the mesh ``--mesh`` gives: ``Y=1,Z=8`` where the heads stay
+    whole (``Z=8`` alone would split them); a KV cache's batch of one chip is left out."""
     if z == 1:
         return f"Y={y}", Sharding(model=("Y",), heads=("Y",))
-    if y == 1:
-        return f"Z={z}", Sharding(model=("Z",), kv_batch=("Z",))
     return f"Y={y},Z={z}", Sharding(model=("Y", "Z"), heads=("Y",), kv_batch=("Z",))
 
 
@@ -149,7 +149,7 @@ class Serving:
         the layout of its ``param`` in the layer and head programs (a weight the mesh does not split is
         held once a device; an MoE layer's router and shared experts as their own ``param`` lays them out)."""
         if self._held is None:
-            one = self._padded(1)
+            one = self.padded(1)
             total = 0.0
             for moe, count in self._layer_kinds():
                 if count:
@@ -193,13 +193,21 @@ class Serving:
             split |= set(self.sharding.heads)
         return max(1, self.chips // self._group(split))
 
-    def _kv_bytes(self, batch: int, seq: int) -> float:
-        """Bytes the KV caches of ``batch`` sequences of ``seq`` tokens take on the slice, copies included."""
-        return batch * seq * self.kv_bytes_per_token * self.kv_copies
+    def _kv_slot(self, seq: int) -> float:
+        """Bytes one sequence's KV cache of ``seq`` tokens takes on a device: its block of the key-value
+        heads (a split the heads do not divide pads them: 8 heads over 3 devices hold 3 each), or the whole
+        latent with latent attention."""
+        share = 1.0
+        if not self.cfg.is_mla:
+            n = self._group(self.sharding.heads)
+            share = -(-self.cfg.K // n) / self.cfg.K
+        return seq * self.kv_bytes_per_token * share
 
     def memory_per_device(self, batch: int, seq: int) -> float:
-        """What a device holds: its weight blocks and its share of the KV caches."""
-        return self.weight_bytes_per_device + self._kv_bytes(batch, seq) / self.chips
+        """What a device holds: its weight blocks and its block of the KV caches, the batch padded as the
+        step pads it (``batch`` over the cache's batch axes, rounded up)."""
+        per = self.padded(batch) // self._group(self.sharding.kv_batch or self.sharding.batch)
+        return self.weight_bytes_per_device + per * self._kv_slot(seq)
 
     @property
     def hbm_total(self) -> float:
@@ -284,8 +292,8 @@ class Serving:
               absorbed: bool) -> ServingStep:
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
-        run_batch = self._padded(batch)
-        at = self._padded(plan_batch) if plan_batch else run_batch
+        run_batch = self.padded(batch)
+        at = self.padded(plan_batch) if plan_batch else run_batch
         roof = tm = th = tc = read = kernels = 0.0
         experts = None
         for moe, count in self._layer_kinds():
@@ -306,15 +314,17 @@ class Serving:
                            weight_bytes_read=read, experts_read=experts, batch=batch, padded_batch=run_batch,
                            weight_bytes_held=self.weight_bytes_per_device)
 
-    def _padded(self, batch: int) -> int:
+    def padded(self, batch: int) -> int:
         """A batch the KV cache's batch axes divide (a server pads a ragged batch)."""
         n = self._group(self.sharding.kv_batch or self.sharding.batch)
         return -(-batch // n) * n
 
     def max_batch(self, seq: int) -> int:
-        """Largest batch whose weights and KV caches fit in the slice's HBM."""
-        free = self.hbm_total - self.held_param_bytes
-        return max(0, int(free // (seq * self.kv_bytes_per_token * self.kv_copies)))
+        """Largest batch whose weights and KV caches fit in a device's HBM (:meth:`memory_per_device`: a
+        multiple of the devices the cache's batch splits over)."""
+        free = self.hw.hbm_bytes - self.weight_bytes_per_device
+        n = self._group(self.sharding.kv_batch or self.sharding.batch)
+        return max(0, int(free // self._kv_slot(seq)) * n)
 
     def frontier(self, seq: int, batches=None) -> list[ServingStep]:
         """Latency and throughput by batch size (book Part 7's LLaMA-2 13B tables, Part 8's Pareto)."""

@@ -600,3 +600,25 @@ def test_a_matmul_that_never_turns_compute_bound_is_not_said_to_be_always(capsys
     assert "compute-bound when: (J*K*W_hbm > C*J + C*K) & (I >= -4*C*J*K/(C*J + C*K - J*K*W_hbm))" in out
     code, out, _ = run(capsys, *args, "--dims", "J=4096,K=4096", "--json")
     assert code == 0 and json.loads(out)["compute_bound_when_numeric"].startswith("I >= 1379.79")
+
+
+def test_a_mesh_the_serving_search_names_is_the_mesh_serve_takes(capsys):
+    """The serving search on 7 H100s named its best "mesh Z=7, batch 256: step 18.7 ms" (the KV cache's
+    batch over Z), while `serve --mesh Z=7` reads its first axis as the heads' (8 key-value heads over 7
+    devices, padded to 2 each): 28.1 ms for the same words. The search now writes `Y=1,Z=7`, which `--mesh`
+    reads as the search priced it; its batches are those the cache's batch axes divide (256 padded to 259
+    costs the same and serves three more), and a chip's memory is its padded block of the cache."""
+    args = ["serve", "llama3-8b", "--hw", "h100", "--chips", "7", "--decode"]
+    code, out, _ = run(capsys, *args, "--search", "--latency", "20ms", "--json")
+    best = json.loads(out)["search"]["top"][0]
+    assert code == 0 and (best["mesh"], best["batch"]) == ("Y=1,Z=7", 259)
+    code, out, _ = run(capsys, *args, "--mesh", best["mesh"], "--batch", str(best["batch"]), "--json")
+    d = json.loads(out)["decode"]
+    assert code == 0 and d["step_time"] == pytest.approx(best["step_time"], rel=1e-12)
+    assert d["memory_bytes"] == pytest.approx(best["memory_bytes"], rel=1e-12) and d["padded_batch"] == 259
+    # a chip holds 37 sequences' caches whole (all eight key-value heads): 37 x 8,192 x 131,072 bytes
+    assert d["memory_bytes"] - d["weight_bytes_held"] == 37 * 8192 * 131072
+    code, out, _ = run(capsys, *args, "--mesh", "Z=7", "--batch", "7", "--json")
+    d = json.loads(out)["decode"]
+    # heads over 7 devices: each holds 2 of the 8 key-value heads of every sequence
+    assert code == 0 and d["memory_bytes"] - d["weight_bytes_held"] == 7 * 8192 * 131072 * 2 / 8

@@ -21,7 +21,8 @@ V5E = hardware("tpu-v5e")
 
 
 def test_meshes_split_the_key_value_heads():
-    assert [m for m, _ in meshes(load_model_config("llama3-70b"), 16)] == ["Z=16", "Y=2,Z=8", "Y=4,Z=4", "Y=8,Z=2"]
+    assert [m for m, _ in meshes(load_model_config("llama3-70b"), 16)] == ["Y=1,Z=16", "Y=2,Z=8", "Y=4,Z=4",
+                                                                           "Y=8,Z=2"]
     # latent attention: every head has its own keys, so the heads (128) may split further
     assert "Y=64" in [m for m, _ in meshes(load_model_config("deepseek-v3"), 64)]
 
@@ -177,7 +178,7 @@ def test_a_step_streams_at_least_the_weights_a_chip_holds(name, split, batch, wr
     embedding = cfg.D * cfg.V * 2 / chips      # split with the vocabulary over every axis
     held = s.weight_bytes_per_device - embedding
     if cfg.is_moe:     # each chip holds 1/chips of every routed expert (their F split over every model axis)
-        reached = min(cfg.E, touched_experts(cfg.E, cfg.k, s._padded(batch)))   # and reads its slice of those
+        reached = min(cfg.E, touched_experts(cfg.E, cfg.k, s.padded(batch)))   # and reads its slice of those
         expert = 3 * cfg.D * cfg.F_expert * 2
         held -= (cfg.L - cfg.dense_layers) * (cfg.E - reached) * expert / chips
     assert step.weight_bytes_read == pytest.approx(held, rel=1e-9)
