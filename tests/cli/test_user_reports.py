@@ -606,7 +606,8 @@ def test_a_mesh_the_serving_search_names_is_the_mesh_serve_takes(capsys):
     """The serving search on 7 H100s named its best "mesh Z=7, batch 256: step 18.7 ms" (the KV cache's
     batch over Z), while `serve --mesh Z=7` reads its first axis as the heads' (8 key-value heads over 7
     devices, padded to 2 each): 28.1 ms for the same words. The search now writes `Y=1,Z=7`, which `--mesh`
-    reads as the search priced it; its batches are those the cache's batch axes divide (256 padded to 259
+    reads as the search priced it (here the same step to the last digit: the layout `--batch 259` plans is
+    the one the search planned at 64); its batches are those the cache's batch axes divide (256 padded to 259
     costs the same and serves three more), and a chip's memory is its padded block of the cache."""
     args = ["serve", "llama3-8b", "--hw", "h100", "--chips", "7", "--decode"]
     code, out, _ = run(capsys, *args, "--search", "--latency", "20ms", "--json")
