@@ -326,11 +326,18 @@ class Serving:
         n = self._group(self.sharding.kv_batch or self.sharding.batch)
         return max(0, int(free // self._kv_slot(seq)) * n)
 
+    def batches(self, top: int) -> list[int]:
+        """The batches a sweep up to ``top`` prices: the powers of two, each padded to a multiple of the
+        devices the KV cache's batch splits over (it costs what the power of two does and serves more
+        sequences), and ``top``."""
+        if top < 1:
+            return []
+        return [b for b in sorted({self.padded(2 ** i) for i in range(int(math.log2(top)) + 1)} | {top}) if b <= top]
+
     def frontier(self, seq: int, batches=None) -> list[ServingStep]:
         """Latency and throughput by batch size (book Part 7's LLaMA-2 13B tables, Part 8's Pareto)."""
         if batches is None:
-            top = max(1, self.max_batch(seq))
-            batches = sorted({2 ** i for i in range(0, int(math.log2(top)) + 1)} | {top})
+            batches = self.batches(max(1, self.max_batch(seq)))
         rank_at = max(1, min(self.max_batch(seq) or 1, 64))  # one layout for the sweep
         return [self.decode(b, seq, plan_batch=rank_at) for b in batches]
 

@@ -25,7 +25,6 @@ priced at every batch: the sweep of :meth:`Serving.frontier`. ``bound`` says whi
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .. import searches
@@ -63,17 +62,13 @@ class ServingRun:
 def space(cfg, hw, chips: int, seq: int, *, dtype: str, kv_dtype, max_batch: int | None):
     """The (server, batches) pairs to price: each mesh's :class:`Serving`, and the powers of two up to the
     largest batch that fits (and that batch), each padded to a multiple of the devices the KV cache's batch
-    splits over (:meth:`Serving.padded`)."""
+    splits over (:meth:`Serving.batches`)."""
     for mesh, sharding in meshes(cfg, chips):
         s = Serving(cfg, hw, chips=chips, dtype=dtype, kv_dtype=kv_dtype, mesh=mesh, sharding=sharding)
         top = s.max_batch(seq)
         if max_batch:
             top = min(top, max_batch)
-        # each a batch the cache's batch axes divide: a power of two is padded to one, and the padded batch
-        # costs what the power of two does and serves more sequences
-        batches = sorted({s.padded(2 ** i) for i in range(int(math.log2(top)) + 1)} | {top}) if top >= 1 else []
-        batches = [b for b in batches if b <= top]
-        yield mesh, s, batches
+        yield mesh, s, s.batches(top)
 
 
 def price(server: Serving, mesh: str, batches, seq: int, phase: str):

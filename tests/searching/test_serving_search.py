@@ -307,3 +307,16 @@ def test_serve_is_model_with_a_serving_mode(capsys):
     assert capsys.readouterr().out == served
     assert main(["serve", "llama3-8b", "--hw", "h100"]) == 2
     assert "serve what: --decode" in capsys.readouterr().err
+
+
+def test_a_sweep_prices_batches_the_caches_batch_axes_divide():
+    """On 7 devices that split the KV cache's batch, 1, 2 and 4 sequences are all priced as 7: the sweep
+    (the frontier and the serving search alike) takes each power of two padded, once, and the largest batch
+    that fits, itself a multiple of 7."""
+    cfg = load_model_config("llama3-8b")
+    mesh, sharding = split_mesh(1, 7)
+    s = Serving(cfg, hardware("h100"), chips=7, mesh=mesh, sharding=sharding)
+    top = s.max_batch(8192)
+    assert top % 7 == 0 and s.memory_per_device(top, 8192) <= s.hw.hbm_bytes < s.memory_per_device(top + 1, 8192)
+    assert s.batches(top) == [7, 14, 21, 35, 70, 133, 259, top]
+    assert [p.batch for p in s.frontier(8192)] == s.batches(top)
