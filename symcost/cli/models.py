@@ -182,7 +182,8 @@ def _strategy_check(args, cfg, hw):
     from ..api import derive
     from ..optimize import optimize_plan
     text = read_program(args.strategy)
-    dims = {"B": int(args.batch), "D": cfg.D, "F": cfg.F}
+    # the batch in tokens, however the run was given it (--batch, or --sequences of --seq)
+    dims = {"B": train.sequences_of(args) * args.seq, "D": cfg.D, "F": cfg.F}
     plan = derive(text, mesh=args.mesh, dims=dims, hw=hw, backward=True)
     free = [a.name for a in plan.mesh.axes if a.size is None]
     split = {}

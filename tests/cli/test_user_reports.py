@@ -623,3 +623,16 @@ def test_a_mesh_the_serving_search_names_is_the_mesh_serve_takes(capsys):
     d = json.loads(out)["decode"]
     # heads over 7 devices: each holds 2 of the 8 key-value heads of every sequence
     assert code == 0 and d["memory_bytes"] - d["weight_bytes_held"] == 7 * 8192 * 131072 * 2 / 8
+
+
+def test_a_strategy_is_checked_for_a_run_given_in_sequences(capsys):
+    """`train ... --sequences 8 --seq 4096 --strategy derivations/fsdp_tp.sc` was an internal error (the
+    strategy's batch read from --batch alone): it is the same check as --batch 32768."""
+    args = ["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--seq", "4096", "--strategy",
+            str(ROOT / "derivations" / "fsdp_tp.sc"), "--mesh", "X=4,Y=2", "--json"]
+    code, out, err = run(capsys, *args, "--sequences", "8")
+    assert code == 0, err
+    by_sequences = json.loads(out)["train"]["strategy"]
+    code, out, _ = run(capsys, *args, "--batch", "32768")
+    assert code == 0 and json.loads(out)["train"]["strategy"] == by_sequences
+    assert by_sequences["mesh"] == {"X": 4, "Y": 2} and by_sequences["compute_bound"]
