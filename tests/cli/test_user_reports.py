@@ -629,7 +629,7 @@ def test_a_strategy_is_checked_for_a_run_given_in_sequences(capsys):
     """`train ... --sequences 8 --seq 4096 --strategy derivations/fsdp_tp.sc` was an internal error (the
     strategy's batch read from --batch alone): it is the same check as --batch 32768."""
     args = ["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--seq", "4096", "--strategy",
-            str(ROOT / "derivations" / "fsdp_tp.sc"), "--mesh", "X=4,Y=2", "--json"]
+            str(ROOT / "derivations" / "fsdp_tp.sc"), "--mesh", "X=4,Y=2", "--zero", "3", "--json"]
     code, out, err = run(capsys, *args, "--sequences", "8")
     assert code == 0, err
     by_sequences = json.loads(out)["train"]["strategy"]
