@@ -7,6 +7,8 @@ from ..errors import UsageError
 from . import model_options
 
 MODES = ("decode", "prefill", "frontier")
+#: what plain ``--prefill`` reports of the derived prefill step (``prefill.derived`` in the JSON)
+DERIVED = ("step_time", "t_math", "t_hbm", "t_comms", "bound", "padded_batch")
 
 
 def register(sub):
@@ -48,7 +50,11 @@ def answer(args, cfg, hw, dtype) -> dict:
             raise UsageError("--decode needs --batch (sequences), or --frontier for every batch that fits")
         out["decode"] = server.decode(int(args.batch), args.seq).as_dict()
     if args.prefill:
-        out["prefill"] = server.prefill(args.seq, args.mfu, batch=int(args.batch or 1)).as_dict()
+        batch = int(args.batch or 1)
+        out["prefill"] = server.prefill(args.seq, args.mfu, batch=batch).as_dict()
+        # beside the book's estimate, the step as --prefill --search prices it: the layer program derived
+        step = server.prefill_step(batch, args.seq).as_dict()
+        out["prefill"]["derived"] = {k: step[k] for k in DERIVED}
     if args.frontier:
         out["frontier"] = [r.as_dict() for r in server.frontier(args.seq)]
     return out
@@ -155,6 +161,11 @@ def _show_prefill(p: dict, args, hw) -> None:
     print(f"  prefill of {p['batch']} x {args.seq} tokens on {args.chips} x {hw.name} (mesh {_mesh(p['mesh'])}) at "
           f"{p['mfu']:.0%} MFU ({p['mfu_source']}): {fmt_seconds(p['seconds'])}; no faster than the weights stream "
           f"from HBM, {fmt_seconds(p['hbm_floor'])}")
+    d = p["derived"]
+    padded = f", {d['padded_batch']} prompts priced (padded)" if d["padded_batch"] > p["batch"] else ""
+    print(f"    the layer program derived on the mesh, as --prefill --search prices it: first token "
+          f"{fmt_seconds(d['step_time'])} (T_math {fmt_seconds(d['t_math'])}, T_hbm {fmt_seconds(d['t_hbm'])}, "
+          f"T_comms {fmt_seconds(d['t_comms'])}; {d['bound']}-bound{padded})")
     if not p["fits"]:
         print(_no_fit("the weights and KV caches", p["memory_bytes"], hw.hbm_bytes))
 
