@@ -138,7 +138,7 @@ def _print(args, cfg, hw, out: dict, dtype: str) -> None:
     if "searched" in t:
         run_search.show(t, hw, cfg)
         return
-    train.show(t, hw)
+    train.show(t, hw, experts=cfg.E if cfg.is_moe else 0)
     if "strategy" in t:
         _show_strategy(args, hw, t["strategy"])
 

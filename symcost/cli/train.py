@@ -184,7 +184,8 @@ def report(run, args, k: dict) -> dict:
     }
 
 
-def show(rep: dict, hw) -> None:
+def show(rep: dict, hw, experts: int = 0) -> None:
+    """The text of a run (``experts``: the routed experts --ep may split, 0 for a dense model)."""
     from ..printers.text import fmt_bytes
     it, p, fl, sch = rep["breakdown"], rep["config"], rep["model_flops_per_token"], rep["schedule"]
     print(f"  run on {p['chips']} x {hw.name}: TP {p['tp']} ({p['tp_link']}), PP {p['pp']} ({p['pp_link']}), "
@@ -235,7 +236,7 @@ def show(rep: dict, hw) -> None:
     if not rep["fits"]:
         print(f"    DOES NOT FIT: {fmt_bytes(m['total'])} per {dev}, the {dev} has {fmt_bytes(hw.hbm_bytes)} "
               f"(the time above is what it would take if it fit, not an answer)")
-        print(f"    {_shrink(m, p, sch['in_flight_microbatches'])}")
+        print(f"    {_shrink(m, p, sch['in_flight_microbatches'], experts)}")
     print(f"    {rep['efficiency']} (sources: symcost hardware {hw.name})")
 
 
@@ -257,7 +258,7 @@ def _default_text(name: str, p: dict) -> str:
     return f"--{name.replace('_', '-')} {value}"
 
 
-def _shrink(m: dict, p: dict, in_flight: float) -> str:
+def _shrink(m: dict, p: dict, in_flight: float, experts: int = 0) -> str:
     """What would shrink the largest part of a run's memory, among the knobs it has not turned yet. The
     first stage holds its layers' activations for the microbatches in flight, as many as there are stages
     where there are that many microbatches (1F1B), else all of them: so more stages, or fewer sequences a
@@ -288,6 +289,7 @@ def _shrink(m: dict, p: dict, in_flight: float) -> str:
     else:
         stage = {"optimizer": 1, "gradients": 2, "params": 3}[part]     # the ZeRO stage that splits it
         knobs += [f"--zero {stage}"] if p["dp"] > 1 and p["zero"] < stage else []
-        knobs.append("more --tp or --pp")
+        knobs.append("more --tp, --pp or --ep (the routed experts split over its ranks)" if p["ep"] < experts
+                     else "more --tp or --pp")
     return (f"the largest part is the {'weights' if part == 'params' else part}: " + ", ".join(knobs)
             + " would shrink it, or let --search choose a run that fits")

@@ -651,3 +651,14 @@ def test_a_plain_prefill_shows_the_derived_step_the_search_prices(capsys):
     assert p["derived"]["bound"] == rows["Y=1,Z=7", 7]["dominant"] and p["seconds"] < p["derived"]["step_time"]
     code, out, _ = run(capsys, *args[:-1], "--batch", "2")
     assert code == 0 and "as --prefill --search prices it: first token 60.2 ms" in out and "7 prompts priced" in out
+
+
+def test_a_mixture_of_experts_that_does_not_fit_is_pointed_at_expert_parallelism(capsys):
+    """Mixtral on 8 H100s with data parallelism alone: its optimizer state is the largest part, and splitting
+    the eight experts over EP ranks shrinks it as TP or PP do; the hint named TP and PP alone. A dense model
+    is not pointed at --ep (it has no experts to split), nor a run whose experts are split already."""
+    args = ["train", "--hw", "h100", "--chips", "8", "--sequences", "8"]
+    code, out, _ = run(capsys, *args[:1], "mixtral-8x7b", *args[1:])
+    assert code == 1 and "the largest part is the optimizer: --zero 1, more --tp, --pp or --ep" in out
+    code, out, _ = run(capsys, *args[:1], "llama3-70b", *args[1:], "--recompute", "full", "--attention", "flash")
+    assert code == 1 and "--ep" not in out.split("DOES NOT FIT")[1]
