@@ -128,9 +128,12 @@ def execute(args, cfg, hw) -> dict:
     k = _settings(args)
     sequences = sequences_of(args)
     if sequences % (k["dp"] * k["microbatch"]):
+        why = "" if args.dp is not None else (
+            f"; --dp is the chips --tp x --pp x --cp leave ({k['dp']:,}): choose --tp, --pp and --chips so that "
+            f"the replicas divide the sequences, or let --search choose (it may leave chips idle)")
         raise UsageError(f"{sequences} sequences do not split into microbatches of {k['microbatch']} on each of "
                          f"{k['dp']} data-parallel replicas ({sequences} / ({k['dp']} x {k['microbatch']}) = "
-                         f"{sequences / (k['dp'] * k['microbatch']):g})")
+                         f"{sequences / (k['dp'] * k['microbatch']):g}){why}")
     checkpoints = (args.checkpoints_per_layer if args.checkpoints_per_layer is not None else 1) \
         if k["memory"] == "book" else None
     recompute = k["recompute"] if checkpoints is None or k["recompute"] != "none" else "full"

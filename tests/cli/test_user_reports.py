@@ -662,3 +662,15 @@ def test_a_mixture_of_experts_that_does_not_fit_is_pointed_at_expert_parallelism
     assert code == 1 and "the largest part is the optimizer: --zero 1, more --tp, --pp or --ep" in out
     code, out, _ = run(capsys, *args[:1], "llama3-70b", *args[1:], "--recompute", "full", "--attention", "flash")
     assert code == 1 and "--ep" not in out.split("DOES NOT FIT")[1]
+
+
+def test_replicas_that_cannot_divide_the_sequences_say_what_sets_them(capsys):
+    """Book Part 6's run (LLaMA 3-70B, 1,024 sequences of 4,096 tokens on 8,960 v5p chips) typed as `train`
+    without a split: every chip a data-parallel replica, and the error gave the arithmetic alone. It now says
+    that DP is the chips TP, PP and CP leave, and what to choose (a --dp the user gave is left as given)."""
+    args = ["train", "llama3-70b", "--hw", "tpu-v5p", "--chips", "8960", "--batch", "4194304", "--seq", "4096"]
+    code, _, err = run(capsys, *args)
+    assert code == 2 and "(1024 / (8960 x 1) = 0.114286); --dp is the chips --tp x --pp x --cp leave (8,960)" in err
+    assert "or let --search choose (it may leave chips idle)" in err
+    code, _, err = run(capsys, *args, "--dp", "8960")
+    assert code == 2 and err.strip().endswith("= 0.114286)")
