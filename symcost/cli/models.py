@@ -148,6 +148,9 @@ def _print_counts(args, cfg, hw, out: dict, dtype: str) -> None:
     params, fpt = out["params"], out["flops_per_token"]
     print(f"{cfg.name}: L={cfg.L} D={cfg.D} F={cfg.F} N={cfg.N} K={cfg.K} H={cfg.H} V={cfg.V}"
           + (f" E={cfg.E} k={cfg.k}" if cfg.is_moe else "")
+          + (f" F_expert={cfg.F_expert}" if cfg.is_moe and cfg.F_expert not in (None, cfg.F) else "")
+          + (f" shared={cfg.shared_experts}" if cfg.is_moe and cfg.shared_experts else "")
+          + (f" dense_layers={cfg.dense_layers}" if cfg.is_moe and cfg.dense_layers else "")
           + (f"; latent attention: kv_lora={cfg.kv_lora} q_lora={cfg.q_lora} rope_dim={cfg.rope_dim}"
              if cfg.is_mla else ""))
     if cfg.notes and Path(cfg.source).is_file():    # what reading the user's config.json assumed (a preset's

@@ -674,3 +674,21 @@ def test_replicas_that_cannot_divide_the_sequences_say_what_sets_them(capsys):
     assert "or let --search choose (it may leave chips idle)" in err
     code, _, err = run(capsys, *args, "--dp", "8960")
     assert code == 2 and err.strip().endswith("= 0.114286)")
+
+
+def test_a_mixture_of_experts_says_how_wide_its_experts_are(capsys, tmp_path):
+    """Qwen3-30B-A3B's config.json: 128 experts 768 wide, its F (6,144) the width of a dense MLP no layer has.
+    The first line gave F alone; it now gives the experts' width, and DeepSeek-V3's shared expert and dense
+    layers, where they differ from the MLP's."""
+    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+           "intermediate_size": 6144, "moe_intermediate_size": 768, "num_attention_heads": 32,
+           "num_hidden_layers": 48, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 151936,
+           "num_experts": 128, "num_experts_per_tok": 8, "tie_word_embeddings": False, "hidden_act": "silu"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, out, _ = run(capsys, "model", str(tmp_path / "config.json"))
+    assert code == 0 and out.splitlines()[0].endswith("E=128 k=8 F_expert=768")
+    assert "parameters: 3.053e+10 total, 3.353e+09 active" in out       # 30.5B and 3.3B, as Qwen publishes
+    code, out, _ = run(capsys, "model", "deepseek-v3")
+    assert "E=256 k=8 F_expert=2048 shared=1 dense_layers=3;" in out.splitlines()[0]
+    code, out, _ = run(capsys, "model", "mixtral-8x7b")
+    assert out.splitlines()[0].endswith("E=8 k=2")
