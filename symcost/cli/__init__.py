@@ -49,6 +49,9 @@ _PARSER: list[Parser] = []
 def main(argv=None) -> int:
     if not _PARSER:
         _PARSER.append(build_parser())
+    if not (sys.argv[1:] if argv is None else argv):    # no command: the commands, not a one-line complaint
+        _PARSER[0].print_help(sys.stderr)
+        return 2
     args = _PARSER[0].parse_args(argv)
     try:
         with progress.showing(sys.stderr.isatty()):

@@ -692,3 +692,11 @@ def test_a_mixture_of_experts_says_how_wide_its_experts_are(capsys, tmp_path):
     assert "E=256 k=8 F_expert=2048 shared=1 dense_layers=3;" in out.splitlines()[0]
     code, out, _ = run(capsys, "model", "mixtral-8x7b")
     assert out.splitlines()[0].endswith("E=8 k=2")
+
+
+def test_symcost_alone_lists_its_commands(capsys):
+    """`symcost` with nothing after it said "the following arguments are required: COMMAND" and no more; it
+    prints the commands, each with what it does (exit 2, as a usage error)."""
+    code, out, err = run(capsys)
+    assert code == 2 and out == ""
+    assert "derive    the plan: steps with collectives" in err and "serve     decode, prefill" in err
