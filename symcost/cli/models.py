@@ -55,13 +55,26 @@ def cmd_model(args) -> int:
 
 
 def _list(args) -> int:
-    from ..models.config import model_presets
+    """The presets: names alone with --json (a list), else each with its shape and parameters, as
+    ``symcost hardware`` lists chips."""
+    from ..models.config import load_model_config, model_presets
+    from ..models.transformer import param_counts
     if args.json:
         print(json.dumps(list(model_presets())))
-    else:
-        for n in model_presets():
-            print(n)
+        return 0
+    for n in model_presets():
+        cfg = load_model_config(n)
+        p = param_counts(cfg)
+        active = f", {_count(p['active'])} active" if p["active"] != p["total"] else ""
+        moe = f", {cfg.E} experts ({cfg.k} a token)" if cfg.is_moe else ""
+        print(f"{n:14s} {_count(p['total'])} parameters{active}: {cfg.L} layers of width {cfg.D}, "
+              f"{cfg.N} heads ({cfg.K} key-value){moe}")
     return 0
+
+
+def _count(n: float) -> str:
+    """A parameter count as people write it: 8.03 B, 1.01 T."""
+    return f"{n / 1e12:.3g} T" if n >= 1e12 else f"{n / 1e9:.3g} B"
 
 
 def _check_modes(args) -> None:

@@ -700,3 +700,15 @@ def test_symcost_alone_lists_its_commands(capsys):
     code, out, err = run(capsys)
     assert code == 2 and out == ""
     assert "derive    the plan: steps with collectives" in err and "serve     decode, prefill" in err
+
+
+def test_the_model_presets_are_listed_with_their_shapes(capsys):
+    """`model --list` printed bare names (`hardware` lists each chip with what it is); each preset now says
+    its parameters and shape. `--json` stays the list of names."""
+    code, out, _ = run(capsys, "model", "--list")
+    lines = {ln.split()[0]: ln for ln in out.splitlines()}
+    assert code == 0 and lines["llama3-8b"].endswith("8.03 B parameters: 32 layers of width 4096, 32 heads (8 key-value)")
+    assert "46.7 B parameters, 12.9 B active" in lines["mixtral-8x7b"] and "8 experts (2 a token)" in lines["mixtral-8x7b"]
+    assert lines["megatron-1t"].split()[1:3] == ["1.01", "T"]
+    code, out, _ = run(capsys, "model", "--list", "--json")
+    assert code == 0 and "llama3-8b" in json.loads(out)
