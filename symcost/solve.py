@@ -200,11 +200,18 @@ def _linear(ineq, e, sym):
 
 def _positive(e, or_equal: bool = False):
     """``e > 0`` (or ``>= 0``) as its positive terms against its negative ones: ``D*W_hbm > C*D``."""
+    return (sp.Ge if or_equal else sp.Gt)(*_sides(e))
+
+
+def _sides(e) -> tuple:
+    """``e``'s positive terms and its negative terms negated, their common factor divided out: ``e`` is
+    positive where the first exceeds the second (how a condition on sizes reads)."""
     terms = sp.Add.make_args(sp.expand(e))
-    pos = sp.Add(*[t for t in terms if not t.could_extract_minus_sign()])
-    neg = sp.Add(*[-t for t in terms if t.could_extract_minus_sign()])
-    g = sp.gcd(pos, neg) if pos != 0 and neg != 0 else 1
-    return (sp.Ge if or_equal else sp.Gt)(sp.cancel(pos / g), sp.cancel(neg / g))
+    pos = sp.Add(*[t for t in terms if t.could_extract_minus_sign() is False])
+    neg = -sp.Add(*[t for t in terms if t.could_extract_minus_sign() is True])
+    g = sp.gcd_terms(sp.factor_terms(pos)), sp.factor_terms(neg)
+    common = sp.gcd(*g) if all(x != 0 for x in g) else 1
+    return sp.cancel(g[0] / common), sp.cancel(g[1] / common)
 
 
 def _linear_root(num, den, sym):
@@ -242,13 +249,7 @@ def wins_when(a: sp.Expr, b: sp.Expr) -> str | None:
     if ratio.is_number:
         return None if ratio >= 1 else "always"
     num, den = sp.fraction(ratio)
-    diff = sp.expand(num - den)     # a < b  <=>  diff < 0: cancel the terms both sides share
-    terms = sp.Add.make_args(diff)
-    lhs = sp.Add(*[t for t in terms if t.could_extract_minus_sign() is False])
-    rhs = -sp.Add(*[t for t in terms if t.could_extract_minus_sign() is True])
-    g = sp.gcd_terms(sp.factor_terms(lhs)), sp.factor_terms(rhs)
-    common = sp.gcd(*g) if all(x != 0 for x in g) else 1
-    cond = sp.Lt(sp.cancel(g[0] / common), sp.cancel(g[1] / common))
+    cond = sp.Lt(*_sides(num - den))      # a < b  <=>  num - den < 0: the terms both sides share cancel
     if cond is sp.true:
         return "always"
     if cond is sp.false:
