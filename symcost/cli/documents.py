@@ -13,14 +13,18 @@ def register(sub):
     p.add_argument("target", metavar="EXPR|FILE|FOLDER|MODEL")
     mesh_dims_hw(p)
     p.add_argument("--vs", help="the dimension on the x axis: draws communication against compute over it "
-                                "(the book's Part 5 figure; default B for a folder or .sc file)")
+                                "(the book's Part 5 figure; default B for a folder or .sc file); with --mesh, "
+                                "the plan derived on that mesh over it")
     p.add_argument("--chips", type=int, help="(strategies) the chips the mesh's axes share (default 4096); "
                                              "(frontier) the slice (default 8)")
-    p.add_argument("--kind", choices=("auto", "strategies", "roofline", "frontier"), default="auto")
+    p.add_argument("--kind", choices=("auto", "strategies", "plan", "roofline", "frontier"), default="auto",
+                   help="auto: a folder, or a program with --vs, is drawn as strategies (with --mesh: plan); a "
+                        "program without --vs as a roofline; a model name as a frontier")
+    p.add_argument("--backward", action="store_true", help="(plan) the plan with its backward pass")
     p.add_argument("--dtype", help="(frontier) weights and KV dtype (default bf16)")
     p.add_argument("--seq", type=int, help="(frontier) context length (default 8192)")
     p.add_argument("-o", "--output", required=True, help="a .png, .svg or .pdf file")
-    p.set_defaults(handler=cmd_plot)
+    p.set_defaults(handler=cmd_plot, params=None, reuse=None)
 
     j = sub.add_parser("export-jax", help="a runnable JAX shard_map program that performs the plan")
     common(j)
@@ -34,7 +38,8 @@ def register(sub):
 
 
 #: what each kind of plot reads: a flag given to a kind that does not read it is refused, not dropped
-READS = {"strategies": ("vs", "chips", "dims", "hw"), "roofline": ("mesh", "dims", "hw"),
+READS = {"strategies": ("vs", "chips", "dims", "hw"), "plan": ("vs", "mesh", "dims", "hw", "backward"),
+         "roofline": ("mesh", "dims", "hw"),
          "frontier": ("hw", "chips", "dtype", "seq")}
 DEFAULT_CHIPS = {"strategies": 4096, "frontier": 8}
 
@@ -45,13 +50,15 @@ def cmd_plot(args) -> int:
     hw = hardware(args.hw) if args.hw else None
     kind = args.kind
     if kind == "auto":
-        if os.path.isdir(args.target) or args.target.endswith(".sc") or ("[" in args.target and args.vs):
+        if os.path.isdir(args.target):
             kind = "strategies"
+        elif args.target.endswith(".sc") or ("[" in args.target and args.vs):
+            kind = "plan" if args.mesh and args.vs else "strategies"
         elif "[" in args.target:
             kind = "roofline"
         else:
             kind = "frontier"
-    refuse_unread(args, ("mesh", "dims", "vs", "chips", "dtype", "seq"), lambda name: name in READS[kind],
+    refuse_unread(args, ("mesh", "dims", "vs", "chips", "dtype", "seq", "backward"), lambda name: name in READS[kind],
                   lambda flag, name: f"{flag} is not read by a {kind} plot (it reads "
                                      f"{', '.join('--' + r for r in READS[kind])}): drop {flag}")
     writable(args.output, "-o")
@@ -61,6 +68,14 @@ def cmd_plot(args) -> int:
                                             chips, dims=args.dims)
         for name, why in skipped.items():
             print(f"left out {name}: {why}")
+    elif kind == "plan":
+        if not args.vs:
+            raise UsageError("a plan's plot needs --vs: the size on the x axis")
+        args.program = args.target
+        plan = derive_from(args)
+        out, cross = plot.plot_plan(plan, args.vs, args.output)
+        for x in cross:
+            print(f"T_comms and T_math cross near {args.vs} = {x:.3g} (symcost solve --for {args.vs} gives it exactly)")
     elif kind == "roofline":
         args.program = args.target
         out = plot.plot_roofline(derive_from(args), args.output)

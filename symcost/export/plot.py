@@ -1,8 +1,9 @@
 """Plots (matplotlib, the ``plot`` extra): strategies' communication against compute by batch size (the
-book's Part 5 figure), the arithmetic-intensity roofline of a program's einsums, and the
-latency-throughput frontier of a served model (Part 8).
+book's Part 5 figure), one plan's times over a size, the arithmetic-intensity roofline of a program's
+einsums, and the latency-throughput frontier of a served model (Part 8).
 
     symcost plot derivations/ --vs B --hw tpu-v5p --chips 4096 -o strategies.png
+    symcost plot derivations/fsdp.sc --vs B --mesh X=256 --hw tpu-v5p -o fsdp_plan.png
     symcost plot "In[B_X, D] *_D Win[D_X, F] *_F Wout[F, D_X] -> Out[B_X, D]" --vs B --dims D=8192,F=32768 \\
         --hw tpu-v5p -o fsdp.png
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import math
 import os
+
+import numpy as np
 
 from ..errors import UsageError
 from ..numeric import math_function
@@ -179,6 +182,65 @@ def plot_roofline(plan, out: str):
     return save(fig, out)
 
 
+def plan_curves(plan, vs: str, points: int = 61):
+    """``(xs, totals over xs, the size the plan was derived at or None)``: the plan's closed forms (its
+    steps as derived, not a plan re-derived at each point) at sizes of ``vs`` three decades either side of
+    the one it was derived at (1 to 1e8 where ``vs`` is unbound), every other size at its number."""
+    names = {s.name for s in plan.t_step.free_symbols}
+    if vs not in names:
+        raise UsageError(f"{vs} does not appear in this plan's costs (they depend on "
+                         f"{', '.join(sorted(names - {str(k) for k in plan.bindings()})) or 'no unbound size'})")
+    at = dict(plan.sizes).get(vs)
+    at = None if at is None else float(at)
+    lo, hi = (max(1.0, at / 1e3), at * 1e3) if at is not None else (1.0, 1e8)
+    xs = np.geomspace(lo, hi, points)
+    t = plan.curves(vs, xs)
+    if t is None:
+        unbound = sorted(n for n in names - {str(k) for k in plan.bindings()} if n != vs)
+        raise UsageError(f"bind {', '.join(unbound)} (--dims, or --hw for the chip's figures) to plot over {vs}")
+    return xs, t, at
+
+
+def crossings(xs, a, b) -> list[float]:
+    """Where the curve ``a`` overtakes ``b`` or falls below it (between two points, interpolated on the
+    log-log scale the figure draws)."""
+    out = []
+    for i in range(1, len(xs)):
+        d0, d1 = a[i - 1] - b[i - 1], a[i] - b[i]
+        if d0 == 0 or d0 * d1 >= 0 or min(a[i - 1], a[i], b[i - 1], b[i]) <= 0:
+            continue
+        l0, l1 = math.log(a[i - 1] / b[i - 1]), math.log(a[i] / b[i])
+        f = l0 / (l0 - l1)
+        out.append(math.exp(math.log(xs[i - 1]) + f * (math.log(xs[i]) - math.log(xs[i - 1]))))
+    return out
+
+
+def plot_plan(plan, vs: str, out: str) -> tuple[str, list[float]]:
+    """One plan's T_math, T_hbm, T_comms and step time over ``vs`` (:func:`plan_curves`). Returns the file
+    written and where T_comms and T_math cross."""
+    plt = pyplot()
+    xs, t, at = plan_curves(plan, vs)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for label, ys, style in (("T_math (compute)", t.t_math, "k--"), ("T_hbm (memory)", t.t_hbm, ":"),
+                             ("T_comms (communication)", t.t_comms, "-"), ("step time", t.t_step, "-")):
+        if float(np.max(ys)) > 0:
+            ax.loglog(xs, ys, style, label=label, lw=2.5 if label == "step time" else 1.5,
+                      alpha=0.45 if label == "step time" else 1.0)
+    cross = crossings(xs, t.t_comms, t.t_math)
+    for x in cross:
+        ax.axvline(x, color="gray", ls=":", lw=1)
+    if at is not None:
+        ax.axvline(at, color="C3", ls="-.", lw=1, label=f"derived at {vs}={at:g}")
+    ax.set_xlabel(AXIS_LABELS.get(vs, vs))
+    ax.set_ylabel("time (s)")
+    where = f" on {plan.hardware.name}" if plan.hardware is not None else ""
+    mesh = ",".join(f"{a.name}={a.size}" for a in plan.mesh.axes)
+    ax.set_title(f"The plan on {mesh or 'one device'}{where}, over {vs}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, out), cross
+
+
 def plot_frontier(serving, seq: int, out: str):
     """Latency against throughput per chip, one point per batch size (book Part 8's Pareto plot)."""
     plt = pyplot()
@@ -203,4 +265,4 @@ def plot_frontier(serving, seq: int, out: str):
     return save(fig, out)
 
 
-__all__ = ["plot_strategies", "plot_roofline", "plot_frontier", "strategy_curves", "strategy_programs"]
+__all__ = ["plot_strategies", "plot_plan", "plan_curves", "plot_roofline", "plot_frontier", "strategy_curves", "strategy_programs"]

@@ -113,6 +113,40 @@ def test_plots(tmp_path, capsys):
     assert 2e5 < crossing < 8e5      # the book's 4e5 crossover on a 16x16x16 v5p
 
 
+def test_a_plans_plot_draws_its_closed_forms_and_crosses_where_solve_says(tmp_path, capsys):
+    """``plot FILE --vs B --mesh X=256``: the plan derive gives on that mesh, its T_math, T_hbm, T_comms and
+    step time over B (each its closed form at each point), and where T_comms and T_math cross: FSDP on a
+    v5p pod of 256 chips at 850 tokens a chip (solve: B = 256 C / (3 W_ici) = 217,600)."""
+    pytest.importorskip("matplotlib")
+    import sympy as sp
+    from symcost.export.plot import plan_curves
+    argv = [str(ROOT / "derivations" / "fsdp.sc"), "--vs", "B", "--mesh", "X=256", "--hw", "tpu-v5p",
+            "--dims", "D=8192,F=32768"]
+    code, out, err = run(capsys, "plot", *argv, "-o", str(tmp_path / "plan.png"))
+    assert code == 0, err
+    _not_blank(str(tmp_path / "plan.png"))
+    plan = symcost.derive((ROOT / "derivations" / "fsdp.sc").read_text(), mesh="X=256", dims="D=8192,F=32768",
+                          hw="tpu-v5p")
+    xs, t, at = plan_curves(plan, "B")
+    assert at is None and xs[0] == 1 and xs[-1] == pytest.approx(1e8)
+    b = sp.Symbol("B", positive=True, integer=True)
+    subs = {k: v for k, v in plan.bindings().items() if k.name != "B"}
+    for i in (0, 30, 60):
+        for name in ("t_math", "t_hbm", "t_comms", "t_step"):
+            expr = getattr(plan, name).xreplace(subs)
+            expr = expr.xreplace({s: b for s in expr.free_symbols if s.name == "B"})
+            assert getattr(t, name)[i] == pytest.approx(float(expr.subs(b, xs[i])), rel=1e-12)
+    crossing = float(out.split("cross near B = ")[1].split()[0])
+    assert crossing == pytest.approx(217600, rel=0.01)
+    # a size the plan does not depend on, and one left unbound, are errors that say so
+    code, _, err = run(capsys, "plot", *argv[:1], "--vs", "Q", *argv[3:], "-o", str(tmp_path / "q.png"))
+    assert code == 2 and "Q does not appear in this plan's costs" in err
+    code, _, err = run(capsys, "plot", *argv[:7], "-o", str(tmp_path / "u.png"))
+    assert code == 2 and "bind D, F" in err
+    code, _, err = run(capsys, "plot", *argv, "--chips", "8", "-o", str(tmp_path / "c.png"))
+    assert code == 2 and "--chips is not read by a plan plot" in err
+
+
 # ------------------------------------------------------------------------------------- notebook
 
 
