@@ -265,4 +265,5 @@ def plot_frontier(serving, seq: int, out: str):
     return save(fig, out)
 
 
-__all__ = ["plot_strategies", "plot_plan", "plan_curves", "plot_roofline", "plot_frontier", "strategy_curves", "strategy_programs"]
+__all__ = ["plot_strategies", "plot_plan", "plan_curves", "plot_roofline", "plot_frontier", "strategy_curves",
+           "strategy_programs"]
