@@ -23,6 +23,8 @@ def register(sub):
 def cmd_model(args) -> int:
     from ..models.config import load_model_config
     if getattr(args, "list", False):
+        if args.name:
+            raise UsageError(f"--list lists every preset: drop {args.name} (symcost model {args.name} shows that one)")
         return _list(args)
     model_options.checked(args)
     if not args.program:          # --program names what it leaves out itself

@@ -712,3 +712,5 @@ def test_the_model_presets_are_listed_with_their_shapes(capsys):
     assert lines["megatron-1t"].split()[1:3] == ["1.01", "T"]
     code, out, _ = run(capsys, "model", "--list", "--json")
     assert code == 0 and "llama3-8b" in json.loads(out)
+    code, _, err = run(capsys, "model", "--list", "llama3-8b")     # a name beside --list was dropped silently
+    assert code == 2 and "--list lists every preset: drop llama3-8b" in err
