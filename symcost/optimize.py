@@ -189,5 +189,7 @@ def best_split(plan, a: str, b: str, n: int, derive_at) -> dict | None:
         key = (round(tc, 15), round(ts, 15), 0 if d & (d - 1) == 0 else 1)
         if best is None or key < best[0]:
             best = (key, {a: d, b: n // d, "t_comms": tc, "t_step": ts, "hardware_bound": p.hardware is not None,
-                          "kinds": {v: p.mesh.axis(v).kind for v in (a, b)}})
+                          "kinds": {v: p.mesh.axis(v).kind for v in (a, b)},
+                          "spelled": {v: p.mesh.axis(v).spelled for v in (a, b)},
+                          "links": {v: p.mesh.axis(v).links for v in (a, b)}})
     return best[1] if best else None

@@ -175,7 +175,8 @@ def cmd_optimize(args) -> int:
     if args.json:
         print(json.dumps({"vary": r["vary"], "optimum": {k: str(v) for k, v in r["optimum"].items()},
                           "numeric": r["numeric"],
-                          "chosen": ({k: chosen[k] for k in (*vary, "t_comms", "t_step")} if chosen else None),
+                          "chosen": ({k: chosen[k] for k in (*vary, "t_comms", "t_step")}
+                                     | {"placed": [chosen["spelled"][k] for k in vary]} if chosen else None),
                           "t_comms": str(r["t_comms"]), "t_math": str(r["t_math"]), "placement": r["placement"],
                           "compute_bound_when": str(r["compute_bound_when"])}, indent=2))
         return 0
@@ -196,6 +197,10 @@ def cmd_optimize(args) -> int:
             "derived at that mesh, at the ranking figures (no --hw)"
         print("best integer split: " + ", ".join(f"{k}={chosen[k]}" for k in vary)
               + f" (t_comms = {fmt_seconds(chosen['t_comms'])}, t_step = {fmt_seconds(chosen['t_step'])}; {where})")
+        placed = [chosen["spelled"][k] for k in vary if chosen[k] > 1]
+        if chosen["hardware_bound"] and any(chosen["links"][k] != 1 for k in vary if chosen[k] > 1):
+            print(f"  placed as {', '.join(placed)} (--mesh syntax): the closed form above takes one link an axis, "
+                  f"each split is derived on the links {plan.hardware.name} gives it")
     print(f"compute-bound when: {r['compute_bound_when']}")
     return 0
 

@@ -372,6 +372,27 @@ def test_optimize_agrees_with_derive_and_places_the_split(capsys):
     assert r["numeric"]["X"] > 1 and r["numeric"]["Y"] > 1
 
 
+def test_optimize_says_how_its_best_split_was_placed(capsys):
+    """FSDP+TP on 256 v5p chips: the closed form's optimum (one link an axis) is X = 90.5, Y = 2.8, yet the
+    best integer split was X=256, Y=1 with no word of why. Each split is derived on the torus it is laid on,
+    where X=256 takes three links and a wraparound; the output names that placement (JSON: ``placed``)."""
+    args = ["optimize", FSDP_TP, "--chips", "256", "--vary", "X,Y", "--hw", "tpu-v5p", "--dims",
+            "B=1048576,D=8192,F=32768"]
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and "X_opt = 16*sqrt(B)/sqrt(F) = 90.51" in out
+    assert "best integer split: X=256, Y=1" in out
+    assert "  placed as X=256:3:ici:wrap (--mesh syntax): the closed form above takes one link an axis" in out
+    code, out, _ = run(capsys, *args, "--json")
+    chosen = json.loads(out)["chosen"]
+    assert chosen["placed"] == ["X=256:3:ici:wrap", "Y=1:ici"]
+    from symcost.api import derive
+    plan = derive(open(FSDP_TP).read(), mesh="X=256:3:ici:wrap,Y=1", hw="tpu-v5p", dims="B=1048576,D=8192,F=32768")
+    assert plan.evaluate(plan.t_comms) == pytest.approx(chosen["t_comms"], rel=1e-12)
+    code, out, _ = run(capsys, "optimize", FSDP_TP, "--chips", "8", "--vary", "X,Y", "--hw", "h100", "--dims",
+                       "B=65536,D=8192,F=32768")          # NVLink: one switch, nothing to say
+    assert code == 0 and "placed as" not in out
+
+
 # ------------------------------------------------------------------------- notation honesty
 
 def test_major_axis_gather_is_not_silently_a_permute(capsys):
