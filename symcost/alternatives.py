@@ -89,6 +89,23 @@ class Alternative:
         more = {k: float(getattr(mine, k) - getattr(theirs, k)) for k in ("t_math", "t_hbm", "t_comms")}
         return {"t_step": float(mine.t_step), "plan_t_step": float(theirs.t_step), "loses_on": max(more, key=more.get)}
 
+    @property
+    def statement(self) -> str:
+        """The tensor the statement this alternative plans writes (its plan's last step's)."""
+        return self.chosen[-1].tensor if self.chosen else ""
+
+    @property
+    def chosen_summary(self) -> str:
+        """:attr:`summary` of the steps the plan took for the same statement."""
+        return summarize(self.chosen)
+
+    @cached_property
+    def chosen_totals(self) -> Totals:
+        """The totals of the steps the plan took for the same statement."""
+        return totals((s.cost for s in self.chosen), Env.symbolic(self.mesh), self.overlap)
+
     def as_dict(self) -> dict:
-        return {"summary": self.summary, "t_comms": str(self.t_comms), "t_step": str(self.t_step),
-                "comm_bytes": str(self.comm_bytes), "wins_when": self.wins_when, "ranked": self.ranked}
+        return {"statement": self.statement, "summary": self.summary, "t_comms": str(self.t_comms),
+                "t_step": str(self.t_step), "comm_bytes": str(self.comm_bytes), "wins_when": self.wins_when,
+                "ranked": self.ranked, "chosen": self.chosen_summary,
+                "chosen_t_step": str(self.chosen_totals.t_step)}

@@ -99,16 +99,35 @@ def alternatives(plan) -> list[str]:
         t = fwd.evaluate(fwd.t_step)
         out[0] = (f"alternatives for the forward pass ({count}; --json lists their costs), against the chosen "
                   f"forward pass" + (f" (t_step = {fmt_seconds(t)}):" if t is not None else ":"))
+    groups: dict = {}          # statement (the plan's steps for it) -> its alternatives, cheapest first
+    for a in alts:
+        groups.setdefault(a.chosen, []).append(a)
+    if len(groups) > 1:        # several statements: each one's cheapest other plan beside the plan's own
+        out[0] = (f"alternatives considered ({len(alts)} for {len(groups)} statements; --json lists them all): "
+                  f"each statement's plan, then the cheapest other plan weighed for it"
+                  + (" (forward pass)" if forward_only else "") + ":")
+        for group in groups.values():
+            first = group[0]
+            v = plan.evaluate(first.chosen_totals.t_step)
+            out.append(f"  {first.statement}: {first.chosen_summary}"
+                       + (f"; t_step = {fmt_seconds(v)}" if v is not None else "")
+                       + f" ({len(group)} other{'s' if len(group) > 1 else ''})")
+            out += _alternative_lines(plan, first)
+        return out
     for a in shown:
-        v = plan.evaluate(a.t_step)
-        out.append(f"  - {a.summary}")
-        out.append(f"      moves {a.comm_bytes} bytes (sum of V)"
-                   + (f"; t_step = {fmt_seconds(v)}" if v is not None else ""))
-        if a.wins_when:
-            when = "always" if a.wins_when == "always" else f"when {a.wins_when}"
-            out.append(f"      its collectives take less time than the plan's {when}")
-            if v is None and a.ranked is not None:    # why it lost, where the reader has no numbers
-                out.append(_why_slower(plan, a))
+        out += _alternative_lines(plan, a)
+    return out
+
+
+def _alternative_lines(plan, a) -> list[str]:
+    v = plan.evaluate(a.t_step)
+    out = [f"  - {a.summary}", f"      moves {a.comm_bytes} bytes (sum of V)"
+           + (f"; t_step = {fmt_seconds(v)}" if v is not None else "")]
+    if a.wins_when:
+        when = "always" if a.wins_when == "always" else f"when {a.wins_when}"
+        out.append(f"      its collectives take less time than the plan's {when}")
+        if v is None and a.ranked is not None:    # why it lost, where the reader has no numbers
+            out.append(_why_slower(plan, a))
     return out
 
 

@@ -393,6 +393,27 @@ def test_optimize_says_how_its_best_split_was_placed(capsys):
     assert code == 0 and "placed as" not in out
 
 
+def test_the_alternatives_of_a_program_are_shown_statement_by_statement(capsys):
+    """A program of several statements listed "the 4 cheapest" of all its statements' alternatives, which
+    were the first statement's four (each statement's are kept cheapest first), with no plan to compare them
+    with. Each statement now shows the plan's own steps and time, then the cheapest other plan weighed for
+    it; JSON names each alternative's statement and the plan's steps for it."""
+    prog = "T[B_X, F_Y] = In[B_X, D] *_D W1[D, F_Y]\nOut[B_X, D] = T[B_X, F_Y] *_F W2[F_Y, D]"
+    args = ["derive", prog, "--mesh", "X=4,Y=2", "--dims", "B=256,D=1024,F=4096", "--hw", "h100"]
+    code, out, _ = run(capsys, *args)
+    lines = out[out.index("alternatives considered"):].splitlines()
+    assert code == 0 and lines[0].startswith("alternatives considered (12 for 2 statements; --json lists them all)")
+    assert lines[1] == "  T: einsum -> T[B_X, F_Y]; t_step = 1.37 us (6 others)"
+    assert lines[2] == "  - AllGather_X(In); einsum -> T[B, F_Y]"
+    assert lines[4].startswith("  Out: einsum -> Out[B_X, D]{U_Y}; AllReduce_Y(Out); t_step = ")
+    code, out, _ = run(capsys, *args, "--json")
+    alts = json.loads(out)["alternatives"]
+    assert [a["statement"] for a in alts] == ["T"] * 6 + ["Out"] * 6
+    assert alts[0]["chosen"] == "einsum -> T[B_X, F_Y]" and alts[0]["ranked"]["plan_t_step"] == pytest.approx(1.3694e-6, rel=1e-4)
+    code, out, _ = run(capsys, "derive", "A[I, J_X] * B[J_X, K] -> C[I, K]", "--mesh", "X=4")
+    assert "alternatives considered (" in out and "statements" not in out      # one statement: as before
+
+
 # ------------------------------------------------------------------------- notation honesty
 
 def test_major_axis_gather_is_not_silently_a_permute(capsys):
