@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from symcost import processes  # noqa: E402
 from symcost.searching import _space, pool  # noqa: E402
 
 RAISED = [0.0]
@@ -77,7 +78,7 @@ def main() -> None:
     args = [a for a in sys.argv[1:] if a != "--fast"]
     method, pool.CHUNK, trials = args[0], int(args[1]), int(args[2])
     burn = int(args[3]) if len(args) > 3 else 0
-    pool.start_method = lambda: method
+    processes.start_method = lambda: method
     space, cands, opts = _space_of(fast)
     burners = [multiprocessing.get_context("fork").Process(target=_burn, daemon=True) for _ in range(burn)]
     for b in burners:

@@ -15,7 +15,7 @@ from .options import refuse_unread
 #: program ``model --program`` prints
 HIDDEN = {
     "serve": {"train", "strategy", "tokens", "checkpoints_per_layer", "vs", "memory", "flops", "dp_overlap",
-              "max_cp", "program", "elementwise", *train.OPTIONS},
+              "max_cp", "jobs", "program", "elementwise", *train.OPTIONS},
     "train": {"train", "decode", "prefill", "frontier", "latency", "mfu", "kv_dtype", "program", "elementwise"},
 }
 #: the help of a flag both read, as each command reads it
@@ -147,6 +147,8 @@ READ_BY = {
     "mfu": ({"prefill", "train"}, "--prefill"),
     "latency": ({"serve-search"}, "--decode --search and --prefill --search"),
     "elementwise": ({"program"}, "--program"),
+    "max_cp": ({"run-search"}, "--train --search"),
+    "jobs": ({"run-search"}, "--train --search"),
     **{k: ({"train"}, "--train") for k in train.OPTIONS},
     **{k: ({"run"}, "--train without --search") for k in _ONE_RUN},
 }
@@ -161,6 +163,8 @@ def modes(args) -> set:
             out.add("strategy")
     if args.search and out & {"decode", "prefill"}:
         out.add("serve-search")
+    if args.train and args.search:
+        out.add("run-search")
     return out
 
 

@@ -21,17 +21,22 @@ def _sequences(args) -> int:
         raise UsageError(f"--search chooses the run itself; drop {', '.join(chosen)}")
     if args.top < 1:
         raise UsageError(f"--top must be at least 1, not {args.top}")
-    if args.max_cp < 1:
+    if args.max_cp is not None and args.max_cp < 1:
         raise UsageError(f"--max-cp must be at least 1, not {args.max_cp}")
     return train.sequences_of(args)
+
+
+def _space(args) -> dict:
+    """The search's bounds and workers as :func:`~symcost.models.runs.search_runs` takes them."""
+    return dict(max_cp=args.max_cp or 1, attention=args.attention or "unfused",
+                jobs=args.jobs if args.jobs is not None else "auto")
 
 
 def answer(args, cfg, hw) -> dict:
     """``train`` (the search's full answer) and ``search`` (DESIGN's summary) of ``model --json``."""
     from ..models.runs import search_runs
     sequences = _sequences(args)
-    res = search_runs(cfg, hw, args.chips, sequences, args.seq, top=args.top, max_cp=args.max_cp,
-                      attention=args.attention or "unfused")
+    res = search_runs(cfg, hw, args.chips, sequences, args.seq, top=args.top, **_space(args))
     full = {**res.as_dict(), "fits": bool(res.rows)}
     if args.vs == "chips" and res.complete:      # Ctrl-C stops the sweep too: what was found is shown
         full["vs_chips"], full["complete"] = _vs_chips(args, cfg, hw, sequences)
@@ -46,8 +51,7 @@ def _vs_chips(args, cfg, hw, sequences: int) -> tuple[list[dict], bool]:
     out = []
     for n in budgets:
         try:
-            res = search_runs(cfg, hw, n, sequences, args.seq, top=1, max_cp=args.max_cp,
-                              attention=args.attention or "unfused")
+            res = search_runs(cfg, hw, n, sequences, args.seq, top=1, **_space(args))
         except UsageError:      # no way to split this budget at all
             continue
         best = res.rows[0].as_dict() if res.rows else None

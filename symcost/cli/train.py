@@ -56,8 +56,11 @@ def add_arguments(m) -> None:
     g.add_argument("--attention", choices=("unfused", "flash"),
                    help="the attention core: unfused (scores, softmax and dropout through HBM, as Megatron ran in "
                         "2022; the default) or flash (one fused kernel, as current stacks run)")
-    g.add_argument("--max-cp", type=int, default=1, metavar="N",
+    g.add_argument("--max-cp", type=int, metavar="N",
                    help="with --search: also try context parallelism over 2, 4, ... up to N ranks (default 1: none)")
+    g.add_argument("--jobs", metavar="N",
+                   help="with --search: worker processes the runs are priced in (a number, or auto: every core; "
+                        "the default)")
 
 
 #: the knobs that count ranks, stages or sequences: each at least 1

@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from .. import searches
+from .. import processes, searches
 from ..errors import UsageError
 from .execution import Run
 from .results import SearchResult
@@ -126,6 +126,7 @@ class PricedRun:
     state_bytes: float
     chips: int
     report: dict | None
+    index: int = 0          # its place in the space (runs priced in workers come back in another order)
 
     @property
     def iteration(self) -> float:
@@ -143,6 +144,7 @@ class _Stages:
     sequences: int
     seq: int
     space: tuple    # the space's bounds (max_tp, max_cp, ...) as (name, value) pairs
+    jobs: object = 1
     name = "run search"
     unit = "runs"
 
@@ -158,27 +160,63 @@ class _Stages:
         return f"{n:,} runs of {self.cfg.name} to price"
 
     def price(self, items):
-        for kw in items:
-            run = Run(self.cfg, self.hw, **kw)
-            mem = run.memory()
-            report = run.report() if mem["total"] <= self.hw.hbm_bytes else None
-            yield (PricedRun(kw, mem["weights"] + mem["gradients"] + mem["optimizer"], run.chips, report),)
+        """Each run priced, in the space's order; in ``jobs`` worker processes, each run of a layer (its
+        TP, CP, EP, microbatch and sequence parallelism: what its plan depends on) priced by the worker that
+        plans that layer, the runs coming back a layer at a time."""
+        layers: dict = {}
+        for i, kw in enumerate(items):
+            layers.setdefault(tuple(kw[k] for k in LAYER), []).append((i, kw))
+        auto = self.jobs is None or self.jobs == "auto"
+        n = processes.workers(self.jobs, len(layers)) if not auto or len(layers) >= AUTO_LAYERS else 1
+        if n == 1:
+            yield from ((_priced(self.cfg, self.hw, i, kw),) for i, kw in enumerate(items))
+            return
+        for _, answers in processes.answered(list(layers.values()), n, _work, _setup, (self.cfg, self.hw),
+                                             what="pricing worker"):
+            yield from ((p,) for p in answers)
 
     def passes(self, p: PricedRun) -> bool:
         return p.report is not None
 
     def rank(self, kept: list) -> list:
-        """Fastest first; among equals the fewest stages, the widest TP, the fewest chips."""
+        """Fastest first; among equals the fewest stages, the widest TP, the fewest chips, then the space's
+        order."""
         return sorted(kept, key=lambda p: (p.iteration, p.kw["pp"], -p.kw["tp"],
-                                           p.kw["tp"] * p.kw["pp"] * p.kw["dp"] * p.kw["cp"]))
+                                           p.kw["tp"] * p.kw["pp"] * p.kw["dp"] * p.kw["cp"], p.index))
 
     def label(self, item) -> str:
         return ""
 
 
+#: the knobs a run's layer plan depends on (runs that share them share it)
+LAYER = ("tp", "cp", "ep", "microbatch", "seq_parallel")
+#: the fewest layers to plan for which ``jobs="auto"`` starts workers: a dense model's space plans 20 to 50
+#: (a second or two in all), a mixture of experts' 100 to 250, each several times slower (Mixtral on 64
+#: H100s: 22 s in one process, 11 s in two)
+AUTO_LAYERS = 64
+
+_job: dict = {}      # a worker's model and hardware
+
+
+def _priced(cfg, hw, index: int, kw: dict) -> PricedRun:
+    """A run priced: its memory first (cheaper), its report where it fits in HBM."""
+    run = Run(cfg, hw, **kw)
+    mem = run.memory()
+    report = run.report() if mem["total"] <= hw.hbm_bytes else None
+    return PricedRun(kw, mem["weights"] + mem["gradients"] + mem["optimizer"], run.chips, report, index)
+
+
+def _setup(cfg, hw) -> None:
+    _job.update(cfg=cfg, hw=hw)
+
+
+def _work(item) -> PricedRun:
+    return _priced(_job["cfg"], _job["hw"], *item)
+
+
 def _least_state(priced) -> dict | None:
     """The least state a chip holds in any run priced, with that run's chips and knobs (the first such run)."""
-    least = min(priced, key=lambda p: p.state_bytes, default=None)
+    least = min(priced, key=lambda p: (p.state_bytes, p.index), default=None)
     return None if least is None else {"state_bytes": least.state_bytes, "chips_used": least.chips,
                                        "config": describe(least.kw)}
 
@@ -201,12 +239,13 @@ def budget_note(chips: int, sequences: int, best: RunChoice, full: RunChoice | N
     return note
 
 
-def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, **space) -> SearchResult:
+def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, jobs=1, **space) -> SearchResult:
     """The ``top`` fastest runs that fit on at most ``chips`` chips, each with its iteration, MFU, memory,
-    the chips it uses and what it loses by (space -> price -> filter by memory -> rank)."""
+    the chips it uses and what it loses by (space -> price -> filter by memory -> rank); ``jobs``: worker
+    processes (a number, or ``"auto"``: every core), the same runs found in the same order."""
     if chips < 1 or sequences < 1 or seq < 1:
         raise UsageError("a run search needs positive --chips, --sequences (or --batch) and --seq")
-    found = searches.run(_Stages(cfg, hw, chips, sequences, seq, tuple(space.items())))
+    found = searches.run(_Stages(cfg, hw, chips, sequences, seq, tuple(space.items()), jobs))
     ranked = found.ranked
     best = ranked[0].report["iteration"] if ranked else None
     chosen = [_choice(p, ranked[0].iteration, best) for p in ranked[:top]]

@@ -224,3 +224,28 @@ def test_train_is_model_with_train(capsys):
         d["train"].pop("search_seconds"), d["search"].pop("seconds")
     assert trained == modelled
     assert main(["train", "megatron-22b", "--decode", "--hw", "a100"]) == 2
+
+
+def test_runs_priced_in_worker_processes_are_the_runs_priced_here():
+    """``jobs=2``: each layer's runs priced by the worker that plans that layer, back a layer at a time; the
+    same runs ranked in the same order, with the same numbers, as one process finds (ties broken by the
+    space's order, not by the order the workers answer in)."""
+    cfg = load_model_config("megatron-22b")
+    one, two = (search_runs(cfg, A100, 16, 16, 2048, top=8, jobs=j) for j in (1, 2))
+    assert (one.searched, one.feasible) == (two.searched, two.feasible)
+    assert [r.as_dict() for r in one.rows] == [r.as_dict() for r in two.rows]
+    drop = ("search_seconds",)
+    assert {k: v for k, v in one.as_dict().items() if k not in drop} == \
+        {k: v for k, v in two.as_dict().items() if k not in drop}
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--tp", "8", "--jobs", "2"], "--jobs is read by --train --search"),
+    (["--tp", "8", "--max-cp", "4"], "--max-cp is read by --train --search"),      # was dropped without a word
+    (["--search", "--jobs", "0"], "--jobs must be at least 1"),
+    (["--search", "--jobs", "many"], "--jobs must be a number of processes or 'auto'"),
+])
+def test_the_run_searchs_own_flags_are_refused_without_it(capsys, argv, says):
+    code = main(["train", "megatron-22b", "--hw", "a100", "--chips", "8", "--batch", "8192", "--seq", "2048", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err, err

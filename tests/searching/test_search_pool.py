@@ -9,6 +9,7 @@ import pytest
 import symcost
 from symcost.cli import main
 from symcost.errors import UsageError
+from symcost import processes
 from symcost.searching import pool, search
 
 from conftest import ROOT
@@ -89,7 +90,7 @@ def test_cli_jobs(capsys, untimed):
 def test_fresh_workers(monkeypatch):
     """Workers started from a fresh server process (where forking is unsafe: JAX loaded, threads running)
     receive the space and options pickled, and price as this process does."""
-    monkeypatch.setattr(pool, "start_method", lambda: "forkserver")
+    monkeypatch.setattr(processes, "start_method", lambda: "forkserver")
     one = search(MLP, "X=4", DIMS, "tpu-v5p", backward=True, jobs=1)
     two = search(MLP, "X=4", DIMS, "tpu-v5p", backward=True, jobs=2)
     assert [(p.candidate, p.t_step, p.memory_bytes) for p in two.ranked] == \
@@ -171,7 +172,7 @@ def _stops(method, times, monkeypatch):
     import multiprocessing.connection as mp_connection
 
     from symcost.searching import _space
-    monkeypatch.setattr(pool, "start_method", lambda: method)
+    monkeypatch.setattr(processes, "start_method", lambda: method)
     handed = []
     real = mp_connection.Connection.send
 
@@ -196,7 +197,7 @@ def _stops(method, times, monkeypatch):
         assert got.gi_frame is None                     # the stop returned, the generator is finished
         assert multiprocessing.active_children() == []  # no worker left running
         # no backlog: the workers were handed the chunks read and a window ahead of them, not all
-        assert 1 <= len(handed) <= -(-len(read) // size) + pool.WINDOW * 2 + 1 < -(-len(cands) // size)
+        assert 1 <= len(handed) <= -(-len(read) // size) + processes.WINDOW * 2 + 1 < -(-len(cands) // size)
 
 
 @pytest.mark.slow
