@@ -112,6 +112,7 @@ def report():
     rows.append(_regimes())
     rows.extend(_every_core())
     rows.append(_runs())
+    rows.extend(_moe_runs())
     return rows
 
 
@@ -152,6 +153,25 @@ def _regimes():
     total = time.perf_counter() - t
     return (f"regimes over B of those {r.priced} candidates ({len(r.regimes)} regimes; after pricing, of "
             f"{total:.1f} s end to end)", f"{(total - r.seconds) * 1e3:8.0f} ms")
+
+
+def _moe_runs():
+    """The run search of a mixture of experts (its layers' plans are most of the time), caches cleared, in
+    one process and on every core (``jobs="auto"``): wall seconds."""
+    from symcost.hardware import hardware
+    from symcost.models.config import load_model_config
+    from symcost.models.runs import search_runs
+    from symcost.processes import cores
+    cfg, hw = load_model_config("mixtral-8x7b"), hardware("h100")
+    out = []
+    for jobs in (1, "auto") if cores() > 1 else (1,):
+        symcost.clear_caches()
+        t = time.perf_counter()
+        res = search_runs(cfg, hw, 64, 256, 4096, jobs=jobs)
+        label = "one process" if jobs == 1 else f"{cores()} processes"
+        out.append((f"run search Mixtral 8x7B on 64 x h100, 256 sequences of 4096: {res.searched:,} runs, {label}",
+                    f"{time.perf_counter() - t:8.1f} s wall"))
+    return out
 
 
 def _runs():
