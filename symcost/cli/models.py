@@ -183,14 +183,17 @@ def _print_counts(args, cfg, hw, out: dict, dtype: str) -> None:
 def _show_strategy(args, hw, s: dict) -> None:
     from ..printers.text import fmt_bytes, fmt_seconds
     mesh = ",".join(f"{k}={v}" for k, v in s["mesh"].items())
-    print(f"    strategy {args.strategy} on {mesh} (derived with its backward pass, per layer): T_math "
+    dims = ", ".join(f"{k}={v:,}" for k, v in s["dims"].items())
+    print(f"    strategy {args.strategy} on {mesh}: its program alone at {dims} (B the batch's tokens), with its "
+          f"backward pass (the run above keeps its own TP, PP and DP): T_math "
           f"{fmt_seconds(s['t_math'])}, T_comms {fmt_seconds(s['t_comms'])}, step {fmt_seconds(s['t_step'])}"
           f" -> {'compute' if s['compute_bound'] else 'communication'}-bound")
     if s["memory_bytes"] is not None:
         acts = s.get("activation_bytes", 0.0)
         held = s["memory_bytes"] - acts
-        print(f"    its memory per {train.device_word(hw)}: one layer's parameters, gradients and optimizer state "
-              f"{fmt_bytes(held)}, the activations its backward pass keeps {fmt_bytes(acts)}; "
+        names = ", ".join(s["params"]) or "none declared"
+        print(f"    its memory per {train.device_word(hw)}: its parameters ({names}), their gradients and optimizer "
+              f"state {fmt_bytes(held)}, the activations its backward pass keeps {fmt_bytes(acts)}; "
               f"total {fmt_bytes(s['memory_bytes'])}" + ("" if s["fits"] else f" -- DOES NOT FIT in "
                                                          f"{fmt_bytes(hw.hbm_bytes)}"))
 
@@ -198,6 +201,7 @@ def _show_strategy(args, hw, s: dict) -> None:
 def _strategy_check(args, cfg, hw):
     """Derive the strategy on the model's shapes: per-layer forward + backward times on the mesh."""
     from ..api import derive
+    from ..notation import Declaration, parse
     from ..optimize import optimize_plan
     text = read_program(args.strategy)
     # the batch in tokens, however the run was given it (--batch, or --sequences of --seq)
@@ -226,7 +230,10 @@ def _strategy_check(args, cfg, hw):
                          f"bind them with --mesh (axis sizes) or in the program (rank statements)")
     acts = dict(plan.memory).get("activations")
     acts = plan.evaluate(acts) if acts is not None else 0.0
-    return {"mesh": {a.name: a.size for a in plan.mesh.axes}, "t_math": t_math, "t_comms": t_comms,
+    params = [t.name for st in parse(text).statements if isinstance(st, Declaration) for t in st.tensors]
+    used = {d for lay in plan.layouts for d in lay.dims}
+    return {"mesh": {a.name: a.size for a in plan.mesh.axes}, "dims": {k: v for k, v in dims.items() if k in used},
+            "params": params, "t_math": t_math, "t_comms": t_comms,
             "t_step": t_step, "compute_bound": t_math >= t_comms, "memory_bytes": plan.memory_bytes,
             "activation_bytes": acts or 0.0,
             "fits": plan.fits is not False}

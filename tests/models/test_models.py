@@ -146,12 +146,17 @@ def test_model_train_checks_a_strategy(capsys):
 def test_strategy_memory_names_the_saved_activations_apart(capsys):
     """--strategy's memory line says which part is parameters, gradients and optimizer state and which is
     the activations the strategy's backward pass keeps (it used to call the sum "parameters, gradients,
-    optimizer")."""
+    optimizer"), and whose: the program's (the book's MLP: W_in and W_out), not "one layer's" of the model
+    (LLaMA's gated MLP has three matrices, its attention four)."""
     code = main(["model", "llama3-70b", "--train", "--hw", "tpu-v5p", "--chips", "8960", "--tp", "2", "--pp", "35",
                  "--batch", "4194304", "--memory", "book", "--checkpoints-per-layer", "4", "--strategy",
                  "derivations/fsdp_tp.sc"])
     out = capsys.readouterr().out
     assert code in (0, 1)
     line = next(x for x in out.splitlines() if "its memory per chip" in x)
-    assert "one layer's parameters, gradients and optimizer state 1.03 MB" in line
+    assert "its parameters (W_in, W_out), their gradients and optimizer state 1.03 MB" in line
     assert "the activations its backward pass keeps 80.5 MB" in line and "total 81.6 MB" in line
+    # the program alone, at the sizes it was derived at, not a layer of the run (which keeps its TP, PP, DP)
+    first = next(x for x in out.splitlines() if x.strip().startswith("strategy derivations/fsdp_tp.sc"))
+    assert "its program alone at B=4,194,304, D=8,192, F=28,672 (B the batch's tokens)" in first
+    assert "the run above keeps its own TP, PP and DP" in first
