@@ -3,10 +3,11 @@
     >>> parse({"name": "x"}, "x.toml")
     Traceback (most recent call last):
     ...
-    symcost.errors.UsageError: x.toml lacks the field 'family'
+    symcost.errors.UsageError: x.toml lacks the fields 'family', 'description', 'hbm_bytes', 'hbm_bandwidth', ...
 """
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
 from pathlib import Path
@@ -48,12 +49,17 @@ def _sources(data: dict, where: str) -> dict:
 
 def parse(data: dict, where: str) -> Hardware:
     """A Hardware value from a preset's parsed TOML (``where`` names the file in errors)."""
-    for f in REQUIRED:
-        if f not in data:
-            raise UsageError(f"{where} lacks the field {f!r}")
-    unknown = set(data) - set(REQUIRED) - set(OPTIONAL)
-    if unknown:
-        raise UsageError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+    missing = [f for f in REQUIRED if f not in data]
+    unknown = sorted(set(data) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:         # a misspelt field is named with the one it may mean, before the one it leaves missing
+        f = unknown[0]
+        near = difflib.get_close_matches(f, [*missing, *OPTIONAL], n=1) or \
+            difflib.get_close_matches(f, [*REQUIRED, *OPTIONAL], n=1)
+        raise UsageError(f"{where}: unknown field {f!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+                         + (f"; {len(unknown) - 1} more: {', '.join(map(repr, unknown[1:]))}" if len(unknown) > 1 else ""))
+    if missing:         # every field a preset lacks at once, not one a try
+        raise UsageError(f"{where} lacks the field{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
+                         f"(the shipped presets, symcost/hardware/*.toml, give each with its source)")
     for f in NUMERIC:
         if not _positive(data[f]):
             raise UsageError(f"{where}: field {f!r} must be a positive number, not {data[f]!r}")

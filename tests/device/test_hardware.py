@@ -127,6 +127,19 @@ def test_a_users_preset_file_loads_with_its_efficiency(tmp_path):
     assert plan.hardware.name == "my-h100"
 
 
+def test_a_preset_lacking_fields_names_them_all_and_a_misspelt_one_what_it_may_mean(tmp_path):
+    """A new preset file was checked a field a try ("lacks the field 'description'", then 'hbm_bandwidth',
+    ...); every missing field is named at once, and an unknown one with the field it may mean."""
+    f = tmp_path / "mine.toml"
+    f.write_text('name = "mine"\nfamily = "gpu"\nhbm_bytes = 8e10\n')
+    with pytest.raises(UsageError, match=r"mine.toml lacks the fields 'description', 'hbm_bandwidth', "
+                                         r"'ici_bandwidth', .*'flops', 'sources' \(the shipped presets"):
+        symcost.hardware(str(f))
+    f.write_text(_bare_h100().replace("t_min", "tmin"))
+    with pytest.raises(UsageError, match=r"unknown field 'tmin' \(did you mean 't_min'\?\)"):
+        symcost.hardware(str(f))
+
+
 @pytest.mark.parametrize("edit, words", [
     (lambda t: t.replace("hbm_bandwidth = 3.35e12", "hbm_bandwidth = -1"), "field 'hbm_bandwidth' must be a positive number"),
     (lambda t: t.replace('topology = "switched"', 'topology = "ring"'), "field 'topology' must be one of"),
