@@ -55,8 +55,8 @@ def parse(data: dict, where: str) -> Hardware:
         f = unknown[0]
         near = difflib.get_close_matches(f, [*missing, *OPTIONAL], n=1) or \
             difflib.get_close_matches(f, [*REQUIRED, *OPTIONAL], n=1)
-        raise UsageError(f"{where}: unknown field {f!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
-                         + (f"; {len(unknown) - 1} more: {', '.join(map(repr, unknown[1:]))}" if len(unknown) > 1 else ""))
+        more = f"; {len(unknown) - 1} more: {', '.join(map(repr, unknown[1:]))}" if len(unknown) > 1 else ""
+        raise UsageError(f"{where}: unknown field {f!r}" + (f" (did you mean {near[0]!r}?)" if near else "") + more)
     if missing:         # every field a preset lacks at once, not one a try
         raise UsageError(f"{where} lacks the field{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
                          f"(the shipped presets, symcost/hardware/*.toml, give each with its source)")
