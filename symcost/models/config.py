@@ -132,9 +132,7 @@ def _check_agreement(d: Mapping, where: str) -> None:
 
 def _from_fields(d: dict, where: str) -> ModelConfig:
     """A ModelConfig from a preset-style dict (our field names), errors naming ``where``."""
-    missing = [f for f in ("name",) + FIELDS if f not in d]
-    if missing:
-        raise UsageError(f"{where}: missing field {missing[0]!r}.")
+    _all_there(d, ("name",) + FIELDS, where)
     extra = [f for f in d if f not in _KNOWN]
     if extra:
         raise UsageError(f"{where}: unknown field {extra[0]!r} (known: {', '.join(_KNOWN)}).")
@@ -176,6 +174,13 @@ def _is_gated(d: Mapping) -> bool:
     return str(d.get("hidden_act") or d.get("activation_function") or "").lower() in ("silu", "swiglu", "swish")
 
 
+def _all_there(d: dict, fields: tuple, where: str) -> None:
+    """Every field of ``fields`` the config lacks, named at once."""
+    missing = [f for f in fields if d.get(f) is None]
+    if missing:
+        raise UsageError(f"{where}: missing field{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}.")
+
+
 def from_hf_config(d: dict, name: str, source: str = "") -> ModelConfig:
     """A ModelConfig from a HuggingFace ``config.json`` dict.
 
@@ -192,10 +197,13 @@ def from_hf_config(d: dict, name: str, source: str = "") -> ModelConfig:
         raise UsageError(f"{where}: a model config must be a JSON object, not {type(d).__name__}.")
     notes = []
     if "n_embd" in d:  # GPT-2 field names (GPT-2, GPT-J)
+        _all_there(d, ("n_embd", "n_head", "n_layer", "vocab_size"), where)
         D, N = _int(d, "n_embd", where), _int(d, "n_head", where)
         return ModelConfig(name, L=_int(d, "n_layer", where), D=D, F=_int(d, "n_inner", where, 4 * D), N=N, K=N,
                            H=_int(d, "head_dim", where, max(1, D // N)), V=_int(d, "vocab_size", where),
                            gated=False, tied_embeddings=bool(d.get("tie_word_embeddings", True)), source=source)
+    _all_there(d, ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size"),
+               where)
     D, N = _int(d, "hidden_size", where), _int(d, "num_attention_heads", where)
     K = _int(d, "num_key_value_heads", where, N)
     H = _int(d, "head_dim", where, max(1, D // N))

@@ -179,6 +179,10 @@ def test_missing_hidden_size_names_the_field_and_file(tmp_path):
     with pytest.raises(UsageError, match="missing field 'hidden_size'") as e:
         load_model_config(str(p))
     assert str(p) in str(e.value)
+    # several missing: every one named at once (it named one a try)
+    p.write_text(json.dumps({"hidden_size": 4096, "num_attention_heads": 32}))
+    with pytest.raises(UsageError, match="missing fields 'num_hidden_layers', 'intermediate_size', 'vocab_size'"):
+        load_model_config(str(p))
 
 
 @pytest.mark.parametrize("field, value", [("num_hidden_layers", -2), ("vocab_size", 0),
