@@ -16,7 +16,8 @@ from .options import refuse_unread
 HIDDEN = {
     "serve": {"train", "strategy", "tokens", "checkpoints_per_layer", "vs", "memory", "flops", "dp_overlap",
               "max_cp", "jobs", "program", "elementwise", *train.OPTIONS},
-    "train": {"train", "decode", "prefill", "frontier", "latency", "mfu", "kv_dtype", "program", "elementwise"},
+    "train": {"train", "decode", "prefill", "frontier", "latency", "mfu", "kv_dtype", "program", "elementwise",
+              "experts"},
 }
 #: the help of a flag both read, as each command reads it
 HELP = {
@@ -64,6 +65,9 @@ def _add(m, name_required: bool) -> None:
     m.add_argument("--mesh", help="serving: the mesh of the layer program, --chips devices in all (default: heads "
                                   "over Y, the rest over Z); its first axis splits the heads, the others the KV "
                                   "cache's batch")
+    m.add_argument("--experts", metavar="AXES",
+                   help="serving an MoE model: the mesh axes its routed experts are split over (expert "
+                        "parallelism, e.g. Y or Y,Z; default: none, each expert's F split over the mesh)")
     m.add_argument("--strategy", help="a training strategy program (derivations/*.sc) to check")
     m.add_argument("--train", action="store_true")
     m.add_argument("--decode", action="store_true", help="one generation step: --batch sequences at --seq context")
@@ -146,6 +150,7 @@ READ_BY = {
                                                          "(sequences)"),
     "mfu": ({"prefill", "train"}, "--prefill"),
     "latency": ({"serve-search"}, "--decode --search and --prefill --search"),
+    "experts": ({"decode", "prefill", "frontier"}, "--decode, --prefill and --frontier (the serving mesh)"),
     "elementwise": ({"program"}, "--program"),
     "max_cp": ({"run-search"}, "--train --search"),
     "jobs": ({"run-search"}, "--train --search"),

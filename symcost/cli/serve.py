@@ -3,6 +3,8 @@ model serves on a slice, from the layer's derived plan on a mesh (:mod:`symcost.
 mesh and batch chosen for it (``--search``: :mod:`symcost.models.serving_search`)."""
 from __future__ import annotations
 
+import math
+
 from ..errors import UsageError
 from . import model_options
 
@@ -34,8 +36,31 @@ def wanted(args) -> bool:
 
 def _server(args, cfg, hw, dtype):
     from ..models.inference import Serving
+    mesh, sharding = _experts(args, cfg) if args.experts else (args.mesh, None)
     return Serving(cfg, hw, chips=args.chips, dtype=dtype, kv_dtype=args.kv_dtype, compute_dtype=args.compute_dtype,
-                   mesh=args.mesh)
+                   mesh=mesh, sharding=sharding)
+
+
+def _experts(args, cfg) -> tuple:
+    """The mesh (``--mesh``, or the default one) and its roles with the routed experts split over the axes
+    ``--experts`` names, each checked: a model with experts, axes of the mesh, experts their groups divide."""
+    from dataclasses import replace
+
+    from ..mesh import parse_mesh
+    from ..models.inference import default_mesh, mesh_sharding
+    if not cfg.is_moe:
+        raise UsageError(f"--experts {args.experts}: {cfg.name} has no experts to split")
+    mesh, sharding = (args.mesh, mesh_sharding(args.mesh)) if args.mesh else default_mesh(cfg, args.chips)
+    sizes = {a.name: a.size or 1 for a in parse_mesh(mesh).axes}
+    axes = tuple(a.strip() for a in args.experts.split(","))
+    wrong = [a for a in axes if a not in sizes]
+    if wrong or len(set(axes)) < len(axes) or not all(axes):
+        raise UsageError(f"--experts {args.experts}: name axes of the mesh {mesh} once each"
+                         + (f" ({', '.join(wrong)} is not one)" if wrong else ""))
+    groups = math.prod(sizes[a] for a in axes)
+    if cfg.E % groups:
+        raise UsageError(f"--experts {args.experts}: {groups} groups cannot split the {cfg.E} routed experts evenly")
+    return mesh, replace(sharding, experts=axes)
 
 
 def answer(args, cfg, hw, dtype) -> dict:
@@ -65,8 +90,9 @@ def _search(args, cfg, hw, dtype) -> dict:
     if args.decode and args.prefill:
         raise UsageError("--search chooses one phase: --decode or --prefill, not both")
     phase = "prefill" if args.prefill else "decode"
-    if args.batch or args.mesh:
-        raise UsageError(f"--{phase} --search chooses the mesh and the batch itself; drop --batch and --mesh")
+    if args.batch or args.mesh or args.experts:
+        raise UsageError(f"--{phase} --search chooses the mesh and the batch itself, without expert parallelism; "
+                         f"drop --batch, --mesh and --experts")
     if args.mfu is not None and phase == "prefill":
         raise UsageError("--prefill --search prices the derived layer program on each mesh; drop --mfu")
     if args.top < 1:
@@ -80,6 +106,11 @@ def _search(args, cfg, hw, dtype) -> dict:
             "dominant": r.step.bound} for r in res.rows]
     return {phase: full, "search": {"candidates": res.searched, "feasible": res.feasible, "seconds": res.seconds,
                                     "top": top}}
+
+
+def _over(args) -> str:
+    """The experts' axes, where ``--experts`` splits them over some (expert parallelism)."""
+    return f"; experts over {','.join(a.strip() for a in args.experts.split(','))}" if args.experts else ""
 
 
 def _mesh(axes: dict) -> str:
@@ -107,7 +138,8 @@ def show(args, cfg, hw, out: dict) -> None:
 
 def _show_decode(d: dict, args, cfg, hw) -> None:
     from ..printers.text import fmt_bytes, fmt_seconds
-    print(f"  decode on {args.chips} x {hw.name} (mesh {_mesh(d['mesh'])}), batch {d['batch']}, context {args.seq}:")
+    print(f"  decode on {args.chips} x {hw.name} (mesh {_mesh(d['mesh'])}{_over(args)}), batch {d['batch']}, "
+          f"context {args.seq}:")
     if d["padded_batch"] > d["batch"]:
         print(f"    padding: batch {d['batch']} is priced as {d['padded_batch']}, a multiple of the devices the KV "
               f"cache's batch splits over (a server pads a ragged batch)")
@@ -158,7 +190,8 @@ def _beyond_the_terms(d: dict, hw) -> str:
 
 def _show_prefill(p: dict, args, hw) -> None:
     from ..printers.text import fmt_seconds
-    print(f"  prefill of {p['batch']} x {args.seq} tokens on {args.chips} x {hw.name} (mesh {_mesh(p['mesh'])}) at "
+    print(f"  prefill of {p['batch']} x {args.seq} tokens on {args.chips} x {hw.name} "
+          f"(mesh {_mesh(p['mesh'])}{_over(args)}) at "
           f"{p['mfu']:.0%} MFU ({p['mfu_source']}): {fmt_seconds(p['seconds'])}; no faster than the weights stream "
           f"from HBM, {fmt_seconds(p['hbm_floor'])}")
     d = p["derived"]
@@ -172,7 +205,7 @@ def _show_prefill(p: dict, args, hw) -> None:
 
 def _show_frontier(rows: list, args, hw) -> None:
     from ..printers.text import fmt_bytes, fmt_seconds
-    mesh = f" (mesh {_mesh(rows[0]['mesh'])})" if rows else ""
+    mesh = f" (mesh {_mesh(rows[0]['mesh'])}{_over(args)})" if rows else ""
     print(f"  decode on {args.chips} x {hw.name}{mesh}, context {args.seq}, by batch (memory a chip):")
     print(f"  {'batch':>6} {'step':>10} {'tokens/s':>10} {'per chip':>9} {'memory':>9}")
     for r in rows:

@@ -312,7 +312,7 @@ class Serving:
                            chips=self.chips, mesh=self.axes, memory_bytes=self.memory_per_device(batch, seq),
                            hbm_bytes=self.hw.hbm_bytes, max_batch=self.max_batch(seq), kv_copies=self.kv_copies,
                            weight_bytes_read=read, experts_read=experts, batch=batch, padded_batch=run_batch,
-                           weight_bytes_held=self.weight_bytes_per_device)
+                           weight_bytes_held=self.weight_bytes_per_device, experts_over=self.sharding.experts)
 
     def padded(self, batch: int) -> int:
         """A batch the KV cache's batch axes divide (a server pads a ragged batch)."""

@@ -38,6 +38,7 @@ class ServingStep:
     t_kernels: float = 0.0      # the local kernels one after another, each at its own bound (and floor)
     weight_bytes_held: float = 0.0   # bytes of weights a chip holds (of memory_bytes; the rest is KV cache)
     padded_batch: int = 0       # the batch priced: ``batch`` padded to a multiple of the KV cache's batch axes
+    experts_over: tuple[str, ...] = ()   # the mesh axes an MoE layer's routed experts are split over (EP)
 
     @property
     def tokens_per_s(self) -> float:
@@ -58,12 +59,14 @@ class ServingStep:
         return max(terms, key=terms.get)
 
     def as_dict(self) -> dict:
-        out = {k: v for k, v in asdict(self).items() if k not in ("mesh", "tokens", "hbm_bytes", "experts_read")}
+        out = {k: v for k, v in asdict(self).items()
+               if k not in ("mesh", "tokens", "hbm_bytes", "experts_read", "experts_over")}
         out.update(mesh=dict(self.mesh), padded_batch=max(self.padded_batch, self.batch),
                    tokens_per_s=self.tokens_per_s, tokens_per_s_per_chip=self.tokens_per_s_per_chip, fits=self.fits,
                    bound=self.bound)
         if self.experts_read is not None:
             out["experts_read"] = self.experts_read
+            out["experts_over"] = list(self.experts_over)
         return out
 
 

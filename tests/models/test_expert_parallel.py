@@ -119,3 +119,43 @@ def test_command_line(capsys):
     out = capsys.readouterr().out
     assert "DP 64 (dcn, ZeRO 1), EP 64" in out and "ep comms" in out
     assert code in (0, 1)
+
+
+def test_serve_splits_the_experts_over_the_axes_experts_names(capsys):
+    """``serve --experts Y``: the routed experts split whole over the mesh's Y (expert parallelism), each
+    device holding E / |Y| of them, as ``Sharding(experts=("Y",))`` lays them out: the same step, named in
+    the text and in JSON (``experts_over``). At a batch of one a chip that holds a reached expert reads all
+    of it (tests/searching/test_serving_search.py), so the step is slower than each expert split over Y."""
+    import json
+
+    from symcost.models.inference import Serving
+    from symcost.models.transformer import Sharding
+    cfg = load_model_config("mixtral-8x7b")
+    args = ["serve", "mixtral-8x7b", "--decode", "--hw", "h100", "--chips", "8", "--seq", "4096", "--batch", "1"]
+    assert main(args + ["--experts", "Y", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["decode"]
+    ep = Serving(cfg, H100, chips=8, mesh="Y=8", sharding=Sharding(model=("Y",), heads=("Y",), experts=("Y",)))
+    assert got["experts_over"] == ["Y"] and got["step_time"] == pytest.approx(ep.decode(1, 4096).step_time, rel=1e-12)
+    assert main(args + ["--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)["decode"]
+    assert plain["experts_over"] == [] and plain["step_time"] < got["step_time"]
+    assert main(args + ["--experts", "Z", "--mesh", "Y=2,Z=4"]) == 0
+    assert "(mesh Y=2, Z=4; experts over Z), batch 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["mixtral-8x7b", "--experts", "Q"], "--experts Q: name axes of the mesh Y=8 once each (Q is not one)"),
+    (["mixtral-8x7b", "--experts", "Z", "--mesh", "Y=2,Z=3", "--chips", "6"],
+     "3 groups cannot split the 8 routed experts evenly"),
+    (["llama3-8b", "--experts", "Y"], "llama3-8b has no experts to split"),
+    (["mixtral-8x7b", "--experts", "Y", "--search"], "drop --batch, --mesh and --experts"),
+])
+def test_serve_experts_errors_name_the_axes(capsys, argv, says):
+    base = ["serve", argv[0], "--decode", "--hw", "h100", "--seq", "4096"]
+    rest = argv[1:]
+    if "--chips" not in rest:
+        rest += ["--chips", "8"]
+    if "--search" not in rest:
+        rest += ["--batch", "1"]
+    assert main(base + rest) == 2
+    assert says in capsys.readouterr().err
