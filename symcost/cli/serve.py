@@ -101,7 +101,8 @@ def _search(args, cfg, hw, dtype) -> dict:
     res = search_serving(cfg, hw, args.chips, args.seq, latency=latency, top=args.top, dtype=dtype,
                          kv_dtype=model_options.kv_dtype(args), phase=phase)
     full = {**res.as_dict(), "fits": bool(res.rows)}
-    top = [{"mesh": r.mesh, "batch": r.batch, "step_time": r.step.step_time, "mfu": r.step.t_math / r.step.step_time,
+    top = [{"mesh": r.mesh, "experts_over": list(r.step.experts_over), "batch": r.batch,
+            "step_time": r.step.step_time, "mfu": r.step.t_math / r.step.step_time,
             "memory_bytes": r.step.memory_bytes, "chips_used": r.step.chips, "compute_bound": r.step.bound == "math",
             "dominant": r.step.bound} for r in res.rows]
     return {phase: full, "search": {"candidates": res.searched, "feasible": res.feasible, "seconds": res.seconds,
@@ -220,7 +221,7 @@ def _show_search(res: dict, args, hw) -> None:
               if res["latency"] else "")
     what = f"prefill of {args.seq}-token prompts" if prefill else f"decode, context {args.seq}"
     print(f"  serving search on {args.chips} x {hw.name}, {what}{target}: priced "
-          f"{res['searched']} (mesh, batch) pairs over {len(res['meshes'])} meshes in "
+          f"{res['searched']} (mesh, batch) pairs over {len(res['meshes'])} layouts in "
           f"{fmt_seconds(res['search_seconds'])}; {res['feasible']} qualify")
     if res.get("complete") is False:
         print(f"    stopped (Ctrl-C) after {res['searched']} (mesh, batch) pairs: the best so far")
@@ -232,7 +233,8 @@ def _show_search(res: dict, args, hw) -> None:
         copies = f", KV cache x{r['kv_copies']}" if r["kv_copies"] > 1 else ""
         step = "first token" if prefill else "step"
         padded = f" (priced as {r['padded_batch']})" if r.get("padded_batch", 0) > r["batch"] else ""
-        print(f"    {i}. mesh {r['mesh']}, batch {r['batch']}{padded}: {step} {fmt_seconds(r['step_time'])}, "
+        ep = f", experts over {','.join(r['experts_over'])}" if r.get("experts_over") else ""
+        print(f"    {i}. mesh {r['mesh']}{ep}, batch {r['batch']}{padded}: {step} {fmt_seconds(r['step_time'])}, "
               f"{r['tokens_per_s_per_chip']:.0f} tokens/s per chip, {r['bound']}-bound, "
               f"{fmt_bytes(r['memory_bytes'])} a chip{copies}")
 

@@ -17,17 +17,20 @@ token; ``latency`` bounds it) and tokens a second count the prompts' tokens:
     >>> pre = search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.5,
     ...                      phase="prefill")
     >>> pre.rows[0].mesh, pre.rows[0].step.bound
-    ('Y=2,Z=4', 'math')
+    ('Y=8', 'math')
 
 A layout is planned once per mesh (at a batch of 64 or the largest that fits; one prompt for prefill) and
-priced at every batch: the sweep of :meth:`Serving.frontier`. ``bound`` says which term sets the step:
-``hbm`` (weights and KV cache streaming), ``math`` or ``comms``.
+priced at every batch: the sweep of :meth:`Serving.frontier`. The rows shown are derived again, each at its
+own batch, as ``serve --mesh M --batch B`` derives it (:func:`at_their_batch`). ``bound`` says which term
+sets the step: ``hbm`` (weights and KV cache streaming), ``math`` or ``comms``. An MoE model's layouts
+include its routed experts split whole over Y, Z or both (expert parallelism).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, replace
 
-from .. import searches
+from .. import progress, searches
 from ..errors import UsageError
 from .inference import Serving, split_mesh
 from .results import SearchResult, ServingStep
@@ -36,9 +39,23 @@ from .transformer import Sharding
 
 def meshes(cfg, chips: int) -> list[tuple[str, Sharding]]:
     """Every (mesh, sharding): Y splits the heads (a divisor of the key-value heads, or of the heads with
-    latent attention), Z the KV cache's batch, F and the vocabulary both."""
+    latent attention), Z the KV cache's batch, F and the vocabulary both; for an MoE model each mesh also
+    with its routed experts split whole over Y, over Z, and over both, where their groups divide the experts
+    (expert parallelism: what ``serve --mesh ... --experts AXES`` prices)."""
     heads = cfg.N if cfg.is_mla else cfg.K
-    return [split_mesh(y, chips // y) for y in range(1, chips + 1) if chips % y == 0 and heads % y == 0]
+    out = []
+    for y in (y for y in range(1, chips + 1) if chips % y == 0 and heads % y == 0):
+        mesh, sharding = split_mesh(y, chips // y)
+        out.append((mesh, sharding))
+        if cfg.is_moe:
+            sizes = {"Y": y, "Z": chips // y}
+            for axes in (("Y",), ("Z",), ("Y", "Z")):
+                n = 1
+                for a in axes:
+                    n *= sizes[a]
+                if all(sizes[a] > 1 for a in axes) and cfg.E % n == 0:
+                    out.append((mesh, replace(sharding, experts=axes)))
+    return out
 
 
 PHASES = ("decode", "prefill")
@@ -50,13 +67,15 @@ class ServingRun:
 
     mesh: str
     step: ServingStep
+    server: object = field(default=None, compare=False, repr=False)   # the mesh's server: to derive it again
 
     @property
     def batch(self) -> int:
         return self.step.batch
 
     def as_dict(self) -> dict:
-        return {**self.step.as_dict(), "axes": dict(self.step.mesh), "mesh": self.mesh}
+        return {**self.step.as_dict(), "axes": dict(self.step.mesh), "mesh": self.mesh,
+                "experts_over": list(self.step.experts_over)}
 
 
 def space(cfg, hw, chips: int, seq: int, *, dtype: str, kv_dtype, max_batch: int | None):
@@ -77,7 +96,7 @@ def price(server: Serving, mesh: str, batches, seq: int, phase: str):
     rank_at = max(1, min(max(batches), 64 if phase == "decode" else 1))
     for b in batches:
         step = server.decode(b, seq, plan_batch=rank_at) if phase == "decode" else server.prefill_step(b, seq, rank_at)
-        yield ServingRun(mesh, step)
+        yield ServingRun(mesh, step, server)
 
 
 def qualifies(run: ServingRun, latency: float | None) -> bool:
@@ -103,12 +122,49 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
         raise UsageError(f"a serving search is over {' or '.join(PHASES)}, not {phase!r}")
     if latency is not None and latency <= 0:
         raise UsageError(f"--latency must be positive, not {latency:g}")
+    start = time.perf_counter()
     found = searches.run(_Stages(cfg, hw, chips, seq, phase, latency, dtype, kv_dtype, max_batch))
     ranked = found.ranked
     searched = sum(max(1, len(batches)) for _, _, batches in found.items[:found.done])
-    return SearchResult(searched, len(ranked), found.seconds, tuple(ranked[:top]),
-                        (("phase", phase), ("meshes", [m for m, _, _ in found.items]), ("latency", latency)),
+    rows = at_their_batch(ranked, top, seq, phase, latency)
+    return SearchResult(searched, len(ranked), time.perf_counter() - start, rows,
+                        (("phase", phase), ("meshes", [_layout(m, srv) for m, srv, _ in found.items]),
+                         ("latency", latency)),
                         complete=found.complete)
+
+
+#: how many of the sweep's best rows, per row shown, are derived again at their own batch
+AGAIN = 3
+
+
+def at_their_batch(ranked, top: int, seq: int, phase: str, latency: float | None) -> tuple:
+    """The ``top`` rows, each derived at its own batch as ``serve --mesh M --batch B`` derives it (the sweep
+    prices a layout at every batch with the plan made at one, which at thousands of sequences may be far
+    from the plan made there: DeepSeek-V3's ``Y=1,Z=8`` at 2,608 sequences, 139 ms swept, 103 ms derived).
+    Derived again: the sweep's best :data:`AGAIN` x ``top`` rows and each layout's best row; ranked by what
+    they derive to."""
+    pick, seen = list(ranked[:AGAIN * top]), set()
+    if ranked:
+        progress.say("serving search: the best rows derived again, each at its own batch")
+    for r in ranked:                      # each layout's best
+        key = (r.mesh, r.step.experts_over)
+        if key not in seen:
+            seen.add(key)
+            if r not in pick:
+                pick.append(r)
+    again = []
+    for r in pick:
+        step = r.server.decode(r.batch, seq) if phase == "decode" else r.server.prefill_step(r.batch, seq)
+        run = ServingRun(r.mesh, step, r.server)
+        if qualifies(run, latency):
+            again.append(run)
+    return tuple(rank(again)[:top])
+
+
+def _layout(mesh: str, server: Serving) -> str:
+    """A mesh as the search names it: ``Y=8``, or ``Y=8; experts over Y`` where the experts are split."""
+    over = server.sharding.experts
+    return mesh + (f"; experts over {','.join(over)}" if over else "")
 
 
 @dataclass(frozen=True)
