@@ -320,3 +320,24 @@ def test_a_sweep_prices_batches_the_caches_batch_axes_divide():
     assert top % 7 == 0 and s.memory_per_device(top, 8192) <= s.hw.hbm_bytes < s.memory_per_device(top + 1, 8192)
     assert s.batches(top) == [7, 14, 21, 35, 70, 133, 259, top]
     assert [p.batch for p in s.frontier(8192)] == s.batches(top)
+
+
+def test_a_row_of_the_search_is_what_serve_derives_for_its_mesh_and_batch(capsys):
+    """Each row shown is derived at its own batch, as ``serve --mesh M [--experts A] --batch B`` derives it:
+    the sweep prices a layout's batches with the plan made at 64, which at thousands of sequences can be far
+    from the plan made there (DeepSeek-V3's Y=1,Z=8 at 2,608 sequences: 139 ms swept, 103 ms derived). An MoE
+    model's layouts include its experts split whole over Y, Z or both."""
+    cfg = load_model_config("mixtral-8x7b")
+    layouts = {(m, sh.experts) for m, sh in meshes(cfg, 8)}
+    assert {("Y=8", ()), ("Y=8", ("Y",)), ("Y=2,Z=4", ("Z",)), ("Y=2,Z=4", ("Y", "Z"))} <= layouts
+    assert all(not sh.experts for _, sh in meshes(load_model_config("llama3-8b"), 8))
+    res = search_serving(cfg, H100, chips=8, seq=4096, top=3, max_batch=64)
+    assert any(r.step.experts_over for r in res.rows)
+    for r in res.rows:
+        argv = ["serve", "mixtral-8x7b", "--decode", "--hw", "h100", "--chips", "8", "--seq", "4096", "--mesh", r.mesh,
+                "--batch", str(r.batch), "--json"] + (["--experts", ",".join(r.step.experts_over)]
+                                                      if r.step.experts_over else [])
+        assert main(argv) == 0
+        got = json.loads(capsys.readouterr().out)["decode"]
+        assert got["step_time"] == pytest.approx(r.step.step_time, rel=1e-12)
+        assert got["experts_over"] == list(r.step.experts_over)
