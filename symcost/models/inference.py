@@ -335,11 +335,11 @@ class Serving:
         return [b for b in sorted({self.padded(2 ** i) for i in range(int(math.log2(top)) + 1)} | {top}) if b <= top]
 
     def frontier(self, seq: int, batches=None) -> list[ServingStep]:
-        """Latency and throughput by batch size (book Part 7's LLaMA-2 13B tables, Part 8's Pareto)."""
+        """Latency and throughput by batch size (book Part 7's LLaMA-2 13B tables, Part 8's Pareto): each
+        batch's step derived at that batch, as :meth:`decode` derives it alone."""
         if batches is None:
             batches = self.batches(max(1, self.max_batch(seq)))
-        rank_at = max(1, min(self.max_batch(seq) or 1, 64))  # one layout for the sweep
-        return [self.decode(b, seq, plan_batch=rank_at) for b in batches]
+        return [self.decode(b, seq) for b in batches]
 
     # ------------------------------------------------------------------ prefill and training
     def prefill(self, seq: int, mfu: float | None = None, attention: bool = True, causal: bool = False,

@@ -20,7 +20,7 @@ token; ``latency`` bounds it) and tokens a second count the prompts' tokens:
     ('Y=8', 'math')
 
 A layout is planned once per mesh (at a batch of 64 or the largest that fits; one prompt for prefill) and
-priced at every batch: the sweep of :meth:`Serving.frontier`. The rows shown are derived again, each at its
+priced at every batch with that plan (a sweep). The rows shown are derived again, each at its
 own batch, as ``serve --mesh M --batch B`` derives it (:func:`at_their_batch`). ``bound`` says which term
 sets the step: ``hbm`` (weights and KV cache streaming), ``math`` or ``comms``. An MoE model's layouts
 include its routed experts split whole over Y, Z or both (expert parallelism).
