@@ -13,8 +13,10 @@ def decode():
 
 
 def frontier():
+    """256 batches priced with one plan (``plan_at``: the sweep's price); the command line's frontier derives
+    each of its few batches at its own."""
     s = Serving(CFG, V5E, chips=8, dtype="int8")
-    return s.frontier(8192, batches=list(range(1, 257)))
+    return s.frontier(8192, batches=list(range(1, 257)), plan_at=64)
 
 
 def serving_search():
@@ -28,6 +30,6 @@ def run_search_on_a_budget():
 
 
 CASES = [("warm 70B decode derivation (int8, 8 x v5e)", decode, 3),
-         ("warm 256-point frontier sweep (70B, 8 x v5e)", frontier, 1),
+         ("warm 256-point frontier sweep, one plan (70B, 8 x v5e)", frontier, 1),
          ("warm serving search (70B, 8 x h100, context 4096)", serving_search, 1),
          ("warm run search (70B, at most 8,960 x v5p, 1,024 sequences)", run_search_on_a_budget, 1)]

@@ -334,12 +334,15 @@ class Serving:
             return []
         return [b for b in sorted({self.padded(2 ** i) for i in range(int(math.log2(top)) + 1)} | {top}) if b <= top]
 
-    def frontier(self, seq: int, batches=None) -> list[ServingStep]:
+    def frontier(self, seq: int, batches=None, plan_at: int | None = None) -> list[ServingStep]:
         """Latency and throughput by batch size (book Part 7's LLaMA-2 13B tables, Part 8's Pareto): each
-        batch's step derived at that batch, as :meth:`decode` derives it alone."""
+        batch's step derived at that batch, as :meth:`decode` derives it alone; ``plan_at``: every batch
+        priced with the one plan made at that batch instead (a fine sweep: hundreds of batches for the
+        price of one derivation, each step that plan's, which at far larger batches may not be the plan
+        derived there)."""
         if batches is None:
             batches = self.batches(max(1, self.max_batch(seq)))
-        return [self.decode(b, seq) for b in batches]
+        return [self.decode(b, seq, plan_batch=plan_at) for b in batches]
 
     # ------------------------------------------------------------------ prefill and training
     def prefill(self, seq: int, mfu: float | None = None, attention: bool = True, causal: bool = False,
