@@ -141,17 +141,10 @@ def at_their_batch(ranked, top: int, seq: int, phase: str, latency: float | None
     """The ``top`` rows, each derived at its own batch as ``serve --mesh M --batch B`` derives it (the sweep
     prices a layout at every batch with the plan made at one, which at thousands of sequences may be far
     from the plan made there: DeepSeek-V3's ``Y=1,Z=8`` at 2,608 sequences, 139 ms swept, 103 ms derived).
-    Derived again: the sweep's best :data:`AGAIN` x ``top`` rows and each layout's best row; ranked by what
-    they derive to."""
-    pick, seen = list(ranked[:AGAIN * top]), set()
-    if ranked:
-        progress.say("serving search: the best rows derived again, each at its own batch")
-    for r in ranked:                      # each layout's best
-        key = (r.mesh, r.step.experts_over)
-        if key not in seen:
-            seen.add(key)
-            if r not in pick:
-                pick.append(r)
+    Derived again: the sweep's best :data:`AGAIN` x ``top`` rows, ranked by what they derive to."""
+    pick = list(ranked[:AGAIN * top])
+    if pick:
+        progress.say(f"serving search: its best {len(pick)} rows derived again, each at its own batch")
     again = []
     for r in pick:
         step = r.server.decode(r.batch, seq) if phase == "decode" else r.server.prefill_step(r.batch, seq)
