@@ -52,7 +52,7 @@ def _experts(args, cfg) -> tuple:
         raise UsageError(f"--experts {args.experts}: {cfg.name} has no experts to split")
     mesh, sharding = (args.mesh, mesh_sharding(args.mesh)) if args.mesh else default_mesh(cfg, args.chips)
     sizes = {a.name: a.size or 1 for a in parse_mesh(mesh).axes}
-    axes = tuple(a.strip() for a in args.experts.split(","))
+    axes = _expert_axes(args)
     wrong = [a for a in axes if a not in sizes]
     if wrong or len(set(axes)) < len(axes) or not all(axes):
         raise UsageError(f"--experts {args.experts}: name axes of the mesh {mesh} once each"
@@ -109,9 +109,15 @@ def _search(args, cfg, hw, dtype) -> dict:
                                     "top": top}}
 
 
+def _expert_axes(args) -> tuple:
+    """The axes ``--experts`` names (none without it)."""
+    return tuple(a.strip() for a in args.experts.split(",")) if args.experts else ()
+
+
 def _over(args) -> str:
     """The experts' axes, where ``--experts`` splits them over some (expert parallelism)."""
-    return f"; experts over {','.join(a.strip() for a in args.experts.split(','))}" if args.experts else ""
+    from ..models.inference import experts_over
+    return experts_over(_expert_axes(args))
 
 
 def _mesh(axes: dict) -> str:
@@ -215,6 +221,7 @@ def _show_frontier(rows: list, args, hw) -> None:
 
 
 def _show_search(res: dict, args, hw) -> None:
+    from ..models.inference import experts_over
     from ..printers.text import fmt_bytes, fmt_seconds
     prefill = res["phase"] == "prefill"
     target = (f", {'a first token in' if prefill else 'steps of'} at most {fmt_seconds(res['latency'])}"
@@ -233,8 +240,8 @@ def _show_search(res: dict, args, hw) -> None:
         copies = f", KV cache x{r['kv_copies']}" if r["kv_copies"] > 1 else ""
         step = "first token" if prefill else "step"
         padded = f" (priced as {r['padded_batch']})" if r.get("padded_batch", 0) > r["batch"] else ""
-        ep = f", experts over {','.join(r['experts_over'])}" if r.get("experts_over") else ""
-        print(f"    {i}. mesh {r['mesh']}{ep}, batch {r['batch']}{padded}: {step} {fmt_seconds(r['step_time'])}, "
+        layout = r["mesh"] + experts_over(r.get("experts_over"))
+        print(f"    {i}. mesh {layout}, batch {r['batch']}{padded}: {step} {fmt_seconds(r['step_time'])}, "
               f"{r['tokens_per_s_per_chip']:.0f} tokens/s per chip, {r['bound']}-bound, "
               f"{fmt_bytes(r['memory_bytes'])} a chip{copies}")
 

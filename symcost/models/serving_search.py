@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import progress, searches
 from ..errors import UsageError
-from .inference import Serving, split_mesh
+from .inference import Serving, experts_over, split_mesh
 from .results import SearchResult, ServingStep
 from .transformer import Sharding
 
@@ -156,8 +156,7 @@ def at_their_batch(ranked, top: int, seq: int, phase: str, latency: float | None
 
 def _layout(mesh: str, server: Serving) -> str:
     """A mesh as the search names it: ``Y=8``, or ``Y=8; experts over Y`` where the experts are split."""
-    over = server.sharding.experts
-    return mesh + (f"; experts over {','.join(over)}" if over else "")
+    return mesh + experts_over(server.sharding.experts)
 
 
 @dataclass(frozen=True)
