@@ -160,9 +160,10 @@ class _Stages:
         return f"{n:,} runs of {self.cfg.name} to price"
 
     def price(self, items):
-        """Each run priced, in the space's order; in ``jobs`` worker processes, each run of a layer (its
-        TP, CP, EP, microbatch and sequence parallelism: what its plan depends on) priced by the worker that
-        plans that layer, the runs coming back a layer at a time."""
+        """Each run priced: in the space's order in this process; in ``jobs`` worker processes, each run of a
+        layer (its TP, CP, EP, microbatch and sequence parallelism: what its plan depends on) priced by the
+        worker that plans that layer, the runs coming back a layer at a time, not in the space's order (each
+        carries its place in it, which :meth:`rank` breaks ties by; nothing else reads the order)."""
         layers: dict = {}
         for i, kw in enumerate(items):
             layers.setdefault(tuple(kw[k] for k in LAYER), []).append((i, kw))
