@@ -116,7 +116,7 @@ def _expert_axes(args) -> tuple:
 
 def _over(args) -> str:
     """The experts' axes, where ``--experts`` splits them over some (expert parallelism)."""
-    from ..models.inference import experts_over
+    from ..models.transformer import experts_over
     return experts_over(_expert_axes(args))
 
 
@@ -221,7 +221,7 @@ def _show_frontier(rows: list, args, hw) -> None:
 
 
 def _show_search(res: dict, args, hw) -> None:
-    from ..models.inference import experts_over
+    from ..models.transformer import experts_over
     from ..printers.text import fmt_bytes, fmt_seconds
     prefill = res["phase"] == "prefill"
     target = (f", {'a first token in' if prefill else 'steps of'} at most {fmt_seconds(res['latency'])}"

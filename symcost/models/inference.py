@@ -71,11 +71,6 @@ def split_mesh(y: int, z: int) -> tuple[str, Sharding]:
     return f"Y={y},Z={z}", Sharding(model=("Y", "Z"), heads=("Y",), kv_batch=("Z",))
 
 
-def experts_over(axes) -> str:
-    """``; experts over Y,Z``: how a layout names the axes its routed experts are split over ("" for none)."""
-    return f"; experts over {','.join(axes)}" if axes else ""
-
-
 def mesh_sharding(mesh: str) -> Sharding:
     """The roles of a mesh the user writes: its first axis splits the heads, the others the KV cache's
     batch, F and the vocabulary all of them."""

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field, replace
 
 from .. import progress, searches
 from ..errors import UsageError
-from .inference import Serving, experts_over, split_mesh
+from .inference import Serving, split_mesh
 from .results import SearchResult, ServingStep
-from .transformer import Sharding
+from .transformer import Sharding, experts_over
 
 
 def meshes(cfg, chips: int) -> list[tuple[str, Sharding]]:

@@ -62,6 +62,11 @@ class Sharding:
         return tuple(a for a in self.model if a not in self.experts)
 
 
+def experts_over(axes) -> str:
+    """``; experts over Y,Z``: how a layout names the axes its routed experts are split over ("" for none)."""
+    return f"; experts over {','.join(axes)}" if axes else ""
+
+
 def norm_kind(cfg: ModelConfig) -> str:
     """The layer's normalisation: RMSNorm in a gated (LLaMA-style) model, LayerNorm in a GPT-style one."""
     return "RMSNorm" if cfg.gated else "LayerNorm"
