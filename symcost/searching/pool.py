@@ -19,7 +19,7 @@ says how many a ``jobs`` setting gives.
 from __future__ import annotations
 
 from .. import processes
-from ..processes import cores, start_method  # noqa: F401  (how many, and how they start)
+from ..processes import cores, start_method, workers  # noqa: F401  (how many, and how they start)
 from .price import over_grid, planned, price, priced, replanner
 from .space import Space
 
@@ -29,11 +29,6 @@ MIN_CANDIDATES = processes.MIN_ITEMS
 CHUNK = 16
 
 _job: dict = {}      # a worker's space, pricing options and work
-
-
-def workers(jobs, candidates: int) -> int:
-    """Worker processes for ``candidates`` candidates (:func:`symcost.processes.workers`)."""
-    return processes.workers(jobs, candidates)
 
 
 def priced_all(space: Space, cands: list, *, jobs=1, options: dict, progress_wrap=None, sweep=None):

@@ -12,7 +12,7 @@ from symcost.hardware import hardware
 from symcost.hardware.efficiency import Efficiency
 from symcost.models.config import load_model_config
 from symcost.models.inference import Serving, split_mesh, touched_experts
-from symcost.models.serving_search import meshes, search_serving
+from symcost.models.serving_search import meshes, price, search_serving
 from symcost.models.transformer import Sharding, param_counts
 
 from conftest import ROOT, examples
@@ -355,3 +355,21 @@ def test_a_frontier_row_is_what_serve_derives_at_its_batch(capsys):
         alone = json.loads(capsys.readouterr().out)["decode"]
         assert row["step_time"] == pytest.approx(alone["step_time"], rel=1e-12)
     assert rows[-1]["batch"] == 352 and rows[-1]["step_time"] == pytest.approx(39.8e-3, rel=2e-3)
+
+
+@pytest.mark.slow          # LLaMA 3-70B's serving search, its best rows derived again: about 3 s
+def test_the_rows_the_sweep_priced_with_another_plan_are_derived_at_their_batch(capsys):
+    """LLaMA 3-70B on 8 H100s: the sweep prices Y=4,Z=2 at 352 sequences with the plan made at 64 (39.9 ms);
+    the row shown is the plan made at 352, what ``serve --mesh Y=4,Z=2 --batch 352`` says (39.8 ms)."""
+    cfg = load_model_config("llama3-70b")
+    res = search_serving(cfg, H100, chips=8, seq=4096, top=3)
+    swept = {(r.mesh, r.batch): r.step.step_time
+             for r in price(Serving(cfg, H100, chips=8, mesh="Y=4,Z=2", sharding=split_mesh(4, 2)[1]), "Y=4,Z=2",
+                            [352], 4096, "decode")}
+    row = next(r for r in res.rows if (r.mesh, r.batch) == ("Y=4,Z=2", 352))
+    assert swept["Y=4,Z=2", 352] > row.step.step_time * (1 + 1e-3)       # the sweep's plan is not the row's
+    for r in res.rows:
+        assert main(["serve", "llama3-70b", "--decode", "--hw", "h100", "--chips", "8", "--seq", "4096", "--mesh",
+                     r.mesh, "--batch", str(r.batch), "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)["decode"]
+        assert got["step_time"] == pytest.approx(r.step.step_time, rel=1e-12)
