@@ -7,7 +7,7 @@ import re
 from .. import dtypes
 from ..errors import UsageError
 from . import train
-from .options import refuse_unread
+from .options import number, refuse_unread
 
 
 #: what each command's help leaves out (still parsed, so that a flag of the other command is refused with a
@@ -73,10 +73,10 @@ def _add(m, name_required: bool) -> None:
     m.add_argument("--decode", action="store_true", help="one generation step: --batch sequences at --seq context")
     m.add_argument("--prefill", action="store_true", help="a prompt of --seq tokens: the time to the first token")
     m.add_argument("--frontier", action="store_true", help="latency / throughput by batch size")
-    m.add_argument("--batch", type=float, help="sequences (decode, prefill) or tokens per batch (train)")
+    m.add_argument("--batch", type=number, help="sequences (decode, prefill) or tokens per batch (train)")
     m.add_argument("--seq", type=int, default=8192, help="context length (default 8192)")
-    m.add_argument("--tokens", type=float, help="training tokens (for the days of training)")
-    m.add_argument("--mfu", type=float, help="with --prefill: model FLOPs utilisation, in (0, 1] (default: from "
+    m.add_argument("--tokens", type=number, help="training tokens (for the days of training)")
+    m.add_argument("--mfu", type=number, help="with --prefill: model FLOPs utilisation, in (0, 1] (default: from "
                    "the preset's efficiency data, else 0.4); --train derives it from the layer's plan")
     m.add_argument("--checkpoints-per-layer", type=int, metavar="K",
                    help="K saved tensors a layer (default 1; with the run knobs: K of [B, D], book Part 6)")

@@ -15,6 +15,18 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def number(text: str) -> float:
+    """A float option's value: a finite number (``nan`` and ``inf`` are words Python's float reads, not
+    sizes, rates or counts)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
 def target(p, metavar: str = "EXPR|FILE", dest: str = "program", help_: str = "notation, or a file of it"):
     p.add_argument(dest, metavar=metavar, help=help_)
 

@@ -5,7 +5,7 @@ import json
 
 from ..errors import UsageError
 from ..printers.text import fmt_bytes, fmt_seconds
-from .options import common, read_program
+from .options import common, number, read_program
 
 
 def register(sub):
@@ -34,7 +34,7 @@ def register(sub):
     s.add_argument("--exact", action="store_true",
                    help="solve for the best plan with a proven lower bound (a MILP over each statement's plans; "
                         "needs scipy, the exact extra)")
-    s.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+    s.add_argument("--time-limit", type=number, default=None, metavar="SECONDS",
                    help="with --exact: seconds to spend closing the gap once the pieces are planned (default 120); "
                         "where they run out, the best plan found is shown with the gap still open")
     s.add_argument("--jobs", default="auto",
@@ -64,6 +64,9 @@ def cmd_search(args) -> int:
     if args.time_limit is not None and not args.exact:
         raise UsageError("--time-limit is the exact search's: give --exact too (the ordinary search runs until its "
                          "top is proven, or every candidate is priced)")
+    if args.time_limit is not None and args.time_limit < 0:
+        raise UsageError(f"--time-limit is the seconds the exact search may take to close its gap: a number >= 0, "
+                         f"not {args.time_limit:g}")
     result = search(read_program(args.program), args.mesh, args.dims, args.hw, backward=args.backward,
                     objective=args.objective, overlap=not args.no_overlap, moves=args.moves, vs=args.vs,
                     range=_span(args.span), jobs=args.jobs, exact=args.exact, efficiency=args.efficiency,

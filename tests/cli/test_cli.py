@@ -69,6 +69,24 @@ def test_bad_arguments_are_one_sentence(capsys, argv, words):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv, words", [
+    (["model", "llama3-8b", "--train", "--hw", "h100", "--chips", "8", "--batch", "nan"], "--batch: not a finite number: 'nan'"),
+    (["model", "llama3-8b", "--train", "--hw", "h100", "--chips", "8", "--batch", "1e400"], "not a finite number"),
+    (["model", "llama3-8b", "--prefill", "--hw", "h100", "--batch", "4", "--mfu", "inf"], "--mfu: not a finite number"),
+    (["model", "llama3-8b", "--train", "--batch", "65536", "--tokens", "many"], "--tokens: invalid number: 'many'"),
+    (["search", "examples/mlp.sc", "--mesh", "X=2", "--exact", "--time-limit", "-1"], ">= 0, not -1"),
+])
+def test_float_options_take_finite_numbers(capsys, argv, words):
+    """Python's float reads ``nan`` and ``inf``; a batch, a rate or a time limit is neither (before, ``--batch nan``
+    reached the run and ended in an internal error)."""
+    try:
+        code = main(argv)
+    except SystemExit as e:      # argparse's own usage error
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and words in err and "Traceback" not in err
+
+
 def test_program_file(tmp_path, capsys):
     f = tmp_path / "layer.sc"
     f.write_text("# a layer\nTmp[B_X, F_Y] = In[B_X, D_Y] *_D Win[D, F_Y]\n")
