@@ -17,7 +17,7 @@ HIDDEN = {
     "serve": {"train", "strategy", "tokens", "checkpoints_per_layer", "vs", "memory", "flops", "dp_overlap",
               "max_cp", "jobs", "program", "elementwise", *train.OPTIONS},
     "train": {"train", "decode", "prefill", "frontier", "latency", "mfu", "kv_dtype", "program", "elementwise",
-              "experts"},
+              "experts", "mask"},
 }
 #: the help of a flag both read, as each command reads it
 HELP = {
@@ -73,6 +73,10 @@ def _add(m, name_required: bool) -> None:
     m.add_argument("--decode", action="store_true", help="one generation step: --batch sequences at --seq context")
     m.add_argument("--prefill", action="store_true", help="a prompt of --seq tokens: the time to the first token")
     m.add_argument("--frontier", action="store_true", help="latency / throughput by batch size")
+    m.add_argument("--mask", choices=("causal", "full"),
+                   help="with --prefill: the attention's mask: causal (the default: each token attends to the ones "
+                        "before it, and a flash-attention kernel skips the masked half of the scores) or full (each "
+                        "to every token of the prompt)")
     m.add_argument("--batch", type=number, help="sequences (decode, prefill) or tokens per batch (train)")
     m.add_argument("--seq", type=int, default=8192, help="context length (default 8192)")
     m.add_argument("--tokens", type=number, help="training tokens (for the days of training)")
@@ -149,6 +153,7 @@ READ_BY = {
     "batch": ({"train", "decode", "prefill", "program"}, "--train (tokens), --decode, --prefill and --program "
                                                          "(sequences)"),
     "mfu": ({"prefill", "train"}, "--prefill"),
+    "mask": ({"prefill"}, "--prefill"),
     "latency": ({"serve-search"}, "--decode --search and --prefill --search"),
     "experts": ({"decode", "prefill", "frontier"}, "--decode, --prefill and --frontier (the serving mesh)"),
     "elementwise": ({"program"}, "--program"),

@@ -102,7 +102,7 @@ def _counts(args, cfg, dtype: str) -> dict:
 
 def _hardware(args, cfg, hw, dtype: str) -> dict:
     """The chip, and the batch above which decode matmuls are compute-bound on it."""
-    from ..models.inference import critical_batch
+    from ..models.estimates import critical_batch
     if cfg.is_moe:   # each routed expert sees B k / E of the batch's tokens
         from ..models.moe import decode_critical_batch
         crit = decode_critical_batch(cfg, hw, dtype, args.compute_dtype)

@@ -76,9 +76,9 @@ def answer(args, cfg, hw, dtype) -> dict:
         out["decode"] = server.decode(int(args.batch), args.seq).as_dict()
     if args.prefill:
         batch = int(args.batch or 1)
-        out["prefill"] = server.prefill(args.seq, args.mfu, batch=batch).as_dict()
+        out["prefill"] = server.prefill(args.seq, args.mfu, causal=_causal(args), batch=batch).as_dict()
         # beside the book's estimate, the step as --prefill --search prices it: the layer program derived
-        step = server.prefill_step(batch, args.seq).as_dict()
+        step = server.prefill_step(batch, args.seq, causal=_causal(args)).as_dict()
         out["prefill"]["derived"] = {k: step[k] for k in DERIVED}
     if args.frontier:
         out["frontier"] = [r.as_dict() for r in server.frontier(args.seq)]
@@ -99,7 +99,7 @@ def _search(args, cfg, hw, dtype) -> dict:
         raise UsageError(f"--top must be at least 1, not {args.top}")
     latency = model_options.seconds(args.latency) if args.latency is not None else None
     res = search_serving(cfg, hw, args.chips, args.seq, latency=latency, top=args.top, dtype=dtype,
-                         kv_dtype=model_options.kv_dtype(args), phase=phase)
+                         kv_dtype=model_options.kv_dtype(args), phase=phase, causal=_causal(args))
     full = {**res.as_dict(), "fits": bool(res.rows)}
     top = [{"mesh": r.mesh, "experts_over": list(r.step.experts_over), "batch": r.batch,
             "step_time": r.step.step_time, "mfu": r.step.t_math / r.step.step_time,
@@ -107,6 +107,11 @@ def _search(args, cfg, hw, dtype) -> dict:
             "dominant": r.step.bound} for r in res.rows]
     return {phase: full, "search": {"candidates": res.searched, "feasible": res.feasible, "seconds": res.seconds,
                                     "top": top}}
+
+
+def _causal(args) -> bool:
+    """Whether a prefill's attention is causal (``--mask``, causal by default)."""
+    return args.mask != "full"
 
 
 def _expert_axes(args) -> tuple:
@@ -197,7 +202,7 @@ def _beyond_the_terms(d: dict, hw) -> str:
 
 def _show_prefill(p: dict, args, hw) -> None:
     from ..printers.text import fmt_seconds
-    print(f"  prefill of {p['batch']} x {args.seq} tokens on {args.chips} x {hw.name} "
+    print(f"  prefill of {p['batch']} x {args.seq} tokens ({p['mask']} attention) on {args.chips} x {hw.name} "
           f"(mesh {_mesh(p['mesh'])}{_over(args)}) at "
           f"{p['mfu']:.0%} MFU ({p['mfu_source']}): {fmt_seconds(p['seconds'])}; no faster than the weights stream "
           f"from HBM, {fmt_seconds(p['hbm_floor'])}")
@@ -226,7 +231,8 @@ def _show_search(res: dict, args, hw) -> None:
     prefill = res["phase"] == "prefill"
     target = (f", {'a first token in' if prefill else 'steps of'} at most {fmt_seconds(res['latency'])}"
               if res["latency"] else "")
-    what = f"prefill of {args.seq}-token prompts" if prefill else f"decode, context {args.seq}"
+    what = (f"prefill of {args.seq}-token prompts ({res['mask']} attention)" if prefill
+            else f"decode, context {args.seq}")
     print(f"  serving search on {args.chips} x {hw.name}, {what}{target}: priced "
           f"{res['searched']} (mesh, batch) pairs over {len(res['meshes'])} layouts in "
           f"{fmt_seconds(res['search_seconds'])}; {res['feasible']} qualify")

@@ -1,6 +1,7 @@
 """The book's closed-form estimates around serving and training (Parts 4, 5, 7 and 8): training memory and
 days, the fewest chips that hold a model, disaggregated serving's ratios, speculative decoding over two
-derived decode steps (:class:`symcost.models.inference.Serving`).
+derived decode steps (:class:`symcost.models.inference.Serving`), and the batch where a decode matmul turns
+compute-bound (Part 7).
 
     >>> kv_evicted_per_step(batch=32, prefill=8192, generate=512)
     544.0
@@ -9,8 +10,11 @@ from __future__ import annotations
 
 import math
 
+import sympy as sp
+
 from .. import dtypes
 from ..errors import UsageError
+from ..program import derive_program
 from .config import ModelConfig
 from .inference import Serving
 from .transformer import (
@@ -86,4 +90,27 @@ def speculative_decode(target: Serving, drafter: Serving, batch: int, seq: int, 
             "speedup": (expected / round_time) / (1 / plain)}
 
 
-__all__ = ["kv_evicted_per_step", "min_topology", "prefill_generate_ratio", "speculative_decode", "train_estimate"]
+
+
+def critical_batch(hw, weight_dtype: str = "bf16", compute_dtype: str | None = None) -> float:
+    """B_crit where a decode matmul turns compute-bound: solve T_math = T_hbm for B on the einsum
+    ``Out[B, F] = In[B, D] *_D W[D, F]`` with its weight-streaming term (book Part 7: 240 on v5e in
+    bf16, 120 with int8 weights and bf16 FLOPs, 240 int8 x int8)."""
+    wd = dtypes.canonical(weight_dtype)
+    cd = dtypes.canonical(compute_dtype) or ("bf16" if wd in ("int8", "int4", "fp8") else wd)
+    act = cd if cd != "bf16" or wd == "bf16" else "bf16"
+    plan = derive_program(f"Out:{act}[B, F] = In:{act}[B, D] *_D W:{wd}[D, F]")
+    B, D, F = (sp.Symbol(n, positive=True, integer=True) for n in "BDF")
+    weights = sp.expand(plan.t_hbm).coeff(D * F) * D * F     # the weight bytes dominate: B << D, F
+    (b,) = sp.solve(sp.Eq(plan.t_math, weights), B)
+    return float(b.xreplace({sp.Symbol("C", positive=True): hw.flops_for(cd),
+                             sp.Symbol("W_hbm", positive=True): hw.hbm_bandwidth}))
+
+
+def moe_critical_batch(cfg: ModelConfig, hw, weight_dtype: str = "bf16") -> float:
+    """An MoE layer is compute-bound when each expert sees B_crit tokens: B > B_crit E / k."""
+    return critical_batch(hw, weight_dtype) * cfg.E / cfg.k
+
+
+__all__ = ["critical_batch", "kv_evicted_per_step", "min_topology", "moe_critical_batch", "prefill_generate_ratio",
+           "speculative_decode", "train_estimate"]

@@ -27,8 +27,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-import sympy as sp
-
 from .. import dtypes
 from ..env import Env
 from ..errors import UsageError
@@ -42,6 +40,7 @@ from .transformer import (
     WEIGHTS_MLP,
     Sharding,
     attention_weights,
+    context_einsums,
     forward_flops,
     head_program,
     kv_bytes_per_token,
@@ -233,19 +232,26 @@ class Serving:
             self._plans[key] = plan
         return plan
 
-    def _roofline(self, plan, override=None) -> tuple[float, float, float, float, float, float]:
+    def _roofline(self, plan, override=None, causal: bool = False) -> tuple[float, float, float, float, float, float]:
         """(the step time, T_math, T_hbm, T_comms, weight bytes read, the kernels one after another) per device,
         in seconds and bytes, under the ``step`` overlap policy. Every einsum that uses a weight reads the
         block the device holds (a replicated weight whole, though the plan may compute on a slice of it).
         The attention scores never reach HBM (the attention einsums run fused, as flash attention does), so
-        their bytes are not counted. ``override`` rebinds sizes (the plan is symbolic in them), so one
-        derivation serves a sweep."""
+        their bytes are not counted; ``causal``: each token attends to the tokens before it alone, and the
+        fused kernel skips the score blocks above the diagonal, so the attention einsums do half their
+        FLOPs (they still read every key and value). ``override`` rebinds sizes (the plan is symbolic in
+        them), so one derivation serves a sweep."""
         eff = None if self.hw.efficiency.ideal else self.hw.efficiency     # the preset's achieved figures
         env = Env.numeric(plan.mesh, {**dict(plan.sizes), **(override or {})}, self._constants(plan), eff)
         held = self._weights(plan)
         einsums = [_reading_held(s.op, held) for s in plan.steps if s.is_einsum]
         ops = [_reading_held(s.op, held) if s.is_einsum else s.op for s in plan.steps]
-        t = totals((op_cost(op, env, on_chip(self.cfg)) for op in ops), env, "step")
+        costs = [op_cost(op, env, on_chip(self.cfg)) for op in ops]
+        if causal:
+            masked = set(context_einsums(self.cfg))
+            costs = [c._replace(flops=c.flops / 2, t_math=c.t_math / 2, seconds=env.max(c.t_math / 2, c.t_hbm))
+                     if s.is_einsum and s.tensor in masked else c for s, c in zip(plan.steps, costs)]
+        t = totals(costs, env, "step")
         read = sum(float(env.local_bytes(i)) for op in einsums for i in op.inputs if i.name in held)
         return t.t_step, t.t_math, t.t_hbm, t.t_comms, read, t.t_einsums
 
@@ -253,16 +259,18 @@ class Serving:
     def decode(self, batch: int, seq: int, plan_batch: int | None = None, new_tokens: int = 1) -> ServingStep:
         """One generation step for ``batch`` sequences with ``seq`` tokens of context each. The layout is
         chosen at ``plan_batch`` (default: ``batch``) and the costs evaluated at ``batch``."""
-        return self._step(batch, seq, plan_batch, new_tokens, new_tokens, absorbed=True)
+        return self._step(batch, seq, plan_batch, new_tokens, new_tokens, absorbed=True, causal=False)
 
-    def prefill_step(self, batch: int, seq: int, plan_batch: int | None = None) -> ServingStep:
+    def prefill_step(self, batch: int, seq: int, plan_batch: int | None = None, causal: bool = True) -> ServingStep:
         """Prefill of ``batch`` prompts of ``seq`` tokens through the derived layer program on this mesh
-        (its collectives included): every token through every layer, attention over the whole prompt (not
-        halved for causality), latent attention in its naive form, the logits of the last token only.
-        ``step_time`` is the time to the first token; tokens a second count the prompt's tokens."""
-        return self._step(batch, seq, plan_batch, seq, 1, absorbed=False)
+        (its collectives included): every token through every layer, each attending to the tokens before
+        it (``causal``: half the attention's FLOPs, as a causal flash-attention kernel skips the masked
+        blocks; ``causal=False``: to every token of the prompt), latent attention in its naive form, the
+        logits of the last token only. ``step_time`` is the time to the first token; tokens a second count
+        the prompt's tokens."""
+        return self._step(batch, seq, plan_batch, seq, 1, absorbed=False, causal=causal)
 
-    def _expert_layer(self, plan, over: dict, tokens: int) -> tuple[tuple, float]:
+    def _expert_layer(self, plan, over: dict, tokens: int, causal: bool) -> tuple[tuple, float]:
         """An MoE layer's step, reading the experts its ``tokens`` reach, and those experts on the slice.
         The routed experts are split over the ``experts`` axes (``n`` groups of E/n; none by default) and
         each expert's F over the other model axes, so a device holds a slice of every expert of its group.
@@ -281,7 +289,8 @@ class Serving:
 
         def at(per: int) -> tuple:
             experts = n * per
-            return self._roofline(plan, {**over, "E": experts, "M": batch, "I": tokens * cfg.k / (batch * experts)})
+            return self._roofline(plan, {**over, "E": experts, "M": batch, "I": tokens * cfg.k / (batch * experts)},
+                                  causal)
         low = at(lo)
         if hi == lo:
             return low, touched + cfg.shared_experts
@@ -289,7 +298,7 @@ class Serving:
         return tuple(a + (p - lo) * (b - a) for a, b in zip(low, high)), touched + cfg.shared_experts
 
     def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int,
-              absorbed: bool) -> ServingStep:
+              absorbed: bool, causal: bool) -> ServingStep:
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
         run_batch = self.padded(batch)
@@ -300,9 +309,9 @@ class Serving:
             if count:
                 plan = self._plan("layer", at, new_tokens, seq, moe, absorbed)
                 if moe:
-                    r, experts = self._expert_layer(plan, {"B": run_batch}, run_batch * new_tokens)
+                    r, experts = self._expert_layer(plan, {"B": run_batch}, run_batch * new_tokens, causal)
                 else:
-                    r = self._roofline(plan, {"B": run_batch})
+                    r = self._roofline(plan, {"B": run_batch}, causal)
                 roof, tm, th, tc, read, kernels = (acc + count * x for acc, x in
                                                    zip((roof, tm, th, tc, read, kernels), r))
         h = self._roofline(self._plan("head", at, logits_tokens, seq), {"B": run_batch})
@@ -345,9 +354,10 @@ class Serving:
         return [self.decode(b, seq, plan_batch=plan_at) for b in batches]
 
     # ------------------------------------------------------------------ prefill and training
-    def prefill(self, seq: int, mfu: float | None = None, attention: bool = True, causal: bool = False,
+    def prefill(self, seq: int, mfu: float | None = None, attention: bool = True, causal: bool = True,
                 batch: int = 1) -> PrefillEstimate:
-        """Prefill of ``batch`` sequences of ``seq`` tokens at ``mfu`` of the slice's peak (by default the
+        """Prefill of ``batch`` sequences of ``seq`` tokens (``causal``: each attending to the tokens before it,
+        half the attention's FLOPs) at ``mfu`` of the slice's peak (by default the
         preset's matmul efficiency at the size of the layer's largest matmul on one chip, or the book's 0.4
         for a preset without efficiency data). It can be no faster than streaming the weights a device
         holds from HBM once (the HBM floor). It fits when the weights and the KV caches it writes fit in a
@@ -366,7 +376,8 @@ class Serving:
                 mfu, source = 0.4, "the book's assumption (the preset has no efficiency data)"
         floor = self.weight_bytes_per_device / (self.hw.hbm_bandwidth * eff.hbm)
         return PrefillEstimate(batch, flops, max(flops / (self.chips * C * mfu), floor), mfu, source, floor,
-                               self.axes, self.memory_per_device(batch, seq), self.hw.hbm_bytes)
+                               self.axes, self.memory_per_device(batch, seq), self.hw.hbm_bytes,
+                               "causal" if causal else "full")
 
 
 def _reading_held(op, held: dict):
@@ -376,22 +387,3 @@ def _reading_held(op, held: dict):
         return op
     return replace(op, inputs=tuple(held.get(i.name, i) for i in op.inputs))
 
-
-def critical_batch(hw, weight_dtype: str = "bf16", compute_dtype: str | None = None) -> float:
-    """B_crit where a decode matmul turns compute-bound: solve T_math = T_hbm for B on the einsum
-    ``Out[B, F] = In[B, D] *_D W[D, F]`` with its weight-streaming term (book Part 7: 240 on v5e in
-    bf16, 120 with int8 weights and bf16 FLOPs, 240 int8 x int8)."""
-    wd = dtypes.canonical(weight_dtype)
-    cd = dtypes.canonical(compute_dtype) or ("bf16" if wd in ("int8", "int4", "fp8") else wd)
-    act = cd if cd != "bf16" or wd == "bf16" else "bf16"
-    plan = derive_program(f"Out:{act}[B, F] = In:{act}[B, D] *_D W:{wd}[D, F]")
-    B, D, F = (sp.Symbol(n, positive=True, integer=True) for n in "BDF")
-    weights = sp.expand(plan.t_hbm).coeff(D * F) * D * F     # the weight bytes dominate: B << D, F
-    (b,) = sp.solve(sp.Eq(plan.t_math, weights), B)
-    return float(b.xreplace({sp.Symbol("C", positive=True): hw.flops_for(cd),
-                             sp.Symbol("W_hbm", positive=True): hw.hbm_bandwidth}))
-
-
-def moe_critical_batch(cfg: ModelConfig, hw, weight_dtype: str = "bf16") -> float:
-    """An MoE layer is compute-bound when each expert sees B_crit tokens: B > B_crit E / k."""
-    return critical_batch(hw, weight_dtype) * cfg.E / cfg.k

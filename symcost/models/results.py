@@ -85,6 +85,7 @@ class PrefillEstimate:
     mesh: tuple[tuple[str, int], ...]
     memory_bytes: float
     hbm_bytes: float
+    mask: str = "causal"     # the attention's mask: "causal" (half the attention's FLOPs) or "full"
 
     @property
     def fits(self) -> bool:

@@ -90,13 +90,19 @@ def space(cfg, hw, chips: int, seq: int, *, dtype: str, kv_dtype, max_batch: int
         yield mesh, s, s.batches(top)
 
 
-def price(server: Serving, mesh: str, batches, seq: int, phase: str):
+def price(server: Serving, mesh: str, batches, seq: int, phase: str, causal: bool = True):
     """Each batch's step on one mesh; the layout is planned once (at a batch of 64 or the largest that
     fits; one prompt for prefill, a prompt being thousands of tokens)."""
     rank_at = max(1, min(max(batches), 64 if phase == "decode" else 1))
     for b in batches:
-        step = server.decode(b, seq, plan_batch=rank_at) if phase == "decode" else server.prefill_step(b, seq, rank_at)
-        yield ServingRun(mesh, step, server)
+        yield ServingRun(mesh, _step(server, phase, b, seq, rank_at, causal), server)
+
+
+def _step(server: Serving, phase: str, batch: int, seq: int, plan_at: int | None, causal: bool):
+    """The phase's step (a prefill's attention ``causal`` or over the whole prompt)."""
+    if phase == "decode":
+        return server.decode(batch, seq, plan_batch=plan_at)
+    return server.prefill_step(batch, seq, plan_at, causal=causal)
 
 
 def qualifies(run: ServingRun, latency: float | None) -> bool:
@@ -111,11 +117,12 @@ def rank(runs) -> list[ServingRun]:
 
 def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = None, top: int = 5,
                    dtype: str = "bf16", kv_dtype: str | None = None, max_batch: int | None = None,
-                   phase: str = "decode") -> SearchResult:
+                   phase: str = "decode", causal: bool = True) -> SearchResult:
     """The ``top`` (mesh, batch) pairs with the most tokens a second per chip whose step fits in HBM and
     takes at most ``latency`` seconds (any, without one). ``phase``: ``decode`` (a generation step with
     ``seq`` tokens of context) or ``prefill`` (``batch`` prompts of ``seq`` tokens:
-    :meth:`Serving.prefill_step`; the step is the time to the first token)."""
+    :meth:`Serving.prefill_step`, their attention ``causal`` or not; the step is the time to the first
+    token)."""
     if chips < 1 or seq < 1:
         raise UsageError("a serving search needs positive --chips and --seq")
     if phase not in PHASES:
@@ -123,12 +130,13 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
     if latency is not None and latency <= 0:
         raise UsageError(f"--latency must be positive, not {latency:g}")
     start = time.perf_counter()
-    found = searches.run(_Stages(cfg, hw, chips, seq, phase, latency, dtype, kv_dtype, max_batch))
+    found = searches.run(_Stages(cfg, hw, chips, seq, phase, latency, dtype, kv_dtype, max_batch, causal))
     ranked = found.ranked
     searched = sum(max(1, len(batches)) for _, _, batches in found.items[:found.done])
-    rows = at_their_batch(ranked, top, seq, phase, latency)
+    rows = at_their_batch(ranked, top, seq, phase, latency, causal)
     return SearchResult(searched, len(ranked), time.perf_counter() - start, rows,
-                        (("phase", phase), ("meshes", [_layout(m, srv) for m, srv, _ in found.items]),
+                        (("phase", phase), *((("mask", "causal" if causal else "full"),) if phase == "prefill" else ()),
+                         ("meshes", [_layout(m, srv) for m, srv, _ in found.items]),
                          ("latency", latency)),
                         complete=found.complete)
 
@@ -137,7 +145,7 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
 AGAIN = 3
 
 
-def at_their_batch(ranked, top: int, seq: int, phase: str, latency: float | None) -> tuple:
+def at_their_batch(ranked, top: int, seq: int, phase: str, latency: float | None, causal: bool = True) -> tuple:
     """The ``top`` rows, each derived at its own batch as ``serve --mesh M --batch B`` derives it (the sweep
     prices a layout at every batch with the plan made at one, which at thousands of sequences may be far
     from the plan made there: DeepSeek-V3's ``Y=1,Z=8`` at 2,608 sequences, 139 ms swept, 103 ms derived).
@@ -147,8 +155,7 @@ def at_their_batch(ranked, top: int, seq: int, phase: str, latency: float | None
         progress.say(f"serving search: its best {len(pick)} rows derived again, each at its own batch")
     again = []
     for r in pick:
-        step = r.server.decode(r.batch, seq) if phase == "decode" else r.server.prefill_step(r.batch, seq)
-        run = ServingRun(r.mesh, step, r.server)
+        run = ServingRun(r.mesh, _step(r.server, phase, r.batch, seq, None, causal), r.server)
         if qualifies(run, latency):
             again.append(run)
     return tuple(rank(again)[:top])
@@ -173,6 +180,7 @@ class _Stages:
     dtype: str
     kv_dtype: str | None
     max_batch: int | None
+    causal: bool = True
     name = "serving search"
     unit = "meshes"
 
@@ -186,7 +194,7 @@ class _Stages:
 
     def price(self, items):
         for mesh, server, batches in items:
-            yield tuple(price(server, mesh, batches, self.seq, self.phase)) if batches else ()
+            yield tuple(price(server, mesh, batches, self.seq, self.phase, self.causal)) if batches else ()
 
     def passes(self, run: ServingRun) -> bool:
         return qualifies(run, self.latency)

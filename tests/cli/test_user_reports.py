@@ -683,7 +683,8 @@ def test_a_strategy_is_checked_for_a_run_given_in_sequences(capsys):
 def test_a_plain_prefill_shows_the_derived_step_the_search_prices(capsys):
     """`serve --prefill --batch 7 --mesh Y=1,Z=7` printed the book's estimate alone (41.6 ms at 80 % MFU)
     where `--prefill --search` ranks the same mesh and batch at its derived step (60.2 ms, the activations'
-    collectives over Z included). Both are shown now, the derived step as the search prices it."""
+    collectives over Z included). Both are shown now, the derived step as the search prices it (58.8 ms since
+    the prompt's attention is causal by default, 60.2 ms with ``--mask full``)."""
     args = ["serve", "llama3-8b", "--hw", "h100", "--chips", "7", "--prefill", "--seq", "2048", "--json"]
     code, out, _ = run(capsys, *args, "--search", "--latency", "1s", "--top", "10")
     rows = {(r["mesh"], r["batch"]): r for r in json.loads(out)["search"]["top"]}
@@ -692,7 +693,9 @@ def test_a_plain_prefill_shows_the_derived_step_the_search_prices(capsys):
     assert code == 0 and p["derived"]["step_time"] == pytest.approx(rows["Y=1,Z=7", 7]["step_time"], rel=1e-12)
     assert p["derived"]["bound"] == rows["Y=1,Z=7", 7]["dominant"] and p["seconds"] < p["derived"]["step_time"]
     code, out, _ = run(capsys, *args[:-1], "--batch", "2")
-    assert code == 0 and "as --prefill --search prices it: first token 60.2 ms" in out and "7 prompts priced" in out
+    assert code == 0 and "as --prefill --search prices it: first token 58.8 ms" in out and "7 prompts priced" in out
+    code, out, _ = run(capsys, *args[:-1], "--batch", "2", "--mask", "full")
+    assert code == 0 and "(full attention)" in out and "as --prefill --search prices it: first token 60.2 ms" in out
 
 
 def test_a_mixture_of_experts_that_does_not_fit_is_pointed_at_expert_parallelism(capsys):

@@ -258,7 +258,7 @@ def test_book_part6_checkpoints_per_layer():
 # ---------------------------------------------------------------- MoE decode: the batch each expert sees
 @pytest.mark.parametrize("hw, dtype", [("h100", "bf16"), ("tpu-v5e", "bf16"), ("tpu-v5e", "int8")])
 def test_moe_decode_critical_batch_comes_from_the_expert_einsum(hw, dtype):
-    from symcost.models.inference import critical_batch, moe_critical_batch
+    from symcost.models.estimates import critical_batch, moe_critical_batch
     from symcost.models.moe import decode_critical_batch
     cfg = load_model_config("deepseek-v3")
     got = decode_critical_batch(cfg, hardware(hw), dtype)

@@ -98,17 +98,22 @@ def test_nothing_qualifies_exits_one(capsys):
 
 def test_a_prefill_step_is_the_derived_layer_program_with_the_last_tokens_logits():
     """LLaMA 3-8B, one 4096-token prompt on 8 H100s at the datasheet's peaks (no efficiency data): every
-    weight once a token (embeddings excepted), attention over the whole prompt (QK^T and AV, not halved for
-    causality), and the logits of the last token only -- split evenly over the 8 chips; and the elementwise work
-    on the vector units (the preset has no vector figure: at the matmul rate): RMSNorm 4 FLOPs an element and
-    the residual add 1, twice each on the replicated [T, D] activations, rotary 3 on each device's queries and
-    keys, SiLU 4 and the gate's product 1 on its F / 8."""
+    weight once a token (embeddings excepted), attention over the prompt (QK^T and AV: each token attends to
+    the ones before it, half of them all, as a causal flash-attention kernel skips the masked blocks; or, with
+    ``causal=False``, to every one), and the logits of the last token only -- split evenly over the 8 chips;
+    and the elementwise work on the vector units (the preset has no vector figure: at the matmul rate):
+    RMSNorm 4 FLOPs an element and the residual add 1, twice each on the replicated [T, D] activations,
+    rotary 3 on each device's queries and keys, SiLU 4 and the gate's product 1 on its F / 8."""
     cfg, hw = load_model_config("llama3-8b"), dataclasses.replace(hardware("h100"), efficiency=Efficiency())
-    r = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1").prefill_step(1, 4096)
+    server = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1")
+    r, full = server.prefill_step(1, 4096), server.prefill_step(1, 4096, causal=False)
     p, T = param_counts(cfg), 4096
-    flops = 2 * (p["total"] - p["embedding"]) * T + cfg.L * 2 * (2 * T * T * cfg.N * cfg.H) + 2 * cfg.D * cfg.V
+    attention = cfg.L * 2 * (2 * T * T * cfg.N * cfg.H)
+    flops = 2 * (p["total"] - p["embedding"]) * T + 2 * cfg.D * cfg.V
     vector = cfg.L * ((4 + 1) * 2 * T * cfg.D + 3 * T * (cfg.N + cfg.K) * cfg.H / 8 + (4 + 1) * T * cfg.F / 8)
-    assert r.t_math == pytest.approx(flops / (8 * hw.C) + vector / hw.C, rel=1e-9)
+    assert r.t_math == pytest.approx((flops + attention / 2) / (8 * hw.C) + vector / hw.C, rel=1e-9)
+    assert full.t_math == pytest.approx((flops + attention) / (8 * hw.C) + vector / hw.C, rel=1e-9)
+    assert full.t_hbm == r.t_hbm            # the keys and values are read whole either way
     assert r.tokens_per_s == pytest.approx(4096 / r.step_time)
     decode = Serving(cfg, hw, chips=8, mesh="Y=8,Z=1").decode(1, 4096)
     assert r.memory_bytes == decode.memory_bytes          # the prompt's KV cache, the same weights
@@ -134,9 +139,10 @@ def test_prefill_search_command_line_and_json(capsys):
     args = ["model", "llama3-70b", "--prefill", "--search", "--hw", "tpu-v5e", "--chips", "16", "--seq", "2048",
             "--latency", "1s", "--top", "2"]
     out, data = _text_and_json(capsys, args)
-    assert "serving search on 16 x tpu-v5e, prefill of 2048-token prompts, a first token in at most 1 s" in out
+    assert ("serving search on 16 x tpu-v5e, prefill of 2048-token prompts (causal attention), a first token in at "
+            "most 1 s") in out
     assert "    1. mesh " in out and "first token" in out
-    assert data["prefill"]["phase"] == "prefill" and len(data["search"]["top"]) == 2
+    assert data["prefill"]["phase"] == "prefill" and data["prefill"]["mask"] == "causal" and len(data["search"]["top"]) == 2
     assert data["search"]["top"][0]["step_time"] == data["prefill"]["runs"][0]["step_time"] <= 1.0
 
 
