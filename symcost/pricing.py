@@ -114,6 +114,13 @@ def op_cost(op, env: Env, on_chip=frozenset()) -> OpCost:
                   reads=(op.before,), writes=(op.after,), kernel="collective" if op.rule.communicates else "")
 
 
+def masked_half(c: OpCost, env: Env) -> OpCost:
+    """``c`` run by a kernel that skips the blocks a causal mask hides (the attention scores above the
+    diagonal): half its FLOPs and vector FLOPs, every byte still read and written."""
+    tm = c.t_math / 2
+    return c._replace(flops=c.flops / 2, vector_flops=c.vector_flops / 2, t_math=tm, seconds=env.max(tm, c.t_hbm))
+
+
 @caching.memoize(maxsize=8192)
 def symbolic_cost(op, mesh: Mesh, padded=frozenset(), efficiency: bool = False) -> OpCost:
     """The closed-form cost of ``op`` on ``mesh`` (kept: plans share their steps); ``padded`` names the

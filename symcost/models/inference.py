@@ -32,7 +32,7 @@ from ..env import Env
 from ..errors import UsageError
 from ..layout import bytes_per_device
 from ..mesh import parse_mesh
-from ..pricing import op_cost, totals
+from ..pricing import masked_half, op_cost, totals
 from ..program import declared, derive_program
 from .config import ModelConfig
 from .results import PrefillEstimate, ServingStep
@@ -249,8 +249,8 @@ class Serving:
         costs = [op_cost(op, env, on_chip(self.cfg)) for op in ops]
         if causal:
             masked = set(context_einsums(self.cfg))
-            costs = [c._replace(flops=c.flops / 2, t_math=c.t_math / 2, seconds=env.max(c.t_math / 2, c.t_hbm))
-                     if s.is_einsum and s.tensor in masked else c for s, c in zip(plan.steps, costs)]
+            costs = [masked_half(c, env) if s.is_einsum and s.tensor in masked else c
+                     for s, c in zip(plan.steps, costs)]
         t = totals(costs, env, "step")
         read = sum(float(env.local_bytes(i)) for op in einsums for i in op.inputs if i.name in held)
         return t.t_step, t.t_math, t.t_hbm, t.t_comms, read, t.t_einsums

@@ -36,7 +36,7 @@ from .. import caching, dtypes
 from ..env import Env
 from ..errors import UsageError
 from ..layout import Layout, bytes_per_device
-from ..pricing import floored, op_cost
+from ..pricing import floored, masked_half, op_cost
 from ..program import derive_program
 from . import expert_layer
 from .collective import collective_seconds  # noqa: F401  (where a run prices its collectives)
@@ -213,6 +213,14 @@ def _statement(step, outputs: set) -> str | None:
     return None
 
 
+def _core(plan) -> set:
+    """The indices of the steps of the attention core (its forward statements and their gradients): what a
+    flash-attention kernel runs."""
+    from .transformer import CORE
+    outputs = {s.tensor for s in plan.steps if s.phase == "forward" and s.is_compute}
+    return {i for i, s in enumerate(plan.steps) if s.is_compute and _statement(s, outputs) in CORE}
+
+
 def _recomputed(lay: LayerCost, plan) -> set:
     """Forward statements (by result) run again in the backward pass under the layer's policy."""
     pol = lay.policy
@@ -281,8 +289,13 @@ def _timings(lay: LayerCost) -> dict:
     replicated = {w for w, t in weights.items() if "Y" not in t.sharding_axes} if lay.seq_parallel else set()
     sequence_parallel: set = set()
     # each step as the one pricing path totals it: a step that launches a kernel pays the preset's per-kernel
-    # floor beside its work (none on a preset without one)
-    costs = floored([op_cost(s.op, env, lay.on_chip) for s in plan.steps], env)
+    # floor beside its work (none on a preset without one); a flash-attention kernel is causal (the layer is
+    # a decoder's) and skips the score blocks above the diagonal, forward and backward
+    costs = [op_cost(s.op, env, lay.on_chip) for s in plan.steps]
+    if lay.attention == "flash":
+        core = _core(plan)
+        costs = [masked_half(c, env) if i in core else c for i, c in enumerate(costs)]
+    costs = floored(costs, env)
     for s, c in zip(plan.steps, costs):
         again = s.phase == "forward" and (lay.policy == "full" or (s.is_compute and s.tensor in redo))
         if s.is_compute:
@@ -311,7 +324,7 @@ def _timings(lay: LayerCost) -> dict:
     if lay.attention == "flash" and lay.policy != "full":    # the backward kernel computes the scores again
         for s in plan.steps:
             if s.phase == "forward" and s.tensor == "A" and s.is_einsum:
-                c = op_cost(s.op, env, lay.on_chip).seconds
+                c = masked_half(op_cost(s.op, env, lay.on_chip), env).seconds
                 out["recompute_compute"] += c
                 out["recompute"] += c
                 out["matmul"] += c

@@ -27,6 +27,20 @@ def test_the_scores_never_reach_hbm():
     assert _run("flash").layer()["forward"] < _run("unfused").layer()["forward"]
 
 
+def test_the_kernel_is_causal_half_the_cores_flops_forward_backward_and_recomputed():
+    """LLaMA 3-8B, one sequence of 8192 on the ideal H100, nothing recomputed: every einsum is math-bound,
+    so the layer's matmul seconds are its FLOPs at the peak. The projections and the MLP do 2 x S x their
+    weights a token; the attention core's two products 2 x (2 S^2 N H), of which a causal kernel does half;
+    the backward pass twice the forward's, and flash's backward kernel computes the scores again (half of
+    one product)."""
+    cfg = load_model_config("llama3-8b")
+    S, D, F, N, K, H = 8192, cfg.D, cfg.F, cfg.N, cfg.K, cfg.H
+    t = LayerCost(cfg, H100, tp=1, microbatch=1, seq=S, recompute="none", attention="flash").timings()
+    projections = 2 * S * (2 * D * N * H + 2 * D * K * H + 3 * D * F)
+    core = 2 * (2 * S * S * N * H)
+    assert t["matmul"] == pytest.approx((3 * (projections + core / 2) + core / 4) / H100.C, rel=1e-9)
+
+
 def test_no_scores_in_memory():
     """Korthikanti et al.'s 5as^2b/t (scores, probabilities, dropout mask) is gone: the core keeps Q, K, V
     and the lse, what selective recomputation keeps plus 4asb/t."""
