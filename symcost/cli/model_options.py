@@ -142,7 +142,7 @@ def checked(args) -> None:
 
 #: what one training run reads and the run search does not (the run's knobs, ``train.OPTIONS``, it
 #: refuses itself, saying it chooses them)
-_ONE_RUN = ("memory", "flops", "dp_overlap", "tokens", "strategy", "checkpoints_per_layer")
+_ONE_RUN = ("memory", "flops", "tokens", "strategy", "checkpoints_per_layer")
 
 #: each flag only some modes read: ``(those modes, how to say so)``; a mode here is ``train``, ``run``
 #: (--train without --search), ``decode``, ``prefill``, ``frontier``, ``program``, ``strategy`` (--train with

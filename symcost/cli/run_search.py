@@ -28,7 +28,7 @@ def _sequences(args) -> int:
 
 def _space(args) -> dict:
     """The search's bounds and workers as :func:`~symcost.models.runs.search_runs` takes them."""
-    return dict(max_cp=args.max_cp or 1, attention=args.attention or "unfused",
+    return dict(max_cp=args.max_cp or 1, attention=args.attention or "unfused", dp_overlap=bool(args.dp_overlap),
                 jobs=args.jobs if args.jobs is not None else "auto")
 
 
@@ -81,7 +81,10 @@ def contract(res: dict) -> dict:
 def show(res: dict, hw, cfg) -> None:
     from ..models.runs import describe
     from ..printers.text import fmt_bytes, fmt_seconds
-    print(f"  run search on at most {res['chips']:,} x {hw.name}, {res['sequences']:,} sequences of {res['seq']}: "
+    framework = "".join([", flash attention" if res.get("attention") == "flash" else "",
+                         ", gradients reduced beside the last backward pass" if res.get("dp_overlap") else ""])
+    print(f"  run search on at most {res['chips']:,} x {hw.name}, {res['sequences']:,} sequences of {res['seq']}"
+          f"{framework}: "
           f"priced {res['searched']:,} runs in {fmt_seconds(res['search_seconds'])}; {res['feasible']:,} fit in "
           f"{fmt_bytes(hw.hbm_bytes)}")
     if res.get("complete") is False:

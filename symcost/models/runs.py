@@ -73,9 +73,15 @@ def shapes(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None 
 
 
 def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None = None,
-               max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1, attention: str = "unfused"):
+               max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1, attention: str = "unfused",
+               dp_overlap: bool = False):
     """Every run of the space (as :class:`Run` keyword arguments) that the execution model accepts, on at
-    most ``chips`` chips (:func:`shapes`); context parallelism up to ``max_cp`` ranks."""
+    most ``chips`` chips (:func:`shapes`); context parallelism up to ``max_cp`` ranks. ``attention`` and
+    ``dp_overlap`` are the framework's, the same for every run. With flash attention selective
+    recomputation is no recomputation (the kernel's backward computes the scores again itself), so it is
+    not tried twice."""
+    recomputes = tuple(r for r in RECOMPUTE if not (attention == "flash" and r == "selective"))
+    framework = dict(attention=attention, **({"dp_overlap": True} if dp_overlap else {}))
     for tp, cp, pp, dp in shapes(cfg, hw, chips, sequences, seq, max_tp=max_tp, max_cp=max_cp):
         per_replica = sequences // dp
         micro = [m for m in (2 ** i for i in range(0, 12)) if m <= max_microbatch and per_replica % m == 0]
@@ -85,10 +91,10 @@ def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | N
                              if _full_chunks(cfg.L, pp, v) and m % pp == 0] if pp > 1 else [])
             eps = [e for e in (2 ** i for i in range(0, 12)) if cfg.is_moe and cfg.E % e == 0
                    and (dp * cp) % e == 0] or [1]
-            for v, rec, sp_, zero, ep in itertools.product(chunks, RECOMPUTE, (False, True) if tp > 1 else (False,),
+            for v, rec, sp_, zero, ep in itertools.product(chunks, recomputes, (False, True) if tp > 1 else (False,),
                                                            (0, 1, 3) if dp * cp > 1 else (0,), eps):
                 yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, sequences=sequences, microbatch=mb, seq=seq, interleave=v,
-                           recompute=rec, seq_parallel=sp_, zero=zero, attention=attention)
+                           recompute=rec, seq_parallel=sp_, zero=zero, **framework)
 
 
 @dataclass(frozen=True)
@@ -255,6 +261,7 @@ def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, job
     note = budget_note(chips, sequences, chosen[0], full) if chosen else None
     return SearchResult(found.done, len(ranked), found.seconds, tuple(chosen),
                         (("chips", chips), ("sequences", sequences), ("seq", seq),
+                         ("attention", space.get("attention", "unfused")), ("dp_overlap", bool(space.get("dp_overlap"))),
                          ("chips_used", chosen[0].chips_used if chosen else None), ("budget", note),
                          ("least_state", _least_state(found.priced))), complete=found.complete)
 
@@ -263,7 +270,7 @@ def _choice(p: PricedRun, fastest: float, best: dict) -> RunChoice:
     t, kw, rep = p.iteration, p.kw, p.report
     it = rep["iteration"]
     worse = {p: it[p] - best[p] for p in PARTS}
-    return RunChoice(tuple((k, v) for k, v in kw.items() if k not in ("sequences", "seq", "attention")), t,
+    return RunChoice(tuple((k, v) for k, v in kw.items() if k not in ("sequences", "seq", "attention", "dp_overlap")), t,
                      rep["mfu"], rep["hfu"], rep["memory"]["total"], tuple((p, it[p]) for p in PARTS),
                      t - fastest, max(worse, key=worse.get) if t > fastest else None)
 

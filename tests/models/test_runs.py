@@ -1,5 +1,6 @@
 """Choosing a training run (``model --train --search``): the space holds the runs people launch, the
 search's best is no slower than any of them, and nothing that does not fit is listed."""
+import dataclasses
 import json
 
 import jsonschema
@@ -14,6 +15,7 @@ from symcost.models.runs import candidates, describe, search_runs
 from conftest import ROOT
 
 A100 = hardware("a100")
+H100 = hardware("h100")
 # Korthikanti et al. 2022, Table 5 (model, GPUs, PP, sequences, microbatch, interleave); TP 8, DP 1
 TABLE5 = [("megatron-22b", 8, 1, 4, 4, 1), ("gpt3-175b", 64, 8, 64, 1, 3), ("mt-nlg-530b", 280, 35, 280, 1, 3),
           ("megatron-1t", 512, 64, 512, 1, 1)]
@@ -64,6 +66,32 @@ def test_the_space_keeps_to_the_model_and_the_node():
     assert {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64} <= {c["pp"] for c in space}
     assert all(not c["seq_parallel"] for c in space if c["tp"] == 1)
     assert all(c["zero"] == 0 for c in space if c["dp"] == 1)
+
+
+def test_a_framework_choice_is_every_runs_and_flash_has_no_selective_twin(capsys):
+    """``--attention flash`` and ``--dp-overlap`` are the framework's: every run of the space is priced with
+    them and the search's header says so. With flash attention selective recomputation is no recomputation
+    (the kernel's backward computes the scores again itself): it listed each run twice, ``recompute none``
+    and ``recompute selective`` at the same time and memory; it is not tried."""
+    cfg = load_model_config("llama3-8b")
+    flash = list(candidates(cfg, H100, 64, 128, 8192, attention="flash"))
+    unfused = list(candidates(cfg, H100, 64, 128, 8192))
+    assert {c["recompute"] for c in flash} == {"none", "full"} and all(c["attention"] == "flash" for c in flash)
+    assert len(flash) == len([c for c in unfused if c["recompute"] != "selective"])
+    one = Run(cfg, H100, tp=2, pp=2, dp=16, zero=3, sequences=128, microbatch=2, seq=8192, interleave=8,
+              attention="flash")
+    assert one.iteration() == dataclasses.replace(one, recompute="selective").iteration()
+    overlap = list(candidates(cfg, H100, 64, 128, 8192, dp_overlap=True))
+    assert len(overlap) == len(unfused) and all(c["dp_overlap"] for c in overlap)
+    args = ["train", "llama3-8b", "--hw", "h100", "--chips", "64", "--batch", "1048576", "--seq", "8192", "--search"]
+    assert main(args + ["--dp-overlap", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["train"]
+    assert data["dp_overlap"] is True and data["attention"] == "unfused"
+    best = search_runs(cfg, H100, 64, 128, 8192, top=1).rows[0]
+    assert data["runs"][0]["step_time"] <= best.step_time       # the reduction hidden: no slower
+    assert main(args + ["--attention", "flash", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "128 sequences of 8192, flash attention:" in out and "recompute selective" not in out
 
 
 def test_describe_reads_as_the_flags():
