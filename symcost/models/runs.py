@@ -261,7 +261,8 @@ def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, job
     note = budget_note(chips, sequences, chosen[0], full) if chosen else None
     return SearchResult(found.done, len(ranked), found.seconds, tuple(chosen),
                         (("chips", chips), ("sequences", sequences), ("seq", seq),
-                         ("attention", space.get("attention", "unfused")), ("dp_overlap", bool(space.get("dp_overlap"))),
+                         ("attention", space.get("attention", "unfused")),
+                         ("dp_overlap", bool(space.get("dp_overlap"))),
                          ("chips_used", chosen[0].chips_used if chosen else None), ("budget", note),
                          ("least_state", _least_state(found.priced))), complete=found.complete)
 
@@ -270,7 +271,8 @@ def _choice(p: PricedRun, fastest: float, best: dict) -> RunChoice:
     t, kw, rep = p.iteration, p.kw, p.report
     it = rep["iteration"]
     worse = {p: it[p] - best[p] for p in PARTS}
-    return RunChoice(tuple((k, v) for k, v in kw.items() if k not in ("sequences", "seq", "attention", "dp_overlap")), t,
+    knobs = tuple((k, v) for k, v in kw.items() if k not in ("sequences", "seq", "attention", "dp_overlap"))
+    return RunChoice(knobs, t,
                      rep["mfu"], rep["hfu"], rep["memory"]["total"], tuple((p, it[p]) for p in PARTS),
                      t - fastest, max(worse, key=worse.get) if t > fastest else None)
 
