@@ -17,7 +17,7 @@ HIDDEN = {
     "serve": {"train", "strategy", "tokens", "checkpoints_per_layer", "vs", "memory", "flops", "dp_overlap",
               "max_cp", "jobs", "program", "elementwise", *train.OPTIONS},
     "train": {"train", "decode", "prefill", "frontier", "latency", "mfu", "kv_dtype", "program", "elementwise",
-              "experts", "mask"},
+              "experts", "mask", "context"},
 }
 #: the help of a flag both read, as each command reads it
 HELP = {
@@ -68,6 +68,9 @@ def _add(m, name_required: bool) -> None:
     m.add_argument("--experts", metavar="AXES",
                    help="serving an MoE model: the mesh axes its routed experts are split over (expert "
                         "parallelism, e.g. Y or Y,Z; default: none, each expert's F split over the mesh)")
+    m.add_argument("--context", metavar="AXES",
+                   help="serving: the mesh axes that split the tokens (context parallelism: a prompt's tokens and the "
+                        "KV cache's; e.g. Z with --mesh Y=8,Z=2), not the batch")
     m.add_argument("--strategy", help="a training strategy program (derivations/*.sc) to check")
     m.add_argument("--train", action="store_true")
     m.add_argument("--decode", action="store_true", help="one generation step: --batch sequences at --seq context")
@@ -156,6 +159,7 @@ READ_BY = {
     "mask": ({"prefill"}, "--prefill"),
     "latency": ({"serve-search"}, "--decode --search and --prefill --search"),
     "experts": ({"decode", "prefill", "frontier"}, "--decode, --prefill and --frontier (the serving mesh)"),
+    "context": ({"decode", "prefill", "frontier"}, "--decode, --prefill and --frontier (the serving mesh)"),
     "elementwise": ({"program"}, "--program"),
     "max_cp": ({"run-search"}, "--train --search"),
     "jobs": ({"run-search"}, "--train --search"),

@@ -91,7 +91,8 @@ def _check_modes(args) -> None:
 
 
 def _counts(args, cfg, dtype: str) -> dict:
-    from ..models.transformer import flops_per_token, kv_bytes_per_token, param_counts
+    from ..models.transformer import param_counts
+    from ..models.counts import flops_per_token, kv_bytes_per_token
     params = param_counts(cfg)
     fpt = flops_per_token(cfg, seq=args.seq)
     return {"name": cfg.name, "config": cfg.as_dict(),

@@ -36,31 +36,53 @@ def wanted(args) -> bool:
 
 def _server(args, cfg, hw, dtype):
     from ..models.inference import Serving
-    mesh, sharding = _experts(args, cfg) if args.experts else (args.mesh, None)
+    mesh, sharding = _roles(args, cfg) if args.experts or args.context else (args.mesh, None)
     return Serving(cfg, hw, chips=args.chips, dtype=dtype, kv_dtype=args.kv_dtype, compute_dtype=args.compute_dtype,
                    mesh=mesh, sharding=sharding)
 
 
-def _experts(args, cfg) -> tuple:
-    """The mesh (``--mesh``, or the default one) and its roles with the routed experts split over the axes
-    ``--experts`` names, each checked: a model with experts, axes of the mesh, experts their groups divide."""
+def _roles(args, cfg) -> tuple:
+    """The mesh (``--mesh``, or the default one) and its roles, with the routed experts split over the axes
+    ``--experts`` names and the tokens over those ``--context`` names, each checked: a model with experts,
+    axes of the mesh, experts their groups divide; tokens over axes that split neither the heads nor the
+    experts (they split the tokens instead of the batch, F and the vocabulary)."""
     from dataclasses import replace
 
     from ..mesh import parse_mesh
     from ..models.inference import default_mesh, mesh_sharding
-    if not cfg.is_moe:
-        raise UsageError(f"--experts {args.experts}: {cfg.name} has no experts to split")
     mesh, sharding = (args.mesh, mesh_sharding(args.mesh)) if args.mesh else default_mesh(cfg, args.chips)
     sizes = {a.name: a.size or 1 for a in parse_mesh(mesh).axes}
-    axes = _expert_axes(args)
+    if args.experts:
+        if not cfg.is_moe:
+            raise UsageError(f"--experts {args.experts}: {cfg.name} has no experts to split")
+        axes = _axes(args.experts, "--experts", mesh, sizes)
+        groups = math.prod(sizes[a] for a in axes)
+        if cfg.E % groups:
+            raise UsageError(f"--experts {args.experts}: {groups} groups cannot split the {cfg.E} routed experts "
+                             f"evenly")
+        sharding = replace(sharding, experts=axes)
+    if args.context:
+        axes = _axes(args.context, "--context", mesh, sizes)
+        if cfg.is_mla:
+            raise UsageError(f"--context: context parallelism is not written for {cfg.name}'s latent attention yet")
+        taken = [a for a in axes if a in sharding.heads or a in sharding.experts]
+        if taken:
+            raise UsageError(f"--context {args.context}: {', '.join(taken)} splits the "
+                             f"{'heads' if taken[0] in sharding.heads else 'experts'}; name the axes that split the "
+                             f"batch (--mesh {mesh}: {', '.join(sharding.kv_batch) or 'none'})")
+        sharding = replace(sharding, context=axes, kv_batch=tuple(a for a in sharding.kv_batch if a not in axes),
+                           model=tuple(a for a in sharding.model if a not in axes))
+    return mesh, sharding
+
+
+def _axes(text: str, flag: str, mesh: str, sizes: dict) -> tuple:
+    """The axes ``flag`` names, each an axis of the mesh, once."""
+    axes = tuple(a.strip() for a in text.split(","))
     wrong = [a for a in axes if a not in sizes]
     if wrong or len(set(axes)) < len(axes) or not all(axes):
-        raise UsageError(f"--experts {args.experts}: name axes of the mesh {mesh} once each"
+        raise UsageError(f"{flag} {text}: name axes of the mesh {mesh} once each"
                          + (f" ({', '.join(wrong)} is not one)" if wrong else ""))
-    groups = math.prod(sizes[a] for a in axes)
-    if cfg.E % groups:
-        raise UsageError(f"--experts {args.experts}: {groups} groups cannot split the {cfg.E} routed experts evenly")
-    return mesh, replace(sharding, experts=axes)
+    return axes
 
 
 def answer(args, cfg, hw, dtype) -> dict:
@@ -90,9 +112,9 @@ def _search(args, cfg, hw, dtype) -> dict:
     if args.decode and args.prefill:
         raise UsageError("--search chooses one phase: --decode or --prefill, not both")
     phase = "prefill" if args.prefill else "decode"
-    if args.batch or args.mesh or args.experts:
-        raise UsageError(f"--{phase} --search chooses the mesh and the batch itself, without expert parallelism; "
-                         f"drop --batch, --mesh and --experts")
+    if args.batch or args.mesh or args.experts or args.context:
+        raise UsageError(f"--{phase} --search chooses the mesh and the batch itself, the experts' and the tokens' "
+                         f"axes too; drop --batch, --mesh, --experts and --context")
     if args.mfu is not None and phase == "prefill":
         raise UsageError("--prefill --search prices the derived layer program on each mesh; drop --mfu")
     if args.top < 1:
@@ -101,7 +123,8 @@ def _search(args, cfg, hw, dtype) -> dict:
     res = search_serving(cfg, hw, args.chips, args.seq, latency=latency, top=args.top, dtype=dtype,
                          kv_dtype=model_options.kv_dtype(args), phase=phase, causal=_causal(args))
     full = {**res.as_dict(), "fits": bool(res.rows)}
-    top = [{"mesh": r.mesh, "experts_over": list(r.step.experts_over), "batch": r.batch,
+    top = [{"mesh": r.mesh, "experts_over": list(r.step.experts_over), "tokens_over": list(r.step.tokens_over),
+            "batch": r.batch,
             "step_time": r.step.step_time, "mfu": r.step.t_math / r.step.step_time,
             "memory_bytes": r.step.memory_bytes, "chips_used": r.step.chips, "compute_bound": r.step.bound == "math",
             "dominant": r.step.bound} for r in res.rows]
@@ -120,9 +143,11 @@ def _expert_axes(args) -> tuple:
 
 
 def _over(args) -> str:
-    """The experts' axes, where ``--experts`` splits them over some (expert parallelism)."""
-    from ..models.transformer import experts_over
-    return experts_over(_expert_axes(args))
+    """The experts' axes, where ``--experts`` splits them over some (expert parallelism), and the tokens'
+    where ``--context`` splits them (context parallelism)."""
+    from ..models.transformer import experts_over, tokens_over
+    context = tuple(a.strip() for a in args.context.split(",")) if args.context else ()
+    return experts_over(_expert_axes(args)) + tokens_over(context)
 
 
 def _mesh(axes: dict) -> str:
@@ -226,7 +251,7 @@ def _show_frontier(rows: list, args, hw) -> None:
 
 
 def _show_search(res: dict, args, hw) -> None:
-    from ..models.transformer import experts_over
+    from ..models.transformer import experts_over, tokens_over
     from ..printers.text import fmt_bytes, fmt_seconds
     prefill = res["phase"] == "prefill"
     target = (f", {'a first token in' if prefill else 'steps of'} at most {fmt_seconds(res['latency'])}"
@@ -246,7 +271,7 @@ def _show_search(res: dict, args, hw) -> None:
         copies = f", KV cache x{r['kv_copies']}" if r["kv_copies"] > 1 else ""
         step = "first token" if prefill else "step"
         padded = f" (priced as {r['padded_batch']})" if r.get("padded_batch", 0) > r["batch"] else ""
-        layout = r["mesh"] + experts_over(r.get("experts_over"))
+        layout = r["mesh"] + experts_over(r.get("experts_over")) + tokens_over(r.get("tokens_over"))
         print(f"    {i}. mesh {layout}, batch {r['batch']}{padded}: {step} {fmt_seconds(r['step_time'])}, "
               f"{r['tokens_per_s_per_chip']:.0f} tokens/s per chip, {r['bound']}-bound, "
               f"{fmt_bytes(r['memory_bytes'])} a chip{copies}")

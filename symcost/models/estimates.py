@@ -17,12 +17,8 @@ from ..errors import UsageError
 from ..program import derive_program
 from .config import ModelConfig
 from .inference import Serving
-from .transformer import (
-    checkpoint_bytes,
-    flops_per_token,
-    kv_bytes_per_token,
-    param_counts,
-)
+from .transformer import param_counts
+from .counts import checkpoint_bytes, flops_per_token, kv_bytes_per_token
 
 
 def train_estimate(cfg: ModelConfig, hw, chips: int, batch_tokens: float, tokens: float | None, mfu: float,

@@ -35,15 +35,14 @@ from ..mesh import parse_mesh
 from ..pricing import masked_half, op_cost, totals
 from ..program import declared, derive_program
 from .config import ModelConfig
+from .counts import forward_flops, kv_bytes_per_token
 from .results import PrefillEstimate, ServingStep
 from .transformer import (
     WEIGHTS_MLP,
     Sharding,
     attention_weights,
     context_einsums,
-    forward_flops,
     head_program,
-    kv_bytes_per_token,
     layer_program,
     on_chip,
     param_counts,
@@ -187,7 +186,7 @@ class Serving:
         """How many devices hold each block of the KV cache: one where the cache is split over every
         axis; with latent attention the latent is shared by all heads, so splitting the heads copies it
         onto every device of those axes (only the cache's batch axes split it)."""
-        split = set(self.sharding.kv_batch or self.sharding.batch)
+        split = set(self.sharding.kv_batch or self.sharding.batch) | set(self.sharding.context)
         if not self.cfg.is_mla:
             split |= set(self.sharding.heads)
         return max(1, self.chips // self._group(split))
@@ -195,12 +194,12 @@ class Serving:
     def _kv_slot(self, seq: int) -> float:
         """Bytes one sequence's KV cache of ``seq`` tokens takes on a device: its block of the key-value
         heads (a split the heads do not divide pads them: 8 heads over 3 devices hold 3 each), or the whole
-        latent with latent attention."""
+        latent with latent attention; its block of the tokens where they are split (context parallelism)."""
         share = 1.0
         if not self.cfg.is_mla:
             n = self._group(self.sharding.heads)
             share = -(-self.cfg.K // n) / self.cfg.K
-        return seq * self.kv_bytes_per_token * share
+        return -(-seq // self._group(self.sharding.context)) * self.kv_bytes_per_token * share
 
     def memory_per_device(self, batch: int, seq: int) -> float:
         """What a device holds: its weight blocks and its block of the KV caches, the batch padded as the
@@ -216,13 +215,14 @@ class Serving:
         b = dict(self.hw.bindings(self.compute_dtype or plan.compute_dtype))
         return b
 
-    def _plan(self, which: str, batch: int, seq: int, context: int, moe: bool = False, absorbed: bool = True):
-        key = (which, moe, batch, seq, context, absorbed)
+    def _plan(self, which: str, batch: int, seq: int, context: int, moe: bool = False, absorbed: bool = True,
+              prompt: bool = False):
+        key = (which, moe, batch, seq, context, absorbed, prompt)
         plan = self._plans.get(key)
         if plan is None:
             if which == "layer":
                 text = layer_program(self.cfg, self.sharding, dtype=self.dtype, kv_dtype=self.kv_dtype, moe=moe,
-                                     absorbed=absorbed)
+                                     absorbed=absorbed, prompt=prompt)
             else:
                 text = head_program(self.cfg, self.sharding, dtype=self.dtype)
             dims = sizes(self.cfg, batch=batch, seq=seq, context=context, experts_moe=moe)
@@ -259,7 +259,7 @@ class Serving:
     def decode(self, batch: int, seq: int, plan_batch: int | None = None, new_tokens: int = 1) -> ServingStep:
         """One generation step for ``batch`` sequences with ``seq`` tokens of context each. The layout is
         chosen at ``plan_batch`` (default: ``batch``) and the costs evaluated at ``batch``."""
-        return self._step(batch, seq, plan_batch, new_tokens, new_tokens, absorbed=True, causal=False)
+        return self._step(batch, seq, plan_batch, new_tokens, new_tokens, absorbed=True, causal=False, prompt=False)
 
     def prefill_step(self, batch: int, seq: int, plan_batch: int | None = None, causal: bool = True) -> ServingStep:
         """Prefill of ``batch`` prompts of ``seq`` tokens through the derived layer program on this mesh
@@ -268,7 +268,7 @@ class Serving:
         blocks; ``causal=False``: to every token of the prompt), latent attention in its naive form, the
         logits of the last token only. ``step_time`` is the time to the first token; tokens a second count
         the prompt's tokens."""
-        return self._step(batch, seq, plan_batch, seq, 1, absorbed=False, causal=causal)
+        return self._step(batch, seq, plan_batch, seq, 1, absorbed=False, causal=causal, prompt=True)
 
     def _expert_layer(self, plan, over: dict, tokens: int, causal: bool) -> tuple[tuple, float]:
         """An MoE layer's step, reading the experts its ``tokens`` reach, and those experts on the slice.
@@ -298,7 +298,7 @@ class Serving:
         return tuple(a + (p - lo) * (b - a) for a, b in zip(low, high)), touched + cfg.shared_experts
 
     def _step(self, batch: int, seq: int, plan_batch, new_tokens: int, logits_tokens: int,
-              absorbed: bool, causal: bool) -> ServingStep:
+              absorbed: bool, causal: bool, prompt: bool) -> ServingStep:
         if batch < 1 or seq < 1:
             raise UsageError("--batch and --seq must be positive")
         run_batch = self.padded(batch)
@@ -307,7 +307,7 @@ class Serving:
         experts = None
         for moe, count in self._layer_kinds():
             if count:
-                plan = self._plan("layer", at, new_tokens, seq, moe, absorbed)
+                plan = self._plan("layer", at, new_tokens, seq, moe, absorbed, prompt)
                 if moe:
                     r, experts = self._expert_layer(plan, {"B": run_batch}, run_batch * new_tokens, causal)
                 else:
@@ -321,7 +321,8 @@ class Serving:
                            chips=self.chips, mesh=self.axes, memory_bytes=self.memory_per_device(batch, seq),
                            hbm_bytes=self.hw.hbm_bytes, max_batch=self.max_batch(seq), kv_copies=self.kv_copies,
                            weight_bytes_read=read, experts_read=experts, batch=batch, padded_batch=run_batch,
-                           weight_bytes_held=self.weight_bytes_per_device, experts_over=self.sharding.experts)
+                           weight_bytes_held=self.weight_bytes_per_device, experts_over=self.sharding.experts,
+                           tokens_over=self.sharding.context)
 
     def padded(self, batch: int) -> int:
         """A batch the KV cache's batch axes divide (a server pads a ragged batch)."""

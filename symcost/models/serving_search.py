@@ -12,12 +12,14 @@ target, ranked by tokens a second per chip.
     ('Y=8', 512, 'hbm')
 
 With ``phase="prefill"`` the step is a prefill of ``batch`` prompts of ``seq`` tokens (the time to the first
-token; ``latency`` bounds it) and tokens a second count the prompts' tokens:
+token; ``latency`` bounds it) and tokens a second count the prompts' tokens. LLaMA 3-8B's prompts go
+best with the weights whole on each chip and each prompt's tokens split over the eight (context
+parallelism):
 
     >>> pre = search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.5,
     ...                      phase="prefill")
-    >>> pre.rows[0].mesh, pre.rows[0].step.bound
-    ('Y=8', 'math')
+    >>> pre.rows[0].mesh, pre.rows[0].step.tokens_over, pre.rows[0].step.bound
+    ('Y=1,Z=8', ('Z',), 'math')
 
 A layout is planned once per mesh (at a batch of 64 or the largest that fits; one prompt for prefill) and
 priced at every batch with that plan (a sweep). The rows shown are derived again, each at its
@@ -34,19 +36,23 @@ from .. import progress, searches
 from ..errors import UsageError
 from .inference import Serving, split_mesh
 from .results import SearchResult, ServingStep
-from .transformer import Sharding, experts_over
+from .transformer import Sharding, experts_over, tokens_over
 
 
-def meshes(cfg, chips: int) -> list[tuple[str, Sharding]]:
+def meshes(cfg, chips: int, phase: str = "decode") -> list[tuple[str, Sharding]]:
     """Every (mesh, sharding): Y splits the heads (a divisor of the key-value heads, or of the heads with
     latent attention), Z the KV cache's batch, F and the vocabulary both; for an MoE model each mesh also
     with its routed experts split whole over Y, over Z, and over both, where their groups divide the experts
-    (expert parallelism: what ``serve --mesh ... --experts AXES`` prices)."""
+    (expert parallelism: what ``serve --mesh ... --experts AXES`` prices). A prefill's meshes also split
+    the prompts' tokens over Z instead of the batch (context parallelism: ``serve --mesh ... --context
+    Z``), but with latent attention."""
     heads = cfg.N if cfg.is_mla else cfg.K
     out = []
     for y in (y for y in range(1, chips + 1) if chips % y == 0 and heads % y == 0):
         mesh, sharding = split_mesh(y, chips // y)
         out.append((mesh, sharding))
+        if phase == "prefill" and chips // y > 1 and not cfg.is_mla:
+            out.append((mesh, replace(sharding, context=("Z",), kv_batch=(), model=("Y",))))
         if cfg.is_moe:
             sizes = {"Y": y, "Z": chips // y}
             for axes in (("Y",), ("Z",), ("Y", "Z")):
@@ -75,14 +81,14 @@ class ServingRun:
 
     def as_dict(self) -> dict:
         return {**self.step.as_dict(), "axes": dict(self.step.mesh), "mesh": self.mesh,
-                "experts_over": list(self.step.experts_over)}
+                "experts_over": list(self.step.experts_over), "tokens_over": list(self.step.tokens_over)}
 
 
-def space(cfg, hw, chips: int, seq: int, *, dtype: str, kv_dtype, max_batch: int | None):
+def space(cfg, hw, chips: int, seq: int, *, dtype: str, kv_dtype, max_batch: int | None, phase: str = "decode"):
     """The (server, batches) pairs to price: each mesh's :class:`Serving`, and the powers of two up to the
     largest batch that fits (and that batch), each padded to a multiple of the devices the KV cache's batch
     splits over (:meth:`Serving.batches`)."""
-    for mesh, sharding in meshes(cfg, chips):
+    for mesh, sharding in meshes(cfg, chips, phase):
         s = Serving(cfg, hw, chips=chips, dtype=dtype, kv_dtype=kv_dtype, mesh=mesh, sharding=sharding)
         top = s.max_batch(seq)
         if max_batch:
@@ -162,8 +168,9 @@ def at_their_batch(ranked, top: int, seq: int, phase: str, latency: float | None
 
 
 def _layout(mesh: str, server: Serving) -> str:
-    """A mesh as the search names it: ``Y=8``, or ``Y=8; experts over Y`` where the experts are split."""
-    return mesh + experts_over(server.sharding.experts)
+    """A mesh as the search names it: ``Y=8``, ``Y=8; experts over Y`` where the experts are split,
+    ``Y=8,Z=2; tokens over Z`` where the tokens are."""
+    return mesh + experts_over(server.sharding.experts) + tokens_over(server.sharding.context)
 
 
 @dataclass(frozen=True)
@@ -187,7 +194,7 @@ class _Stages:
     def items(self) -> tuple:
         """Each mesh's (mesh, server, batches)."""
         return tuple(space(self.cfg, self.hw, self.chips, self.seq, dtype=self.dtype, kv_dtype=self.kv_dtype,
-                           max_batch=self.max_batch))
+                           max_batch=self.max_batch, phase=self.phase))
 
     def count(self, n: int) -> str:
         return f"{n:,} meshes to price, each at every batch that fits"

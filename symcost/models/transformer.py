@@ -23,7 +23,7 @@ from types import MappingProxyType
 
 import sympy as sp
 
-from .. import caching, dtypes
+from .. import caching
 from ..errors import UsageError
 from ..layout import global_bytes
 from ..notation import format_axes, parse
@@ -47,7 +47,8 @@ CHECKPOINT_ORDER = ("Out", "U1", "U2", "Y", "Ctx", "Q", "Kn", "Vn")
 class Sharding:
     """Mesh axes for each role: ``model`` splits heads and F, ``kv_batch`` the KV cache's batch,
     ``batch`` the activations' batch (data parallelism), ``fsdp`` the weights' D, ``experts`` an MoE
-    layer's routed experts (expert parallelism; the ``model`` axes not among them split each expert's F)."""
+    layer's routed experts (expert parallelism; the ``model`` axes not among them split each expert's F),
+    ``context`` the tokens: the KV cache's S and a prompt's T (context parallelism)."""
 
     model: tuple[str, ...] = ()
     heads: tuple[str, ...] = ()
@@ -55,6 +56,7 @@ class Sharding:
     batch: tuple[str, ...] = ()
     fsdp: tuple[str, ...] = ()
     experts: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
 
     @property
     def expert_width(self) -> tuple[str, ...]:
@@ -65,6 +67,11 @@ class Sharding:
 def experts_over(axes) -> str:
     """``; experts over Y,Z``: how a layout names the axes its routed experts are split over ("" for none)."""
     return f"; experts over {','.join(axes)}" if axes else ""
+
+
+def tokens_over(axes) -> str:
+    """``; tokens over Z``: how a layout names the axes that split its tokens (context parallelism)."""
+    return f"; tokens over {','.join(axes)}" if axes else ""
 
 
 def norm_kind(cfg: ModelConfig) -> str:
@@ -83,7 +90,8 @@ def activation(cfg: ModelConfig, rows: str, cols: str) -> list[str]:
 
 
 def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: str | None = None,
-                  moe: bool | None = None, absorbed: bool = False, elementwise: bool = True) -> str:
+                  moe: bool | None = None, absorbed: bool = False, elementwise: bool = True,
+                  prompt: bool = False) -> str:
     """The program of one layer, with ``param`` declarations, laid out by ``sharding``. A model with
     latent attention has its attention from :func:`symcost.models.mla.attention` (``absorbed``: the form
     a decoder runs, attention in the latent).
@@ -98,9 +106,18 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     :func:`symcost.models.expert_layer.moe_block` (its router, its softmax and top-k, the tokens to their
     experts and back, the shared experts) with the routed experts split over ``sharding.experts`` and each
     expert's F over the other model axes, the shared experts' width over every model axis, the tokens whole
-    on each device. Without ``elementwise``: the matmuls alone, as the book counts a layer."""
+    on each device. Without ``elementwise``: the matmuls alone, as the book counts a layer.
+
+    ``sharding.context`` splits the KV cache's tokens S (context parallelism) and, for a ``prompt`` (the
+    new tokens T are the prompt), T too: a device projects its own tokens, gathers the keys and values
+    over those axes and attends from its queries to all of them. A decode step's token attends to each
+    device's block of S, and its partial sums are reduced over those axes."""
     sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))
     kv_dtype = kv_dtype or dtype
+    if sh.context and cfg.is_mla:
+        raise UsageError("context parallelism is not written for latent attention yet")
+    c = format_axes(sh.context)
+    t, sa = (c, "") if prompt else ("", c)      # the new tokens' split, and the scores' S
     b, kb = format_axes(sh.batch), format_axes(sh.kv_batch or sh.batch)
     m, h, f = format_axes(sh.model), format_axes(sh.heads), format_axes(sh.fsdp)
     w = f":{dtype}" if dtype != "bf16" else ""
@@ -115,25 +132,25 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
         q = "Qr" if rotary else "Q"
         lines = [f"param Wq{w}[D{f}, K{h}, G, H], Wk{w}[D{f}, K{h}, H], Wv{w}[D{f}, K{h}, H], Wo{w}[K{h}, G, H, D{f}]"]
         attn = [
-            f"Q[B{b}, T, K{h}, G, H] = {x}[B{b}, T, D] *_D Wq[D, K, G, H]",
-            f"Kn{kv}[B{b}, T, K{h}, H] = {x}[B, T, D] *_D Wk[D, K, H]",
-            f"Vn{kv}[B{b}, T, K{h}, H] = {x}[B, T, D] *_D Wv[D, K, H]",
+            f"Q[B{b}, T{t}, K{h}, G, H] = {x}[B{b}, T{t}, D] *_D Wq[D, K, G, H]",
+            f"Kn{kv}[B{b}, T{t}, K{h}, H] = {x}[B, T, D] *_D Wk[D, K, H]",
+            f"Vn{kv}[B{b}, T{t}, K{h}, H] = {x}[B, T, D] *_D Wv[D, K, H]",
         ]
         if rotary:
-            attn += [f"Qr[B{b}, T, K{h}, G, H] = Rotary(Q[B, T, K, G, H])",
-                     f"Kr{kv}[B{b}, T, K{h}, H] = Rotary(Kn[B, T, K, H])"]
+            attn += [f"Qr[B{b}, T{t}, K{h}, G, H] = Rotary(Q[B, T, K, G, H])",
+                     f"Kr{kv}[B{b}, T{t}, K{h}, H] = Rotary(Kn[B, T, K, H])"]
         attn += [
-            f"A[B{kb}, T, S, K{h}, G] = {q}[B, T, K, G, H] *_H Kc{kv}[B{kb}, S, K{h}, H]",
-            f"Ctx[B{kb}, T, K{h}, G, H] = A[B, T, S, K, G] *_S Vc{kv}[B{kb}, S, K{h}, H]",
-            f"Y[B{b}, T, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]",
+            f"A[B{kb}, T{t}, S{sa}, K{h}, G] = {q}[B, T, K, G, H] *_H Kc{kv}[B{kb}, S{c}, K{h}, H]",
+            f"Ctx[B{kb}, T{t}, K{h}, G, H] = A[B, T, S, K, G] *_S Vc{kv}[B{kb}, S{c}, K{h}, H]",
+            f"Y[B{b}, T{t}, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]",
         ]
     if elementwise:
-        attn = [f"Xn[B{b}, T, D] = {norm_kind(cfg)}_D(X[B{b}, T, D])", *attn,
-                f"R[B{b}, T, D] = Add(X[B{b}, T, D], Y[B{b}, T, D])",
-                f"Rn[B{b}, T, D] = {norm_kind(cfg)}_D(R[B{b}, T, D])"]
+        attn = [f"Xn[B{b}, T{t}, D] = {norm_kind(cfg)}_D(X[B{b}, T{t}, D])", *attn,
+                f"R[B{b}, T{t}, D] = Add(X[B{b}, T{t}, D], Y[B{b}, T{t}, D])",
+                f"Rn[B{b}, T{t}, D] = {norm_kind(cfg)}_D(R[B{b}, T{t}, D])"]
     y = "Rn" if elementwise else "Y"
     if moe:
-        weights, mlp = moe_block(cfg, x=y, batch=b, experts=format_axes(sh.experts),
+        weights, mlp = moe_block(cfg, x=y, batch=b, seq=t, experts=format_axes(sh.experts),
                                  width=format_axes(sh.expert_width), shared=m, fsdp=f, w=w, elementwise=elementwise)
         lines.append("param " + ", ".join(weights))
     else:
@@ -143,16 +160,17 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     if moe:
         lines += mlp
         if elementwise:
-            lines.append(f"Out[B{b}, T, D] = Add(R[B{b}, T, D], Z[B{b}, T, D])")
+            lines.append(f"Out[B{b}, T{t}, D] = Add(R[B{b}, T{t}, D], Z[B{b}, T{t}, D])")
         return "\n".join(lines)
-    lines.append(f"U1[B{b}, T, F{m}] = {y}[B, T, D] *_D W1[D, F]")
+    lines.append(f"U1[B{b}, T{t}, F{m}] = {y}[B, T, D] *_D W1[D, F]")
     if cfg.gated:
-        lines.append(f"U2[B{b}, T, F{m}] = {y}[B, T, D] *_D W2[D, F]")
+        lines.append(f"U2[B{b}, T{t}, F{m}] = {y}[B, T, D] *_D W2[D, F]")
     if elementwise:
-        lines += activation(cfg, f"B{b}, T", f"F{m}")
-        lines += [f"Z[B{b}, T, D] = Ug[B, T, F] *_F W3[F, D]", f"Out[B{b}, T, D] = Add(R[B{b}, T, D], Z[B{b}, T, D])"]
+        lines += activation(cfg, f"B{b}, T{t}", f"F{m}")
+        lines += [f"Z[B{b}, T{t}, D] = Ug[B, T, F] *_F W3[F, D]",
+                  f"Out[B{b}, T{t}, D] = Add(R[B{b}, T{t}, D], Z[B{b}, T{t}, D])"]
     else:
-        lines.append(f"Out[B{b}, T, D] = U1[B, T, F] *_F W3[F, D]")
+        lines.append(f"Out[B{b}, T{t}, D] = U1[B, T, F] *_F W3[F, D]")
     return "\n".join(lines)
 
 
@@ -324,66 +342,3 @@ def context_einsums(cfg: ModelConfig) -> tuple[str, ...]:
 def on_chip(cfg: ModelConfig) -> tuple[str, ...]:
     """Intermediates that never reach HBM (the attention scores, fused as flash attention runs them)."""
     return _names(cfg)["fused"]
-
-
-@caching.memoize(maxsize=64)
-def kv_bytes_per_token(cfg: ModelConfig, kv_dtype: str = "bf16") -> int:
-    """The bytes a token adds to the KV cache, read off the layer program: 2 L K H for ordinary attention,
-    L (kv_lora + rope_dim) for latent attention."""
-    plan = derive_program(layer_program(cfg, {}, kv_dtype=kv_dtype, moe=False), mesh="X=1", moves="none")
-    lay = {l.name: l for l in plan.layouts}
-    dims = sizes(cfg, batch=1, seq=1, experts_moe=False)
-    per_layer = sum(sp.sympify(global_bytes(lay[n], dims)) for n in cache_entries(cfg))
-    return int(cfg.L * per_layer)
-
-
-def forward_flops(cfg: ModelConfig, *, batch=1, seq=1, context=None, causal: bool = False,
-                  attention: bool = True) -> float:
-    """FLOPs of a forward pass over ``batch x seq`` new tokens attending to ``context`` keys (default:
-    themselves), from the einsums of the unsharded programs. ``causal`` halves the attention FLOPs."""
-    out = 0.0
-    dims = sizes(cfg, batch=batch, seq=seq, context=context)
-    kinds = [(False, cfg.dense_layers if cfg.is_moe else cfg.L)]
-    if cfg.is_moe:
-        kinds.append((True, cfg.L - cfg.dense_layers))
-    for moe, count in kinds:
-        if not count:
-            continue
-        plan = derive_program(layer_program(cfg, {}, moe=moe), mesh="X=1", dims=sizes(cfg, batch=batch, seq=seq,
-                      context=context, experts_moe=moe), moves="none")
-        layer = 0.0
-        # the tokens an expert sees exactly, B T k / E (the plan's sizes are whole numbers)
-        exact = {sp.Symbol("M", positive=True, integer=True): batch,
-                 sp.Symbol("I", positive=True, integer=True): sp.Rational(seq * cfg.k, cfg.E)} if moe else {}
-        for s in plan.steps:
-            if not s.is_einsum:
-                continue
-            f = plan.evaluate(sp.sympify(s.flops).xreplace(exact))
-            if s.tensor in context_einsums(cfg):
-                if not attention:
-                    continue
-                f *= 0.5 if causal else 1.0
-            layer += f
-        out += count * layer
-    head = derive_program(head_program(cfg, {}), mesh="X=1", dims=dims, moves="none")
-    out += sum(head.evaluate(s.flops) for s in head.steps if s.is_einsum)
-    return out
-
-
-def flops_per_token(cfg: ModelConfig, seq: int = 0, causal: bool = False) -> dict:
-    """Forward (inference) and training FLOPs per token at context ``seq`` (training = 3 x forward: the
-    backward pass is twice the forward, book Part 4)."""
-    fwd = forward_flops(cfg, batch=1, seq=max(1, seq), causal=causal) / max(1, seq)
-    return {"inference": fwd, "train": 3 * fwd}
-
-
-def checkpoint_bytes(cfg: ModelConfig, tokens: float, k: int, dtype: str = "bf16") -> float:
-    """Activation memory of k checkpoints a layer for ``tokens`` tokens (the first k of
-    ``CHECKPOINT_ORDER``; book Part 4 / Part 5 Question 2)."""
-    if k < 0 or k > len(CHECKPOINT_ORDER):
-        raise UsageError(f"checkpoints per layer must be between 0 and {len(CHECKPOINT_ORDER)}, not {k}")
-    plan = derive_program(layer_program(cfg, {}, moe=False), mesh="X=1", moves="none")
-    lay = {l.name: l for l in plan.layouts}
-    dims = sizes(cfg, batch=1, seq=1, experts_moe=False)
-    per_token = sum(float(global_bytes(lay[n], dims)) for n in CHECKPOINT_ORDER[:k] if n in lay)
-    return per_token * dtypes.nbytes(dtype) / 2 * tokens * cfg.L

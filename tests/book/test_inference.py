@@ -9,7 +9,8 @@ from symcost.models.config import load_model_config
 from symcost.models.estimates import (critical_batch, kv_evicted_per_step, min_topology, moe_critical_batch,
                                       prefill_generate_ratio)
 from symcost.models.inference import Serving
-from symcost.models.transformer import kv_bytes_per_token, param_counts
+from symcost.models.transformer import param_counts
+from symcost.models.counts import kv_bytes_per_token
 from symcost.optimize import optimize_plan
 from symcost.program import derive_program
 from symcost.solve import bandwidth_comms

@@ -239,7 +239,8 @@ def test_llama2_13b_memory_and_strategies_on_16x16x16():
     Pure data parallelism does not fit (130 GB a chip > 96 GB); pure FSDP fits but needs 850 tokens a chip
     (3.48M > 3M: comms-bound); FSDP + TP needs 235 a chip and has 732."""
     from symcost.models.config import load_model_config
-    from symcost.models.transformer import checkpoint_bytes, param_counts
+    from symcost.models.transformer import param_counts
+    from symcost.models.counts import checkpoint_bytes
     cfg = load_model_config("llama2-13b")
     assert checkpoint_bytes(cfg, 16e6, 3) == pytest.approx(42e12, rel=0.01)
     act = checkpoint_bytes(cfg, 3e6, 3)

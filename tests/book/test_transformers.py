@@ -5,8 +5,8 @@ import sympy as sp
 import symcost
 import symcost.program
 from symcost.models.config import ModelConfig, load_model_config
-from symcost.models.transformer import (checkpoint_bytes, flops_per_token, forward_flops,
-                                        kv_bytes_per_token, param_counts)
+from symcost.models.transformer import param_counts
+from symcost.models.counts import checkpoint_bytes, flops_per_token, forward_flops, kv_bytes_per_token
 from symcost.symbols import dim
 
 

@@ -148,7 +148,7 @@ def test_serve_splits_the_experts_over_the_axes_experts_names(capsys):
     (["mixtral-8x7b", "--experts", "Z", "--mesh", "Y=2,Z=3", "--chips", "6"],
      "3 groups cannot split the 8 routed experts evenly"),
     (["llama3-8b", "--experts", "Y"], "llama3-8b has no experts to split"),
-    (["mixtral-8x7b", "--experts", "Y", "--search"], "drop --batch, --mesh and --experts"),
+    (["mixtral-8x7b", "--experts", "Y", "--search"], "drop --batch, --mesh, --experts and --context"),
 ])
 def test_serve_experts_errors_name_the_axes(capsys, argv, says):
     base = ["serve", argv[0], "--decode", "--hw", "h100", "--seq", "4096"]

@@ -9,7 +9,8 @@ from symcost.errors import UsageError
 from symcost.hardware import hardware
 from symcost.models.config import from_hf_config, load_model_config
 from symcost.models.inference import Serving
-from symcost.models.transformer import Sharding, kv_bytes_per_token, layer_program, param_counts, sizes
+from symcost.models.transformer import Sharding, layer_program, param_counts, sizes
+from symcost.models.counts import kv_bytes_per_token
 from symcost.program import derive_program
 
 DS = load_model_config("deepseek-v3")

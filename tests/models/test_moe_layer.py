@@ -11,7 +11,8 @@ from symcost.models import expert_layer, transformer
 from symcost.models.config import load_model_config
 from symcost.models.inference import Serving
 from symcost.models.layer_cost import LayerCost
-from symcost.models.transformer import forward_flops, layer_program, param_counts, sizes, training_program
+from symcost.models.transformer import layer_program, param_counts, sizes, training_program
+from symcost.models.counts import forward_flops
 from symcost.pricing import kernel_starts, op_cost
 from symcost.program import derive_program
 

@@ -84,7 +84,7 @@ def test_command_line_and_json(capsys):
 @pytest.mark.parametrize("extra, says", [
     (["--latency", "fast"], "write a duration such as 40ms"),
     (["--latency", "0"], "--latency must be positive"),
-    (["--batch", "8"], "drop --batch, --mesh and --experts"),
+    (["--batch", "8"], "drop --batch, --mesh, --experts and --context"),
 ])
 def test_errors(capsys, extra, says):
     code = main(["model", "llama3-8b", "--decode", "--search", "--hw", "h100", "--chips", "8"] + extra)

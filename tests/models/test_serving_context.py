@@ -1,0 +1,82 @@
+"""Context parallelism when serving (``serve --context AXES``): the tokens split over mesh axes, a
+prompt's and the KV cache's, read off the layer program the engine derives."""
+import json
+
+import pytest
+
+from symcost.cli import main
+from symcost.hardware import hardware
+from symcost.models.config import load_model_config
+from symcost.models.counts import kv_bytes_per_token
+from symcost.models.inference import Serving
+from symcost.models.serving_search import search_serving
+from symcost.models.transformer import Sharding, layer_program, sizes
+from symcost.program import derive_program
+
+H100 = hardware("h100")
+LLAMA70 = load_model_config("llama3-70b")
+TOKENS_OVER_Z = Sharding(model=("Y",), heads=("Y",), context=("Z",))
+
+
+def _collectives(prompt: bool) -> list[str]:
+    text = layer_program(LLAMA70, TOKENS_OVER_Z, prompt=prompt)
+    dims = sizes(LLAMA70, batch=1, seq=32768 if prompt else 1, context=32768)
+    plan = derive_program(text, mesh="Y=4,Z=4", dims=dims, hw=H100, moves="all")
+    return [str(s.op) for s in plan.steps if s.is_collective]
+
+
+def test_a_prompt_gathers_the_keys_and_values_a_decode_step_reduces_its_partial_sums():
+    """A prompt's device projects its own tokens and gathers every token's keys and values over Z to attend
+    to them; a decode step's token attends to each device's block of the cache, whose partial sums are
+    reduced over Z."""
+    prefill = _collectives(prompt=True)
+    assert "AllGather_Z(Kc[B, S_Z, K_Y, H]) -> Kc[B, S, K_Y, H]" in prefill
+    assert "AllGather_Z(Vc[B, S_Z, K_Y, H]) -> Vc[B, S, K_Y, H]" in prefill
+    decode = _collectives(prompt=False)
+    assert "AllReduce_Z(Ctx[B, T, K_Y, G, H]{U_Z}) -> Ctx[B, T, K_Y, G, H]" in decode
+    assert not any("Kc" in c or "Vc" in c for c in decode)          # the cache never moves
+
+
+def test_each_device_holds_the_cache_of_its_own_tokens():
+    """327,680 bytes a token (80 layers, 8 key-value heads of 128, keys and values in bf16); the heads over
+    Y=8 and the tokens over Z=2 leave a device 1/16 of them; the weights are split over Y alone, whole on
+    each Z rank."""
+    seq = 131072
+    split = Serving(LLAMA70, H100, chips=16, mesh="Y=8,Z=2", sharding=TOKENS_OVER_Z)
+    heads = Serving(LLAMA70, H100, chips=8, mesh="Y=8")
+    assert kv_bytes_per_token(LLAMA70) == 327680
+    assert split.memory_per_device(1, seq) - split.weight_bytes_per_device == pytest.approx(seq * 327680 / 16)
+    assert split.weight_bytes_per_device == pytest.approx(heads.weight_bytes_per_device)
+    assert split.kv_copies == 1
+
+
+def test_a_long_prompt_across_two_nodes_splits_its_tokens_over_them():
+    """docs/training-and-serving.md: a 131,072-token prompt on two nodes of 8 H100s, the heads over all 16
+    (tensor-parallel collectives over InfiniBand) against the heads over a node and the tokens over the two;
+    and the prefill search finds a layout with the tokens split where no other meets 8 s."""
+    heads = Serving(LLAMA70, H100, chips=16, mesh="Y=16").prefill_step(1, 131072)
+    tokens = Serving(LLAMA70, H100, chips=16, mesh="Y=8,Z=2", sharding=TOKENS_OVER_Z).prefill_step(1, 131072)
+    assert (heads.step_time, tokens.step_time) == (pytest.approx(8.87, abs=0.01), pytest.approx(4.69, abs=0.01))
+    assert tokens.tokens_over == ("Z",) and heads.tokens_over == ()
+    res = search_serving(LLAMA70, H100, 16, 131072, latency=8.0, top=50, phase="prefill")
+    assert res.rows and all(r.step.tokens_over == ("Z",) for r in res.rows)
+    assert any(m.endswith("; tokens over Z") for m in res.get("meshes"))
+
+
+def test_the_command_line_names_the_split_and_refuses_what_it_cannot_split(capsys):
+    args = ["serve", "llama3-70b", "--hw", "h100", "--chips", "16", "--seq", "131072", "--mesh", "Y=8,Z=2"]
+    assert main(args + ["--decode", "--batch", "2", "--context", "Z", "--json"]) == 0
+    decode = json.loads(capsys.readouterr().out)["decode"]
+    assert decode["tokens_over"] == ["Z"] and decode["mesh"] == {"Y": 8, "Z": 2}
+    assert main(args + ["--prefill", "--context", "Z"]) == 0
+    assert "(mesh Y=8, Z=2; tokens over Z)" in capsys.readouterr().out
+    for extra, says in ((["--context", "Y"], "--context Y: Y splits the heads; name the axes that split the batch"),
+                        (["--context", "W"], "--context W: name axes of the mesh Y=8,Z=2 once each (W is not one)"),
+                        (["--context", "Z", "--search"], "drop --batch, --mesh, --experts and --context")):
+        assert main(args + ["--prefill", *extra]) == 2
+        assert says in capsys.readouterr().err
+    assert main(["serve", "deepseek-v3", "--hw", "h100", "--chips", "16", "--mesh", "Y=8,Z=2", "--prefill",
+                 "--context", "Z"]) == 2
+    assert "not written for deepseek-v3's latent attention yet" in capsys.readouterr().err
+    assert main(["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--sequences", "8", "--context", "Z"]) == 2
+    assert "--context is read by --decode, --prefill and --frontier" in capsys.readouterr().err
