@@ -1,5 +1,6 @@
 """Context parallelism when serving (``serve --context AXES``): the tokens split over mesh axes, a
 prompt's and the KV cache's, read off the layer program the engine derives."""
+import dataclasses
 import json
 
 import pytest
@@ -12,6 +13,7 @@ from symcost.models.inference import Serving
 from symcost.models.serving_search import search_serving
 from symcost.models.transformer import Sharding, layer_program, sizes
 from symcost.program import derive_program
+from symcost.simulate import check_plan
 
 H100 = hardware("h100")
 LLAMA70 = load_model_config("llama3-70b")
@@ -35,6 +37,18 @@ def test_a_prompt_gathers_the_keys_and_values_a_decode_step_reduces_its_partial_
     decode = _collectives(prompt=False)
     assert "AllReduce_Z(Ctx[B, T, K_Y, G, H]{U_Z}) -> Ctx[B, T, K_Y, G, H]" in decode
     assert not any("Kc" in c or "Vc" in c for c in decode)          # the cache never moves
+
+
+@pytest.mark.parametrize("prompt", [True, False])
+def test_the_plans_run_on_the_simulator(prompt):
+    """A small LLaMA layer (every size divisible by the 4 devices, as the simulator runs elementwise work),
+    its tokens over Z: every step's blocks, and the results, are the unsharded layer's."""
+    small = dataclasses.replace(load_model_config("llama3-8b"), D=16, F=32, N=16, K=4, H=4, L=1, V=32)
+    dims = sizes(small, batch=4, seq=8 if prompt else 4, context=8)
+    plan = derive_program(layer_program(small, TOKENS_OVER_Z, prompt=prompt), mesh="Y=2,Z=2", dims=dims,
+                          moves="all")
+    assert any(s.is_collective and "Z" in s.axes for s in plan.steps)
+    check_plan(plan, dims)
 
 
 def test_each_device_holds_the_cache_of_its_own_tokens():
