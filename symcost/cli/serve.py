@@ -77,7 +77,7 @@ def _roles(args, cfg) -> tuple:
 
 def _axes(text: str, flag: str, mesh: str, sizes: dict) -> tuple:
     """The axes ``flag`` names, each an axis of the mesh, once."""
-    axes = tuple(a.strip() for a in text.split(","))
+    axes = _named(text)
     wrong = [a for a in axes if a not in sizes]
     if wrong or len(set(axes)) < len(axes) or not all(axes):
         raise UsageError(f"{flag} {text}: name axes of the mesh {mesh} once each"
@@ -137,17 +137,16 @@ def _causal(args) -> bool:
     return args.mask != "full"
 
 
-def _expert_axes(args) -> tuple:
-    """The axes ``--experts`` names (none without it)."""
-    return tuple(a.strip() for a in args.experts.split(",")) if args.experts else ()
+def _named(text: str | None) -> tuple:
+    """The axes a flag (``--experts``, ``--context``) names (none without it)."""
+    return tuple(a.strip() for a in text.split(",")) if text else ()
 
 
 def _over(args) -> str:
     """The experts' axes, where ``--experts`` splits them over some (expert parallelism), and the tokens'
     where ``--context`` splits them (context parallelism)."""
     from ..models.transformer import experts_over, tokens_over
-    context = tuple(a.strip() for a in args.context.split(",")) if args.context else ()
-    return experts_over(_expert_axes(args)) + tokens_over(context)
+    return experts_over(_named(args.experts)) + tokens_over(_named(args.context))
 
 
 def _mesh(axes: dict) -> str:
