@@ -63,8 +63,6 @@ def _roles(args, cfg) -> tuple:
         sharding = replace(sharding, experts=axes)
     if args.context:
         axes = _axes(args.context, "--context", mesh, sizes)
-        if cfg.is_mla:
-            raise UsageError(f"--context: context parallelism is not written for {cfg.name}'s latent attention yet")
         taken = [a for a in axes if a in sharding.heads or a in sharding.experts]
         if taken:
             raise UsageError(f"--context {args.context}: {', '.join(taken)} splits the "

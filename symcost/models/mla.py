@@ -25,10 +25,14 @@ from __future__ import annotations
 
 
 def attention(cfg, b: str, kb: str, h: str, f: str, w: str, kv: str, *, absorbed: bool = False, x: str = "X",
-              rotary: bool = False) -> tuple:
+              rotary: bool = False, t: str = "", c: str = "") -> tuple:
     """(params line, statements, names) of the attention of ``cfg`` (an MLA model), laid out with the
-    formatted axes ``b`` (batch), ``kb`` (the cache's batch), ``h`` (heads), ``f`` (FSDP) and the dtype
-    suffixes ``w`` (weights) and ``kv`` (cache), reading the layer's input ``x`` (``Xn`` once normalised).
+    formatted axes ``b`` (batch), ``kb`` (the cache's batch), ``h`` (heads), ``f`` (FSDP), ``t`` (the new
+    tokens) and ``c`` (the cache's tokens: context parallelism) and the dtype suffixes ``w`` (weights) and
+    ``kv`` (cache), reading the layer's input ``x`` (``Xn`` once normalised). With the cache's tokens split,
+    a decode step's scores are split as the cache is (their partial sums reduced), and a prompt's keys and
+    values are made whole from the latent (the latent is what crosses the links, if the engine finds it
+    cheaper than the keys and values).
     ``rotary``: the decoupled rotary parts of the queries (``Qr``) and of the new key (``Kr``) are rotated
     (``Qp``, ``Kp``) before attention reads them. ``names``: the weights, the new cache entries (what a
     token adds to the cache), the attention einsums (their FLOPs grow with the context) and the
@@ -42,39 +46,40 @@ def attention(cfg, b: str, kb: str, h: str, f: str, w: str, kv: str, *, absorbed
         q_in, q_dim = f"{x}[B, T, D]", "D"
     weights += [f"Wkv{w}[D{f}, Rkv]", f"Wkr{w}[D{f}, Hr]", f"Wkb{w}[Rkv, K{h}, H]", f"Wvb{w}[Rkv, K{h}, H]",
                 f"Wo{w}[K{h}, G, H, D{f}]"]
-    lines = [f"Cq[B{b}, T, Rq] = {x}[B{b}, T, D] *_D Wqa[D, Rq]"] if cfg.q_lora else []
+    sa = "" if t else c          # the scores' S: split as the cache is, but where the new tokens are split
+    lines = [f"Cq[B{b}, T{t}, Rq] = {x}[B{b}, T{t}, D] *_D Wqa[D, Rq]"] if cfg.q_lora else []
     lines += [
-        f"Qn[B{b}, T, K{h}, G, H] = {q_in} *_{q_dim} Wqn[{q_dim}, K, G, H]",
-        f"Qr[B{b}, T, K{h}, G, Hr] = {q_in} *_{q_dim} Wqr[{q_dim}, K, G, Hr]",
-        f"Cn{kv}[B{b}, T, Rkv] = {x}[B, T, D] *_D Wkv[D, Rkv]",
-        f"Kr{kv}[B{b}, T, Hr] = {x}[B, T, D] *_D Wkr[D, Hr]",
+        f"Qn[B{b}, T{t}, K{h}, G, H] = {q_in} *_{q_dim} Wqn[{q_dim}, K, G, H]",
+        f"Qr[B{b}, T{t}, K{h}, G, Hr] = {q_in} *_{q_dim} Wqr[{q_dim}, K, G, Hr]",
+        f"Cn{kv}[B{b}, T{t}, Rkv] = {x}[B, T, D] *_D Wkv[D, Rkv]",
+        f"Kr{kv}[B{b}, T{t}, Hr] = {x}[B, T, D] *_D Wkr[D, Hr]",
     ]
     qr = "Qr"
     if rotary:
-        lines += [f"Qp[B{b}, T, K{h}, G, Hr] = Rotary(Qr[B, T, K, G, Hr])",
-                  f"Kp{kv}[B{b}, T, Hr] = Rotary(Kr[B, T, Hr])"]
+        lines += [f"Qp[B{b}, T{t}, K{h}, G, Hr] = Rotary(Qr[B, T, K, G, Hr])",
+                  f"Kp{kv}[B{b}, T{t}, Hr] = Rotary(Kr[B, T, Hr])"]
         qr = "Qp"
     if absorbed:
         lines += [
-            f"Qa[B{b}, T, K{h}, G, Rkv] = Qn[B, T, K, G, H] *_H Wkb[Rkv, K, H]",
-            f"An[B{kb}, T, S, K{h}, G] = Qa[B, T, K, G, Rkv] *_Rkv Cc{kv}[B{kb}, S, Rkv]",
-            f"Ar[B{kb}, T, S, K{h}, G] = {qr}[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S, Hr]",
-            f"A[B{kb}, T, S, K{h}, G] = Add(An[B, T, S, K, G], Ar[B, T, S, K, G])",
-            f"Cl[B{kb}, T, K{h}, G, Rkv] = A[B, T, S, K, G] *_S Cc[B, S, Rkv]",
-            f"Ctx[B{b}, T, K{h}, G, H] = Cl[B, T, K, G, Rkv] *_Rkv Wvb[Rkv, K, H]",
+            f"Qa[B{b}, T{t}, K{h}, G, Rkv] = Qn[B, T, K, G, H] *_H Wkb[Rkv, K, H]",
+            f"An[B{kb}, T{t}, S{sa}, K{h}, G] = Qa[B, T, K, G, Rkv] *_Rkv Cc{kv}[B{kb}, S{c}, Rkv]",
+            f"Ar[B{kb}, T{t}, S{sa}, K{h}, G] = {qr}[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S{c}, Hr]",
+            f"A[B{kb}, T{t}, S{sa}, K{h}, G] = Add(An[B, T, S, K, G], Ar[B, T, S, K, G])",
+            f"Cl[B{kb}, T{t}, K{h}, G, Rkv] = A[B, T, S, K, G] *_S Cc[B, S, Rkv]",
+            f"Ctx[B{b}, T{t}, K{h}, G, H] = Cl[B, T, K, G, Rkv] *_Rkv Wvb[Rkv, K, H]",
         ]
         context = ("An", "Ar", "Cl")
     else:
         lines += [
-            f"Kc[B{kb}, S, K{h}, H] = Cc{kv}[B{kb}, S, Rkv] *_Rkv Wkb[Rkv, K, H]",
-            f"Vc[B{kb}, S, K{h}, H] = Cc[B, S, Rkv] *_Rkv Wvb[Rkv, K, H]",
-            f"An[B{kb}, T, S, K{h}, G] = Qn[B, T, K, G, H] *_H Kc[B{kb}, S, K{h}, H]",
-            f"Ar[B{kb}, T, S, K{h}, G] = {qr}[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S, Hr]",
-            f"A[B{kb}, T, S, K{h}, G] = Add(An[B, T, S, K, G], Ar[B, T, S, K, G])",
-            f"Ctx[B{kb}, T, K{h}, G, H] = A[B, T, S, K, G] *_S Vc[B, S, K, H]",
+            f"Kc[B{kb}, S{sa}, K{h}, H] = Cc{kv}[B{kb}, S{c}, Rkv] *_Rkv Wkb[Rkv, K, H]",
+            f"Vc[B{kb}, S{sa}, K{h}, H] = Cc[B, S, Rkv] *_Rkv Wvb[Rkv, K, H]",
+            f"An[B{kb}, T{t}, S{sa}, K{h}, G] = Qn[B, T, K, G, H] *_H Kc[B{kb}, S, K{h}, H]",
+            f"Ar[B{kb}, T{t}, S{sa}, K{h}, G] = {qr}[B, T, K, G, Hr] *_Hr Rc{kv}[B{kb}, S{c}, Hr]",
+            f"A[B{kb}, T{t}, S{sa}, K{h}, G] = Add(An[B, T, S, K, G], Ar[B, T, S, K, G])",
+            f"Ctx[B{kb}, T{t}, K{h}, G, H] = A[B, T, S, K, G] *_S Vc[B, S, K, H]",
         ]
         context = ("An", "Ar", "Ctx")
-    lines.append(f"Y[B{b}, T, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]")
+    lines.append(f"Y[B{b}, T{t}, D] = Ctx[B, T, K, G, H] *_{{K,G,H}} Wo[K, G, H, D]")
     names = {"weights": tuple(x.split(":")[0].split("[")[0] for x in weights), "cache": ("Cn", "Kr"),
              "context": context, "fused": ("An", "Ar", "A")}
     return "param " + ", ".join(weights), lines, names

@@ -45,13 +45,13 @@ def meshes(cfg, chips: int, phase: str = "decode") -> list[tuple[str, Sharding]]
     with its routed experts split whole over Y, over Z, and over both, where their groups divide the experts
     (expert parallelism: what ``serve --mesh ... --experts AXES`` prices). A prefill's meshes also split
     the prompts' tokens over Z instead of the batch (context parallelism: ``serve --mesh ... --context
-    Z``), but with latent attention."""
+    Z``)."""
     heads = cfg.N if cfg.is_mla else cfg.K
     out = []
     for y in (y for y in range(1, chips + 1) if chips % y == 0 and heads % y == 0):
         mesh, sharding = split_mesh(y, chips // y)
         out.append((mesh, sharding))
-        if phase == "prefill" and chips // y > 1 and not cfg.is_mla:
+        if phase == "prefill" and chips // y > 1:
             out.append((mesh, replace(sharding, context=("Z",), kv_batch=(), model=("Y",))))
         if cfg.is_moe:
             sizes = {"Y": y, "Z": chips // y}

@@ -24,7 +24,6 @@ from types import MappingProxyType
 import sympy as sp
 
 from .. import caching
-from ..errors import UsageError
 from ..layout import global_bytes
 from ..notation import format_axes, parse
 from ..program import derive_program
@@ -114,8 +113,6 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     device's block of S, and its partial sums are reduced over those axes."""
     sh = sharding if isinstance(sharding, Sharding) else Sharding(**(sharding or {}))
     kv_dtype = kv_dtype or dtype
-    if sh.context and cfg.is_mla:
-        raise UsageError("context parallelism is not written for latent attention yet")
     c = format_axes(sh.context)
     t, sa = (c, "") if prompt else ("", c)      # the new tokens' split, and the scores' S
     b, kb = format_axes(sh.batch), format_axes(sh.kv_batch or sh.batch)
@@ -126,7 +123,7 @@ def layer_program(cfg: ModelConfig, sharding, *, dtype: str = "bf16", kv_dtype: 
     x = "Xn" if elementwise else "X"
     rotary = elementwise and cfg.gated
     if cfg.is_mla:
-        params, attn, _ = mla.attention(cfg, b, kb, h, f, w, kv, absorbed=absorbed, x=x, rotary=rotary)
+        params, attn, _ = mla.attention(cfg, b, kb, h, f, w, kv, absorbed=absorbed, x=x, rotary=rotary, t=t, c=c)
         lines = [params]
     else:
         q = "Qr" if rotary else "Q"
