@@ -16,7 +16,8 @@ COMPUTE = ("forward", "backward", "recompute", "head", "optimizer")
 def _sequences(args) -> int:
     """The iteration's sequences (the batch the search keeps; every other knob of a run it chooses)."""
     chosen = [f"--{k.replace('_', '-')}" for k in train.OPTIONS
-              if k not in ("attention", "sequences") and given(args, k)]        # a count of 0 is given too
+              if k not in ("attention", "sequences") and given(args, k)
+              and not (k == "schedule" and args.schedule == "zb-h1")]           # a count of 0 is given too
     if chosen:
         raise UsageError(f"--search chooses the run itself; drop {', '.join(chosen)}")
     if args.top < 1:
@@ -29,7 +30,7 @@ def _sequences(args) -> int:
 def _space(args) -> dict:
     """The search's bounds and workers as :func:`~symcost.models.runs.search_runs` takes them."""
     return dict(max_cp=args.max_cp or 1, attention=args.attention or "unfused", dp_overlap=bool(args.dp_overlap),
-                jobs=args.jobs if args.jobs is not None else "auto")
+                zero_bubble=args.schedule == "zb-h1", jobs=args.jobs if args.jobs is not None else "auto")
 
 
 def answer(args, cfg, hw) -> dict:
@@ -94,7 +95,8 @@ def show(res: dict, hw, cfg) -> None:
     from ..models.runs import describe
     from ..printers.text import fmt_bytes, fmt_seconds
     framework = "".join([f", {res.get('attention', 'unfused')} attention",
-                         ", gradients reduced beside the last backward pass" if res.get("dp_overlap") else ""])
+                         ", gradients reduced beside the last backward pass" if res.get("dp_overlap") else "",
+                         ", ZB-H1 where a stage holds one chunk" if res.get("zero_bubble") else ""])
     print(f"  run search on at most {res['chips']:,} x {hw.name}, {res['sequences']:,} sequences of {res['seq']}"
           f"{framework}: "
           f"priced {res['searched']:,} runs in {fmt_seconds(res['search_seconds'])}; {res['feasible']:,} fit in "

@@ -50,8 +50,9 @@ def add_arguments(m) -> None:
     g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage over the data-parallel replicas")
     g.add_argument("--fsdp", action="store_true", help="fully sharded data parallelism (--zero 3)")
     g.add_argument("--seq-parallel", action="store_true", help="Megatron sequence parallelism over TP")
-    g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"),
-                   help="pipeline schedule (default: interleaved with --interleave > 1, else 1F1B)")
+    g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved", "zb-h1"),
+                   help="pipeline schedule (default: interleaved with --interleave > 1, else 1F1B; zb-h1: the "
+                        "weights' gradients run in the bubble, Qi et al. 2024)")
     g.add_argument("--tp-overlap", action="store_true", help="TP collectives overlapped with the matmuls")
     g.add_argument("--attention", choices=("unfused", "flash"),
                    help="the attention core: unfused (scores, softmax and dropout through HBM, as Megatron ran in "

@@ -228,7 +228,7 @@ class Run:
                  "tp_comms": m * per_stage * lay["tp_comms"]
                  + self._sequence_parallel_grads(per_stage * lay["sp_grads"]),
                  "cp_comms": m * per_stage * lay["cp_comms"], "ep_comms": m * per_stage * lay["ep_comms"],
-                 "head": m * self.head(), "bubble": sch.bubble_microbatches * mb, "p2p": p2p,
+                 "head": m * self.head(), "bubble": sch.bubble(mb, per_stage * lay["weight_grads"]), "p2p": p2p,
                  "dp_comms": dp_exposed, "optimizer": optimizer}
         parts["iteration"] = sum(parts.values())
         return parts

@@ -140,12 +140,12 @@ class LayerCost:
         """The timings split as a run's breakdown shows them: compute (``forward``, ``backward``,
         ``recompute``) apart from each kind of communication; ``sp_grads``: the elements of the
         sequence-parallel weights' gradients a device holds (the router's), summed over the TP ranks once a
-        step by the run."""
+        step by the run; ``weight_grads``: the part of ``backward`` that computes the weights' gradients."""
         t = self.timings()
         return {"forward": t["forward_compute"], "backward": t["backward_compute"],
                 "recompute": t["recompute_compute"], "tp_comms": t["tp_comms"], "cp_comms": t["cp_comms"],
                 "ep_comms": t["ep_comms"], "matmul": t["matmul"], "elementwise": t["elementwise"],
-                "sp_grads": t["sp_grads"]}
+                "sp_grads": t["sp_grads"], "weight_grads": t["weight_grads"]}
 
     def saved(self) -> tuple:
         """The layouts the layer keeps for its backward pass under its policy (:func:`_saved`)."""
@@ -211,6 +211,10 @@ def _statement(step, outputs: set) -> str | None:
         if t.name.startswith("d") and t.name[1:] in outputs:
             return t.name[1:]
     return None
+
+
+#: the layer's parameters (:func:`symcost.models.transformer.training_program` declares these)
+PARAMS = frozenset(("Wq", "Wk", "Wv", "Wo") + expert_layer.ROUTED + expert_layer.ROUTER + expert_layer.SHARED)
 
 
 def _core(plan) -> set:
@@ -280,7 +284,8 @@ def _timings(lay: LayerCost) -> dict:
     env = lay.env(plan)
     redo = _recomputed(lay, plan)
     out = dict.fromkeys(("forward", "backward", "recompute", "forward_compute", "backward_compute",
-                         "recompute_compute", "tp_comms", "cp_comms", "ep_comms", "matmul", "elementwise"), 0.0)
+                         "recompute_compute", "tp_comms", "cp_comms", "ep_comms", "matmul", "elementwise",
+                         "weight_grads"), 0.0)
     # a weight's gradient summed over ranks that split only the tokens -- the EP (data) ranks on X, the CP
     # ranks on Z, and, for a weight the TP ranks do not split under sequence parallelism (the router's,
     # which Megatron-Core marks sequence-parallel), the TP ranks on Y -- is summed once a step by the run,
@@ -301,6 +306,8 @@ def _timings(lay: LayerCost) -> dict:
         if s.is_compute:
             out[s.phase + "_compute"] += c.seconds
             out[s.phase] += c.seconds
+            if s.phase == "backward" and s.tensor.startswith("d") and s.tensor[1:] in PARAMS:
+                out["weight_grads"] += c.seconds     # W: what a zero-bubble schedule runs late
             out["matmul" if s.is_einsum else "elementwise"] += c.seconds * (2 if again else 1)
             if again:
                 out["recompute_compute"] += c.seconds

@@ -74,10 +74,11 @@ def shapes(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None 
 
 def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | None = None,
                max_microbatch: int = 8, max_interleave: int = 8, max_cp: int = 1, attention: str = "unfused",
-               dp_overlap: bool = False):
+               dp_overlap: bool = False, zero_bubble: bool = False):
     """Every run of the space (as :class:`Run` keyword arguments) that the execution model accepts, on at
     most ``chips`` chips (:func:`shapes`); context parallelism up to ``max_cp`` ranks. ``attention`` and
-    ``dp_overlap`` are the framework's, the same for every run. With flash attention selective
+    ``dp_overlap`` are the framework's, the same for every run, and so is ``zero_bubble``: every pipeline
+    whose stages hold one chunk runs ZB-H1 (interleaved ones keep their schedule). With flash attention selective
     recomputation is no recomputation (the kernel's backward computes the scores again itself), so it is
     not tried twice."""
     recomputes = tuple(r for r in RECOMPUTE if not (attention == "flash" and r == "selective"))
@@ -93,8 +94,9 @@ def candidates(cfg, hw, chips: int, sequences: int, seq: int, *, max_tp: int | N
                    and (dp * cp) % e == 0] or [1]
             for v, rec, sp_, zero, ep in itertools.product(chunks, recomputes, (False, True) if tp > 1 else (False,),
                                                            (0, 1, 3) if dp * cp > 1 else (0,), eps):
+                zb = {"schedule": "zb-h1"} if zero_bubble and pp > 1 and v == 1 else {}
                 yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, sequences=sequences, microbatch=mb, seq=seq, interleave=v,
-                           recompute=rec, seq_parallel=sp_, zero=zero, **framework)
+                           recompute=rec, seq_parallel=sp_, zero=zero, **framework, **zb)
 
 
 @dataclass(frozen=True)
@@ -262,7 +264,7 @@ def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, job
     return SearchResult(found.done, len(ranked), found.seconds, tuple(chosen),
                         (("chips", chips), ("sequences", sequences), ("seq", seq),
                          ("attention", space.get("attention", "unfused")),
-                         ("dp_overlap", bool(space.get("dp_overlap"))),
+                         ("dp_overlap", bool(space.get("dp_overlap"))), ("zero_bubble", bool(space.get("zero_bubble"))),
                          ("chips_used", chosen[0].chips_used if chosen else None), ("budget", note),
                          ("least_state", _least_state(found.priced))), complete=found.complete)
 
@@ -289,6 +291,8 @@ def describe(cfg: dict) -> str:
     out += f", microbatch {cfg['microbatch']}"
     if cfg["interleave"] > 1:
         out += f", interleave {cfg['interleave']}"
+    if cfg.get("schedule"):
+        out += f", {cfg['schedule']}"
     out += f", recompute {cfg['recompute']}"
     if cfg["seq_parallel"]:
         out += ", seq-parallel"
