@@ -82,3 +82,22 @@ def _reasons(ops: tuple, mesh, target) -> tuple[str, ...]:
 def final_layout(ops) -> Layout:
     last = ops[-1]
     return last.output if isinstance(last, LocalEinsum) else last.after
+
+
+def repeated_moves(steps, mesh) -> tuple[str, ...]:
+    """A note for each move the forward pass makes twice from the same layout to the same layout (a tensor
+    two statements read gathered, each gathering it): the engine does not keep a copy one statement made
+    for the next (the backward pass reuses the forward's, ``--reuse``), so the plan pays each; a statement
+    that makes the copy once, before both, lets every later use read it."""
+    seen: dict = {}
+    notes = []
+    for s in steps:
+        if s.phase != "forward" or s.is_compute or not s.is_collective:
+            continue
+        key = (s.op.before, s.op.after)
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] == 2:
+            before, after = _rendered(s.op.before, mesh), _rendered(s.op.after, mesh)
+            notes.append(f"{s.op.before.name} is moved from {before} to {after} more than once ({s.label}); "
+                         f"`{after} = {before}` written once before its uses would move it once")
+    return tuple(notes)

@@ -22,6 +22,7 @@ from . import ties
 from .backward import REUSE, default_params, flagged, resolve_params
 from .binding import bind
 from .errors import SymcostError
+from .explain import repeated_moves
 from .layout import Layout, layout_from_ref
 from .memory import memory_per_device
 from .notation import Collective, Declaration, Program, Ranking, parse
@@ -86,7 +87,8 @@ def _plan_of(trace: Trace, text, steps, overlap, objective) -> Plan:
     expression = text.strip() if isinstance(text, str) and "\n" not in text.strip() else str(trace.bound.program)
     alts = tuple(Alternative(a, c, trace.mesh, trace.ranker.overlap, trace.ranker) for a, c in trace.alternatives)
     return Plan(expression, trace.mesh, tuple(steps), trace.bound.hardware, trace.bound.sizes, alts, overlap,
-                trace.compute_dtype, objective, tuple(trace.known.values()), notes=trace.bound.notes + trace.notes,
+                trace.compute_dtype, objective, tuple(trace.known.values()),
+                notes=trace.bound.notes + trace.notes + repeated_moves(steps, trace.mesh),
                 ties=tuple((t.at, t.n) for t in trace.ties))
 
 
