@@ -68,6 +68,7 @@ def test_the_space_keeps_to_the_model_and_the_node():
     assert all(c["zero"] == 0 for c in space if c["dp"] == 1)
 
 
+@pytest.mark.slow    # run searches: the full tier
 def test_a_framework_choice_is_every_runs_and_flash_has_no_selective_twin(capsys):
     """``--attention flash`` and ``--dp-overlap`` are the framework's: every run of the space is priced with
     them and the search's header says so. With flash attention selective recomputation is no recomputation

@@ -81,6 +81,7 @@ def test_each_device_holds_the_cache_of_its_own_tokens():
     assert split.kv_copies == 1
 
 
+@pytest.mark.slow    # run searches: the full tier
 def test_a_long_prompt_across_two_nodes_splits_its_tokens_over_them():
     """docs/training-and-serving.md: a 131,072-token prompt on two nodes of 8 H100s, the heads over all 16
     (tensor-parallel collectives over InfiniBand) against the heads over a node and the tokens over the two;

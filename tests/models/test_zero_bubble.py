@@ -60,6 +60,7 @@ def test_a_run_on_zb_h1_saves_twice_its_stages_weights_gradients_per_bubble_micr
     assert "zb-h1 schedule (64 microbatches" in capsys.readouterr().out
 
 
+@pytest.mark.slow    # run searches: the full tier
 def test_the_run_search_takes_zb_h1_as_the_frameworks(capsys):
     """``train --search --schedule zb-h1``: every pipeline whose stages hold one chunk runs ZB-H1 (the
     interleaved ones keep theirs), so the best is no slower; any other schedule is the search's to choose."""
