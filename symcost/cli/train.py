@@ -52,7 +52,8 @@ def add_arguments(m) -> None:
     g.add_argument("--seq-parallel", action="store_true", help="Megatron sequence parallelism over TP")
     g.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved", "zb-h1"),
                    help="pipeline schedule (default: interleaved with --interleave > 1, else 1F1B; zb-h1: the "
-                        "weights' gradients run in the bubble, Qi et al. 2024)")
+                        "weights' gradients run in the bubble, Qi et al. 2024; with --search, zb-h1 alone: every "
+                        "pipeline of one chunk a stage runs it)")
     g.add_argument("--tp-overlap", action="store_true", help="TP collectives overlapped with the matmuls")
     g.add_argument("--attention", choices=("unfused", "flash"),
                    help="the attention core: unfused (scores, softmax and dropout through HBM, as Megatron ran in "
