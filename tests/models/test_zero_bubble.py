@@ -44,7 +44,7 @@ def test_the_weights_gradients_are_the_plans_weight_gradient_einsums():
 
 def test_a_run_on_zb_h1_saves_twice_its_stages_weights_gradients_per_bubble_microbatch(capsys):
     """GPT-3 175B on 64 A100s as Korthikanti et al. ran it (TP 8, PP 8, 64 microbatches, selective
-    recomputation, sequence parallelism), on 1F1B and on ZB-H1: the same work and memory, the bubble
+    recomputation, sequence parallelism) but without its interleaving, on 1F1B and on ZB-H1: the same work and memory, the bubble
     (p - 1)(F + B + W - 2 W) for a stage's 12 layers."""
     kw = dict(tp=8, pp=8, sequences=64, microbatch=1, seq=2048, recompute="selective", seq_parallel=True)
     one, zb = Run(GPT3, A100, schedule="1f1b", **kw), Run(GPT3, A100, schedule="zb-h1", **kw)
