@@ -65,9 +65,11 @@ def _roles(args, cfg) -> tuple:
         axes = _axes(args.context, "--context", mesh, sizes)
         taken = [a for a in axes if a in sharding.heads or a in sharding.experts]
         if taken:
+            free = [a for a in sharding.kv_batch if a not in sharding.experts]
             raise UsageError(f"--context {args.context}: {', '.join(taken)} splits the "
-                             f"{'heads' if taken[0] in sharding.heads else 'experts'}; name the axes that split the "
-                             f"batch (--mesh {mesh}: {', '.join(sharding.kv_batch) or 'none'})")
+                             f"{'heads' if taken[0] in sharding.heads else 'experts'}; name axes that split the "
+                             f"batch alone (--mesh {mesh}{' --experts ' + args.experts if args.experts else ''}: "
+                             f"{', '.join(free) or 'none'})")
         sharding = replace(sharding, context=axes, kv_batch=tuple(a for a in sharding.kv_batch if a not in axes),
                            model=tuple(a for a in sharding.model if a not in axes))
     return mesh, sharding

@@ -102,10 +102,15 @@ def test_the_command_line_names_the_split_and_refuses_what_it_cannot_split(capsy
     assert decode["tokens_over"] == ["Z"] and decode["mesh"] == {"Y": 8, "Z": 2}
     assert main(args + ["--prefill", "--context", "Z"]) == 0
     assert "(mesh Y=8, Z=2; tokens over Z)" in capsys.readouterr().out
-    for extra, says in ((["--context", "Y"], "--context Y: Y splits the heads; name the axes that split the batch"),
+    for extra, says in ((["--context", "Y"], "--context Y: Y splits the heads; name axes that split the batch alone "
+                                             "(--mesh Y=8,Z=2: Z)"),
                         (["--context", "W"], "--context W: name axes of the mesh Y=8,Z=2 once each (W is not one)"),
                         (["--context", "Z", "--search"], "drop --batch, --mesh, --experts and --context")):
         assert main(args + ["--prefill", *extra]) == 2
         assert says in capsys.readouterr().err
+    assert main(["serve", "mixtral-8x7b", "--hw", "h100", "--chips", "8", "--mesh", "Y=2,Z=4", "--prefill",
+                 "--experts", "Z", "--context", "Z"]) == 2
+    assert ("--context Z: Z splits the experts; name axes that split the batch alone (--mesh Y=2,Z=4 --experts Z: "
+            "none)") in capsys.readouterr().err
     assert main(["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--sequences", "8", "--context", "Z"]) == 2
     assert "--context is read by --decode, --prefill and --frontier" in capsys.readouterr().err
