@@ -216,8 +216,7 @@ class Run:
         sch = self.pipeline
         lay = self.layer()
         per_stage = self.layers_per_stage
-        mb = per_stage * sum(lay[k] for k in ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms")) \
-            + self.head()
+        mb = self._microbatch()
         m = sch.microbatches
         p2p = m * sch.sends_per_microbatch * self.send()
         params = self.params_per_device()
@@ -232,6 +231,13 @@ class Run:
                  "dp_comms": dp_exposed, "optimizer": optimizer}
         parts["iteration"] = sum(parts.values())
         return parts
+
+    def _microbatch(self) -> float:
+        """Seconds of one microbatch through a stage: its layers' forward, backward and recomputation with
+        their communication, and the head."""
+        lay = self.layer()
+        return self.layers_per_stage * sum(lay[k] for k in ("forward", "backward", "recompute", "tp_comms", "cp_comms",
+                                                            "ep_comms")) + self.head()
 
     def _sequence_parallel_grads(self, elements: float) -> float:
         """The sequence-parallel weights' fp32 gradients (an MoE router's: each TP rank saw its own tokens)
@@ -293,12 +299,20 @@ class Run:
         """The memory policy in use: ``book`` (``checkpoints`` [B, D] tensors a layer) or ``saved``."""
         return "book" if self.checkpoints is not None else "saved"
 
+    def _schedule(self, bubble: float) -> dict:
+        """The schedule as the report gives it; ZB-H1's bubble fraction is the bubble it leaves (it depends on
+        the stage's weight gradients, which the schedule alone does not know)."""
+        out = self.pipeline.as_dict()
+        if self.pipeline.name == "zb-h1":
+            out["bubble_fraction"] = bubble / (self.pipeline.microbatches * self._microbatch())
+        return out
+
     def result(self) -> TrainingStep:
         """The step priced: the iteration by part, FLOPs, MFU and HFU, memory under its policy, one layer."""
         it, fl = self.iteration(), self.flops()
         peak = self.chips * self.hw.C * it["iteration"]
         return TrainingStep.of(iteration=it, flops=fl, mfu=fl["model"] / peak, hfu=fl["hardware"] / peak,
-                               mfu_6n=fl["6N"] / peak, schedule=self.pipeline.as_dict(), memory=self.memory(),
+                               mfu_6n=fl["6N"] / peak, schedule=self._schedule(it["bubble"]), memory=self.memory(),
                                memory_policy=self.policy_name, layer=self.layer_timings())
 
     def report(self) -> dict:

@@ -1,6 +1,7 @@
 """The ZB-H1 pipeline schedule (Qi et al. 2024, "Zero Bubble Pipeline Parallelism"): each backward pass
 split into its input gradients (B) and its weights' gradients (W), a stage's W run in what would have been
 its bubble. W is read off the layer's plan: the backward einsums that make a weight's gradient."""
+import json
 from dataclasses import replace
 
 import pytest
@@ -54,10 +55,14 @@ def test_a_run_on_zb_h1_saves_twice_its_stages_weights_gradients_per_bubble_micr
     assert b["iteration"] == pytest.approx(a["iteration"] - 2 * 7 * w, rel=1e-12) and b["bubble"] < 0.6 * a["bubble"]
     assert zb.memory() == one.memory()
     assert (a["bubble"], b["bubble"]) == (pytest.approx(1.31, abs=0.005), pytest.approx(0.69, abs=0.005))  # the docs
-    assert main(["train", "gpt3-175b", "--hw", "a100", "--chips", "64", "--tp", "8", "--pp", "8", "--dp", "1",
-                 "--sequences", "64", "--seq", "2048", "--recompute", "selective", "--seq-parallel",
-                 "--schedule", "zb-h1"]) == 0
+    args = ["train", "gpt3-175b", "--hw", "a100", "--chips", "64", "--tp", "8", "--pp", "8", "--dp", "1", "--sequences",
+            "64", "--seq", "2048", "--recompute", "selective", "--seq-parallel", "--schedule", "zb-h1"]
+    assert main(args) == 0
     assert "zb-h1 schedule (64 microbatches" in capsys.readouterr().out
+    assert main(args + ["--json"]) == 0
+    schedule = json.loads(capsys.readouterr().out)["train"]["schedule"]
+    # the bubble it leaves over the 64 microbatch-times (1F1B's would be 7 / 64)
+    assert schedule["bubble_fraction"] == pytest.approx(b["bubble"] / (64 * a["bubble"] / 7), rel=1e-12)
 
 
 @pytest.mark.slow    # run searches: the full tier
