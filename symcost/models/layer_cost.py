@@ -40,6 +40,10 @@ from ..pricing import floored, masked_half, op_cost
 from ..program import derive_program
 from . import expert_layer
 from .collective import collective_seconds  # noqa: F401  (where a run prices its collectives)
+from .transformer import WEIGHTS_ATTN, WEIGHTS_MLP
+
+#: the layer's parameters (:func:`symcost.models.transformer.training_program` declares these)
+WEIGHTS = frozenset(WEIGHTS_ATTN + WEIGHTS_MLP)
 
 #: how the attention core runs
 ATTENTION = ("unfused", "flash")
@@ -213,10 +217,6 @@ def _statement(step, outputs: set) -> str | None:
     return None
 
 
-#: the layer's parameters (:func:`symcost.models.transformer.training_program` declares these)
-PARAMS = frozenset(("Wq", "Wk", "Wv", "Wo") + expert_layer.ROUTED + expert_layer.ROUTER + expert_layer.SHARED)
-
-
 def _core(plan) -> set:
     """The indices of the steps of the attention core (its forward statements and their gradients): what a
     flash-attention kernel runs."""
@@ -306,7 +306,7 @@ def _timings(lay: LayerCost) -> dict:
         if s.is_compute:
             out[s.phase + "_compute"] += c.seconds
             out[s.phase] += c.seconds
-            if s.phase == "backward" and s.tensor.startswith("d") and s.tensor[1:] in PARAMS:
+            if s.phase == "backward" and s.tensor.startswith("d") and s.tensor[1:] in WEIGHTS:
                 out["weight_grads"] += c.seconds     # W: what a zero-bubble schedule runs late
             out["matmul" if s.is_einsum else "elementwise"] += c.seconds * (2 if again else 1)
             if again:
