@@ -227,6 +227,15 @@ class Env:
             return sp.ceiling(n / k)
         return n / k
 
+    def pads(self, dim: str, axes) -> bool:
+        """Whether ``dim`` split over ``axes`` has padded blocks (its bound size does not divide by the axes'
+        devices; in a closed form, where the plan named it so)."""
+        if not axes:
+            return False
+        if self.is_numeric:
+            return (dim in self.sizes or dim.isdigit()) and bool(self.dim(dim) % self.group_size(axes))
+        return (dim, tuple(axes)) in self.padded
+
     def dtype_bytes(self, dtype: str):
         return float(dtypes.nbytes(dtype)) if self.is_numeric else dtypes.nbytes_expr(dtype)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..notation import format_axes
 from . import links
-from .base import Move, MoveRule, changed_dims, gradient, jax_axes, passes, register
+from .base import Move, MoveRule, changed_dims, gradient, group_bytes, jax_axes, passes, register
 
 
 @register
@@ -30,14 +30,14 @@ class AllGather(MoveRule):
             yield Move(self.name, mesh.order(removed), layout, layout.with_axes(kept))
 
     def volume(self, move, env):
-        return env.local_bytes(move.after)          # the array it produces, on the group
+        return group_bytes(env, move.after, move.before, move.axes)    # the array it produces, on the group
 
     def link_time(self, move, env):
         return links.hierarchical(move.axes, self.volume(move, env), env)
 
     def ring_bytes(self, move, env):
         n = env.group_size(move.axes)
-        return env.local_bytes(move.after) * (n - 1) / n
+        return self.volume(move, env) * (n - 1) / n
 
     def transpose(self, move):
         lost, _ = changed_dims(move)

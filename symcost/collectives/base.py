@@ -83,6 +83,17 @@ def _gradient(layout: Layout, unreduced: frozenset) -> Layout:
     return Layout("d" + layout.name, layout.dims, layout.axes, unreduced, layout.dtype)
 
 
+def group_bytes(env, whole: Layout, split: Layout, axes):
+    """Bytes of ``whole`` on one device, as a gather or scatter over ``axes`` moves it: the group's blocks of
+    ``split``. Where a dimension the move splits does not divide by its devices, each block is padded and the
+    group moves ``n`` whole blocks (a batch of 1 scattered over 8 devices moves 8 rows, 7 of them padding);
+    elsewhere that is ``whole`` itself."""
+    for d, wa, sa in zip(split.dims, whole.axes, split.axes):
+        if wa != sa and env.pads(d, sa):
+            return env.group_size(axes) * env.local_bytes(split)
+    return env.local_bytes(whole)
+
+
 def set_axes(axes, i: int, value) -> tuple:
     return axes[:i] + (tuple(value),) + axes[i + 1:]
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ..notation import format_axes
 from . import links
-from .base import Move, MoveRule, append_axes, changed_dims, gradient, jax_axes, passes, register, shardable, subsets
+from .base import (Move, MoveRule, append_axes, changed_dims, gradient, group_bytes, jax_axes, passes, register,
+                   shardable, subsets)
 
 
 @register
@@ -28,14 +29,14 @@ class ReduceScatter(MoveRule):
                     yield Move(self.name, subset, layout, append_axes(rest, j, order))
 
     def volume(self, move, env):
-        return env.local_bytes(move.before)         # the array it consumes
+        return group_bytes(env, move.before, move.after, move.axes)    # the array it consumes
 
     def link_time(self, move, env):
         return links.hierarchical(move.axes, self.volume(move, env), env)
 
     def ring_bytes(self, move, env):
         n = env.group_size(move.axes)
-        return env.local_bytes(move.before) * (n - 1) / n
+        return self.volume(move, env) * (n - 1) / n
 
     def transpose(self, move):
         return Move("AllGather", move.axes, gradient(move.after), gradient(move.before))

@@ -2,6 +2,7 @@
 the simulator, and its costs follow the book's table."""
 import numpy as np
 import pytest
+import sympy as sp
 from hypothesis import given, settings, strategies as st
 
 import symcost
@@ -158,3 +159,24 @@ def test_a_link_time_kept_by_the_env_is_the_one_computed_afresh():
         assert op_cost(m, shared) == op_cost(m, Env.numeric(mesh, sizes)), m
     assert 0 < len(shared.link_times) < len(moves)
     assert Env.symbolic(mesh).link_times is None and Env.arrays(mesh).link_times is None
+
+
+def test_a_gather_or_scatter_over_a_padded_dimension_moves_the_groups_padded_blocks():
+    """I = 1, 5 or 8 rows over 8 devices: each device holds one row (padded where I < 8), and an AllGather
+    (or a ReduceScatter, its transpose) moves all 8 rows; where the rows divide, the closed form is the
+    book's (the gathered array's bytes)."""
+    mesh = parse_mesh("X=8")
+    whole, split = Layout.of("A", "IJ", [(), ()]), Layout.of("A", "IJ", [("X",), ()])
+    gather = Move("AllGather", ("X",), split, whole)
+    scatter = Move("ReduceScatter", ("X",), Layout.of("A", "IJ", [(), ()], ["X"]), split)
+    for rows in (1, 5, 8):
+        env = Env.numeric(mesh, {"I": rows, "J": 1024})
+        assert op_cost(gather, env).bytes == op_cost(scatter, env).bytes == 8 * 1024 * 2
+        assert rule("AllGather").ring_bytes(gather, env) == 7 * 1024 * 2
+    env = Env.numeric(mesh, {"I": 16, "J": 1024})
+    assert op_cost(gather, env).bytes == 16 * 1024 * 2
+    I, J = symcost.symbols.dim("I"), symcost.symbols.dim("J")
+    assert op_cost(gather, Env.symbolic(mesh)).bytes == 2 * I * J
+    padded = Env.symbolic(mesh, frozenset({("I", ("X",))}))
+    assert op_cost(gather, padded).bytes == 16 * J * sp.ceiling(I / 8)
+    assert op_cost(scatter, padded).bytes == 16 * J * sp.ceiling(I / 8)

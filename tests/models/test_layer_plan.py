@@ -222,3 +222,17 @@ def test_in_flight_never_exceeds_the_microbatches_property():
         assert 1 <= sch.in_flight <= m
 
     check()
+
+
+def test_a_microbatch_of_one_is_not_scattered_over_the_tp_ranks():
+    """GPT-3 175B at TP 8, microbatches of one sequence (Table 5's run): the backward's reduction of the
+    second norm's gradient is a ReduceScatter and an AllGather, and it splits the tokens, not the batch of 1
+    (which would move 8 padded blocks), at the time of an AllReduce."""
+    run = Run(load_model_config("gpt3-175b"), A100, tp=8, pp=8, dp=1, sequences=64, microbatch=1, seq=2048)
+    plan = run.layer_cost.plan()
+    assert plan.padding == ()
+    moves = {str(s.op): plan.evaluate(s.seconds) for s in plan.steps if s.is_collective and s.op.tensor == "dRn"}
+    assert set(moves) == {"ReduceScatter_Y(dRn[B, T, D]{U_Y}) -> dRn[B, T_Y, D]",
+                          "AllGather_Y(dRn[B, T_Y, D]) -> dRn[B, T, D]"}
+    (reduce,) = [plan.evaluate(s.seconds) for s in plan.steps if str(s.op).startswith("AllReduce_Y(dXn")]
+    assert sum(moves.values()) == pytest.approx(reduce, rel=0.05)
