@@ -196,14 +196,17 @@ def show(rep: dict, hw, experts: int = 0) -> None:
     """The text of a run (``experts``: the routed experts --ep may split, 0 for a dense model)."""
     from ..printers.text import fmt_bytes
     it, p, fl, sch = rep["breakdown"], rep["config"], rep["model_flops_per_token"], rep["schedule"]
-    print(f"  run on {p['chips']} x {hw.name}: TP {p['tp']} ({p['tp_link']}), PP {p['pp']} ({p['pp_link']}), "
+    def par(name: str, n: int, link: str) -> str:      # a link is named where the axis has one
+        return f"{name} {n}" + (f" ({link})" if n > 1 else "")
+    mbs = f"{sch['microbatches']} microbatch{'' if sch['microbatches'] == 1 else 'es'}"
+    print(f"  run on {p['chips']} x {hw.name}: {par('TP', p['tp'], p['tp_link'])}, {par('PP', p['pp'], p['pp_link'])}, "
           f"DP {p['dp']}" + (f" ({p['dp_link']}" + (f", ZeRO {p['zero']}" if p["zero"] else "") + ")" if p["dp"] > 1
                              else "") + (f", CP {p['cp']} ({p['cp_link']})" if p["cp"] > 1 else "")
           + (f", EP {p['ep']}" if p["ep"] > 1 else "")
           + f"; {p['sequences']} sequences of {p['seq']}, microbatch {p['microbatch']}, "
-          f"{sch['schedule']} schedule ({sch['microbatches']} microbatch{'' if sch['microbatches'] == 1 else 'es'}, "
-          f"interleave {sch['interleave']}); "
-          f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else "")
+          + (f"{sch['schedule']} schedule ({mbs}, interleave {sch['interleave']}); " if p["pp"] > 1 else
+             f"no pipeline ({mbs}); ")
+          + f"recompute {p['recompute']}" + (", sequence parallel" if p["seq_parallel"] else "")
           + (", flash attention" if p["attention"] == "flash" else ""))
     parts = ", ".join(f"{k.replace('_', ' ')} {it[k]:.3g}" for k in
                       ("forward", "backward", "recompute", "tp_comms", "cp_comms", "ep_comms", "head", "bubble", "p2p",

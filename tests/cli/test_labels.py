@@ -40,3 +40,15 @@ def test_plot_over_a_mesh_axis_writes_the_figure(capsys, tmp_path):
     out = tmp_path / "tp.svg"
     assert main(["plot", str(ROOT / "derivations" / "tp.sc"), "--vs", "Y", "--hw", "tpu-v5p", "-o", str(out)]) == 0
     assert out.read_text().lstrip().startswith("<?xml")
+
+
+def test_a_run_names_links_only_for_axes_it_splits_and_no_schedule_without_a_pipeline(capsys):
+    """TP 1 and PP 1 split nothing: no link is named for them, and without stages there is no pipeline
+    schedule, only the microbatches a rank accumulates."""
+    assert main(["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--sequences", "16", "--seq", "8192"]) in (0, 1)
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "run on" in ln)
+    assert "TP 1, PP 1, DP 8 (nvlink)" in line and "no pipeline (2 microbatches)" in line and "1f1b" not in line
+    assert main(["train", "gpt3-175b", "--hw", "a100", "--chips", "64", "--tp", "8", "--pp", "8", "--sequences", "64",
+                 "--seq", "2048"]) in (0, 1)
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "run on" in ln)
+    assert "TP 8 (nvlink), PP 8 (dcn), DP 1;" in line and "1f1b schedule (64 microbatches, interleave 1)" in line
