@@ -4,6 +4,7 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from symcost.cli import main
 from symcost.hardware import hardware
@@ -14,6 +15,8 @@ from symcost.models.serving_search import search_serving
 from symcost.models.transformer import Sharding, layer_program, sizes
 from symcost.program import derive_program
 from symcost.simulate import check_plan
+
+from conftest import examples
 
 H100 = hardware("h100")
 LLAMA70 = load_model_config("llama3-70b")
@@ -114,3 +117,22 @@ def test_the_command_line_names_the_split_and_refuses_what_it_cannot_split(capsy
             "none)") in capsys.readouterr().err
     assert main(["train", "llama3-8b", "--hw", "h100", "--chips", "8", "--sequences", "8", "--context", "Z"]) == 2
     assert "--context is read by --decode, --prefill and --frontier" in capsys.readouterr().err
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(("llama3-8b", "llama3-70b", "llama2-13b")),
+       split=st.sampled_from([(1, 8), (2, 4), (4, 2), (8, 2), (1, 2), (2, 2)]), batch=st.sampled_from([1, 8]))
+def test_a_decode_with_its_tokens_over_z_streams_at_least_the_weights_a_chip_holds(name, split, batch):
+    """With the tokens over Z the weights are split over Y alone (whole on each Z rank): a decode step
+    reads every weight block a chip holds (the input embedding, looked up a row a token, aside), so it is
+    no shorter than those bytes at the chip's HBM bandwidth."""
+    cfg = load_model_config(name)
+    y, z = split
+    if cfg.K % y:
+        return
+    s = Serving(cfg, H100, chips=y * z, mesh=f"Y={y},Z={z}", sharding=TOKENS_OVER_Z)
+    step = s.decode(batch, 4096)
+    assert step.tokens_over == ("Z",) and dict(step.mesh) == {"Y": y, "Z": z}
+    assert step.step_time >= step.weight_bytes_read / H100.hbm_bandwidth * (1 - 1e-9)
+    embedding = cfg.D * cfg.V * 2 / y
+    assert step.weight_bytes_read == pytest.approx(s.weight_bytes_per_device - embedding, rel=1e-9)
