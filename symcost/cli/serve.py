@@ -10,7 +10,7 @@ from . import model_options
 
 MODES = ("decode", "prefill", "frontier")
 #: what plain ``--prefill`` reports of the derived prefill step (``prefill.derived`` in the JSON)
-DERIVED = ("step_time", "t_math", "t_hbm", "t_comms", "bound", "padded_batch")
+DERIVED = ("step_time", "t_math", "t_hbm", "t_comms", "bound", "padded_batch", "padding")
 
 
 def register(sub):
@@ -172,6 +172,13 @@ def show(args, cfg, hw, out: dict) -> None:
         _show_frontier(out["frontier"], args, hw)
 
 
+def _show_padding(d: dict) -> None:
+    """A model dimension the mesh does not divide (as train's text says it): its blocks are padded."""
+    for p in d.get("padding", ()):
+        print(f"    padding: {p['dim']} = {p['size']:,} over {p['devices']} ranks is padded to {p['padded']:,} "
+              f"({(p['padded'] - p['size']) / p['padded']:.2%} of it padding: its work and blocks are priced so)")
+
+
 def _show_decode(d: dict, args, cfg, hw) -> None:
     from ..printers.text import fmt_bytes, fmt_seconds
     print(f"  decode on {args.chips} x {hw.name} (mesh {_mesh(d['mesh'])}{_over(args)}), batch {d['batch']}, "
@@ -179,6 +186,7 @@ def _show_decode(d: dict, args, cfg, hw) -> None:
     if d["padded_batch"] > d["batch"]:
         print(f"    padding: batch {d['batch']} is priced as {d['padded_batch']}, a multiple of the devices the KV "
               f"cache's batch splits over (a server pads a ragged batch)")
+    _show_padding(d)
     print(f"    step {fmt_seconds(d['step_time'])} (T_hbm {fmt_seconds(d['t_hbm'])}, T_math "
           f"{fmt_seconds(d['t_math'])}, T_comms {fmt_seconds(d['t_comms'])}); a chip reads "
           f"{fmt_bytes(d['weight_bytes_read'])} of weights a step, as it holds them")
@@ -235,6 +243,7 @@ def _show_prefill(p: dict, args, hw) -> None:
     print(f"    the layer program derived on the mesh, as --prefill --search prices it: first token "
           f"{fmt_seconds(d['step_time'])} (T_math {fmt_seconds(d['t_math'])}, T_hbm {fmt_seconds(d['t_hbm'])}, "
           f"T_comms {fmt_seconds(d['t_comms'])}; {d['bound']}-bound{padded})")
+    _show_padding(d)
     if not p["fits"]:
         print(_no_fit("the weights and KV caches", p["memory_bytes"], hw.hbm_bytes))
 

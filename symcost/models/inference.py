@@ -305,16 +305,20 @@ class Serving:
         at = self.padded(plan_batch) if plan_batch else run_batch
         roof = tm = th = tc = read = kernels = 0.0
         experts = None
+        pads: set = set()
         for moe, count in self._layer_kinds():
             if count:
                 plan = self._plan("layer", at, new_tokens, seq, moe, absorbed, prompt)
+                pads |= {(p.dim, p.size, p.devices, p.padded) for p in plan.padding if p.dim != "B"}
                 if moe:
                     r, experts = self._expert_layer(plan, {"B": run_batch}, run_batch * new_tokens, causal)
                 else:
                     r = self._roofline(plan, {"B": run_batch}, causal)
                 roof, tm, th, tc, read, kernels = (acc + count * x for acc, x in
                                                    zip((roof, tm, th, tc, read, kernels), r))
-        h = self._roofline(self._plan("head", at, logits_tokens, seq), {"B": run_batch})
+        head = self._plan("head", at, logits_tokens, seq)
+        pads |= {(p.dim, p.size, p.devices, p.padded) for p in head.padding if p.dim != "B"}
+        h = self._roofline(head, {"B": run_batch})
         roof, tm, th, tc, read, kernels = (acc + x for acc, x in zip((roof, tm, th, tc, read, kernels), h))
         return ServingStep(step_time=max(roof, tc), t_math=tm, t_hbm=th, t_comms=tc, t_kernels=kernels,
                            tokens=batch * new_tokens,
@@ -322,7 +326,7 @@ class Serving:
                            hbm_bytes=self.hw.hbm_bytes, max_batch=self.max_batch(seq), kv_copies=self.kv_copies,
                            weight_bytes_read=read, experts_read=experts, batch=batch, padded_batch=run_batch,
                            weight_bytes_held=self.weight_bytes_per_device, experts_over=self.sharding.experts,
-                           tokens_over=self.sharding.context)
+                           tokens_over=self.sharding.context, padding=tuple(sorted(pads)))
 
     def padded(self, batch: int) -> int:
         """A batch the KV cache's batch axes divide (a server pads a ragged batch)."""

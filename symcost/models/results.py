@@ -40,6 +40,7 @@ class ServingStep:
     padded_batch: int = 0       # the batch priced: ``batch`` padded to a multiple of the KV cache's batch axes
     experts_over: tuple[str, ...] = ()   # the mesh axes an MoE layer's routed experts are split over (EP)
     tokens_over: tuple[str, ...] = ()    # the mesh axes that split the tokens (context parallelism)
+    padding: tuple = ()         # (dimension, size, devices, padded size) of each model dimension the layouts pad
 
     @property
     def tokens_per_s(self) -> float:
@@ -61,9 +62,10 @@ class ServingStep:
 
     def as_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items()
-               if k not in ("mesh", "tokens", "hbm_bytes", "experts_read", "experts_over", "tokens_over")}
+               if k not in ("mesh", "tokens", "hbm_bytes", "experts_read", "experts_over", "tokens_over", "padding")}
         out.update(mesh=dict(self.mesh), padded_batch=max(self.padded_batch, self.batch),
                    tokens_over=list(self.tokens_over),
+                   padding=[dict(zip(("dim", "size", "devices", "padded"), p)) for p in self.padding],
                    tokens_per_s=self.tokens_per_s, tokens_per_s_per_chip=self.tokens_per_s_per_chip, fits=self.fits,
                    bound=self.bound)
         if self.experts_read is not None:

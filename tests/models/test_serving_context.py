@@ -136,3 +136,17 @@ def test_a_decode_with_its_tokens_over_z_streams_at_least_the_weights_a_chip_hol
     assert step.step_time >= step.weight_bytes_read / H100.hbm_bandwidth * (1 - 1e-9)
     embedding = cfg.D * cfg.V * 2 / y
     assert step.weight_bytes_read == pytest.approx(s.weight_bytes_per_device - embedding, rel=1e-9)
+
+
+def test_a_mesh_that_pads_the_key_value_heads_says_so(capsys):
+    """LLaMA 3-70B's 8 key-value heads over 16 ranks: each rank holds a block of one head, half of them
+    padding, and the step is priced so; the text and the JSON say which dimension is padded, and a mesh
+    that divides the heads says nothing."""
+    assert Serving(LLAMA70, H100, chips=16, mesh="Y=16").decode(8, 8192).padding == (("K", 8, 16, 16),)
+    assert Serving(LLAMA70, H100, chips=8, mesh="Y=8").decode(8, 8192).padding == ()
+    base = ["serve", "llama3-70b", "--hw", "h100", "--chips", "16", "--seq", "8192", "--mesh", "Y=16"]
+    assert main(base + ["--decode", "--batch", "8"]) == 0
+    assert "padding: K = 8 over 16 ranks is padded to 16 (50.00% of it padding" in capsys.readouterr().out
+    assert main(base + ["--prefill", "--json"]) == 0
+    derived = json.loads(capsys.readouterr().out)["prefill"]["derived"]
+    assert derived["padding"] == [{"dim": "K", "size": 8, "devices": 16, "padded": 16}]
