@@ -43,11 +43,11 @@ def main(argv=None) -> int:
     gpu = jax.devices()[0].platform == "gpu"
     kernels = ("cudnn", "xla") if gpu else ("xla",)
     n, g, h = (32, 8, 128) if not a.quick else (4, 2, 16)
-    seqs = (2048, 8192, 32768) if not a.quick else (128, 256)
+    seqs = (2048, 8192, 32768) if not a.quick else (128,)
     print(f"device: {jax.devices()[0].device_kind}   jax {jax.__version__}   kernels: {', '.join(kernels)}   heads {n} "
           f"(kv {g}) of {h}, batch 1, bf16, median of {a.runs}")
     rows = []
-    for impl, t in [(i, t) for i in kernels for t in seqs if i == kernels[0] or t <= seqs[1]]:
+    for impl, t in [(i, t) for i in kernels for t in seqs if i == kernels[0] or t <= seqs[min(1, len(seqs) - 1)]]:
         key = jax.random.PRNGKey(t)
         kq, kk, kv = jax.random.split(key, 3)
         q = jax.random.normal(kq, (1, t, n, h), jnp.bfloat16)

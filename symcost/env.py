@@ -97,6 +97,7 @@ class Env:
         self.one = 1.0 if numeric else sp.Integer(1)
         self._local: dict = {}
         self._group: dict = {}    # axes -> their group's size (every move priced asks it again)
+        self._pads: dict = {}     # (dimension, axes) -> whether its blocks are padded (numbers)
         self.groups: dict = {}    # axes -> their link groups (symcost.collectives.links.phases)
         self.link_times: dict | None = {} if numeric else None     # see kept_link_time
         self._elementwise = False
@@ -232,9 +233,13 @@ class Env:
         devices; in a closed form, where the plan named it so)."""
         if not axes:
             return False
-        if self.is_numeric:
-            return (dim in self.sizes or dim.isdigit()) and bool(self.dim(dim) % self.group_size(axes))
-        return (dim, tuple(axes)) in self.padded
+        if not self.is_numeric:
+            return (dim, tuple(axes)) in self.padded
+        key = (dim, axes)
+        got = self._pads.get(key)
+        if got is None:
+            got = self._pads[key] = (dim in self.sizes or dim.isdigit()) and bool(self.dim(dim) % self.group_size(axes))
+        return got
 
     def dtype_bytes(self, dtype: str):
         return float(dtypes.nbytes(dtype)) if self.is_numeric else dtypes.nbytes_expr(dtype)

@@ -88,8 +88,9 @@ def group_bytes(env, whole: Layout, split: Layout, axes):
     ``split``. Where a dimension the move splits does not divide by its devices, each block is padded and the
     group moves ``n`` whole blocks (a batch of 1 scattered over 8 devices moves 8 rows, 7 of them padding);
     elsewhere that is ``whole`` itself."""
+    pads = env.pads
     for d, wa, sa in zip(split.dims, whole.axes, split.axes):
-        if wa != sa and env.pads(d, sa):
+        if wa != sa and pads(d, sa):
             return env.group_size(axes) * env.local_bytes(split)
     return env.local_bytes(whole)
 
