@@ -50,11 +50,22 @@ class AllToAll(MoveRule):
                     if j != i:
                         yield Move(self.name, ordered, layout, append_axes(moved, j, group))
 
+    @staticmethod
+    def block(move, env):
+        """Bytes of each device's block as the move exchanges it: its block before, or after where the
+        dimension it splits does not divide by its devices (the padded blocks of a batch of 1 split over 8
+        devices are 8 rows, 7 of them padding)."""
+        _, j = changed_dims(move)
+        before = env.local_bytes(move.before)
+        if j is not None and env.pads(move.after.dims[j], move.after.axes[j]):
+            return env.max(before, env.local_bytes(move.after))
+        return before
+
     def volume(self, move, env):
-        return env.local_bytes(move.before) * env.group_size(move.axes)   # the whole array over the group
+        return self.block(move, env) * env.group_size(move.axes)   # the whole array over the group
 
     def link_time(self, move, env):
-        block = env.local_bytes(move.before)
+        block = self.block(move, env)
         return env.kept_link_time((self.name, move.axes, block), lambda: self._passes(move.axes, block, env))
 
     @staticmethod
@@ -67,7 +78,7 @@ class AllToAll(MoveRule):
 
     def ring_bytes(self, move, env):
         n = env.group_size(move.axes)
-        return env.local_bytes(move.before) * (n - 1) / n
+        return self.block(move, env) * (n - 1) / n
 
     def transpose(self, move):
         return Move(self.name, move.axes, gradient(move.after), gradient(move.before))

@@ -180,3 +180,17 @@ def test_a_gather_or_scatter_over_a_padded_dimension_moves_the_groups_padded_blo
     padded = Env.symbolic(mesh, frozenset({("I", ("X",))}))
     assert op_cost(gather, padded).bytes == 16 * J * sp.ceiling(I / 8)
     assert op_cost(scatter, padded).bytes == 16 * J * sp.ceiling(I / 8)
+
+
+def test_an_all_to_all_into_a_padded_dimension_moves_the_padded_blocks():
+    """A[I, J_X] -> A[I_X, J] with I = 1 over 8 devices: each device's block after is a whole row (7 of 8 of
+    them padding), so the exchange moves as much as with I = 8; out of a padded dimension too."""
+    mesh = parse_mesh("X=8")
+    cols, rows = Layout.of("A", "IJ", [(), ("X",)]), Layout.of("A", "IJ", [("X",), ()])
+    for before, after in ((cols, rows), (rows, cols)):
+        m = Move("AllToAll", ("X",), before, after)
+        one, eight = (op_cost(m, Env.numeric(mesh, {"I": i, "J": 4096})) for i in (1, 8))
+        assert one.bytes == eight.bytes == 8 * 4096 * 2
+        assert one.throughput == eight.throughput
+    m = Move("AllToAll", ("X",), cols, rows)
+    assert op_cost(m, Env.numeric(mesh, {"I": 16, "J": 4096})).bytes == 16 * 4096 * 2

@@ -91,7 +91,7 @@ def test_a_long_prompt_across_two_nodes_splits_its_tokens_over_them():
     and the prefill search finds a layout with the tokens split where no other meets 8 s."""
     heads = Serving(LLAMA70, H100, chips=16, mesh="Y=16").prefill_step(1, 131072)
     tokens = Serving(LLAMA70, H100, chips=16, mesh="Y=8,Z=2", sharding=TOKENS_OVER_Z).prefill_step(1, 131072)
-    assert (heads.step_time, tokens.step_time) == (pytest.approx(9.34, abs=0.01), pytest.approx(4.69, abs=0.01))
+    assert (heads.step_time, tokens.step_time) == (pytest.approx(9.22, abs=0.01), pytest.approx(4.69, abs=0.01))
     assert tokens.tokens_over == ("Z",) and heads.tokens_over == ()
     res = search_serving(LLAMA70, H100, 16, 131072, latency=8.0, top=50, phase="prefill")
     assert res.rows and all(r.step.tokens_over == ("Z",) for r in res.rows)
