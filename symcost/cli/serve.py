@@ -172,11 +172,16 @@ def show(args, cfg, hw, out: dict) -> None:
         _show_frontier(out["frontier"], args, hw)
 
 
-def _show_padding(d: dict) -> None:
-    """A model dimension the mesh does not divide (as train's text says it): its blocks are padded."""
+def _show_padding(d: dict, mesh: dict) -> None:
+    """A model dimension the mesh does not divide (as train's text says it): its blocks are padded; for the
+    key-value heads, the mesh that splits them evenly."""
     for p in d.get("padding", ()):
         print(f"    padding: {p['dim']} = {p['size']:,} over {p['devices']} ranks is padded to {p['padded']:,} "
               f"({(p['padded'] - p['size']) / p['padded']:.2%} of it padding: its work and blocks are priced so)")
+        chips = math.prod(mesh.values())
+        if p["dim"] == "K" and p["devices"] > p["size"] and chips % p["size"] == 0:
+            print(f"      --mesh Y={p['size']},Z={chips // p['size']} splits the {p['size']} key-value heads one to a "
+                  f"chip and the batch (or, with --context Z, the tokens) over the rest")
 
 
 def _show_decode(d: dict, args, cfg, hw) -> None:
@@ -186,7 +191,7 @@ def _show_decode(d: dict, args, cfg, hw) -> None:
     if d["padded_batch"] > d["batch"]:
         print(f"    padding: batch {d['batch']} is priced as {d['padded_batch']}, a multiple of the devices the KV "
               f"cache's batch splits over (a server pads a ragged batch)")
-    _show_padding(d)
+    _show_padding(d, d["mesh"])
     print(f"    step {fmt_seconds(d['step_time'])} (T_hbm {fmt_seconds(d['t_hbm'])}, T_math "
           f"{fmt_seconds(d['t_math'])}, T_comms {fmt_seconds(d['t_comms'])}); a chip reads "
           f"{fmt_bytes(d['weight_bytes_read'])} of weights a step, as it holds them")
@@ -243,7 +248,7 @@ def _show_prefill(p: dict, args, hw) -> None:
     print(f"    the layer program derived on the mesh, as --prefill --search prices it: first token "
           f"{fmt_seconds(d['step_time'])} (T_math {fmt_seconds(d['t_math'])}, T_hbm {fmt_seconds(d['t_hbm'])}, "
           f"T_comms {fmt_seconds(d['t_comms'])}; {d['bound']}-bound{padded})")
-    _show_padding(d)
+    _show_padding(d, p["mesh"])
     if not p["fits"]:
         print(_no_fit("the weights and KV caches", p["memory_bytes"], hw.hbm_bytes))
 

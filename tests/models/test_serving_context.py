@@ -146,7 +146,9 @@ def test_a_mesh_that_pads_the_key_value_heads_says_so(capsys):
     assert Serving(LLAMA70, H100, chips=8, mesh="Y=8").decode(8, 8192).padding == ()
     base = ["serve", "llama3-70b", "--hw", "h100", "--chips", "16", "--seq", "8192", "--mesh", "Y=16"]
     assert main(base + ["--decode", "--batch", "8"]) == 0
-    assert "padding: K = 8 over 16 ranks is padded to 16 (50.00% of it padding" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "padding: K = 8 over 16 ranks is padded to 16 (50.00% of it padding" in out
+    assert "--mesh Y=8,Z=2 splits the 8 key-value heads one to a chip" in out
     assert main(base + ["--prefill", "--json"]) == 0
     derived = json.loads(capsys.readouterr().out)["prefill"]["derived"]
     assert derived["padding"] == [{"dim": "K", "size": 8, "devices": 16, "padded": 16}]
