@@ -23,7 +23,9 @@ def derive(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse
     """Derive the plan of a program: the collectives it needs, in order, with their costs.
 
     ``mesh``: a ``--mesh`` string, a dict or a :class:`~symcost.mesh.Mesh` (default: a symbolic one-link
-    ICI axis for every axis the notation names); ``dims``: sizes to bind (``"B=1024,D=8192"`` or a dict);
+    ICI axis for every axis the notation names); ``dims``: sizes to bind (``"B=1024,D=8192"`` or a dict; it
+    may name sizes the program does not use, as a dictionary of a model's sizes shared by several programs
+    does: ``plan.size_names`` lists those it does, and the command line's ``--dims`` refuses the others);
     ``hw``: a hardware preset name. ``backward``: also derive the gradients (``reuse``, ``params`` as in
     :func:`~symcost.program.derive_program`). ``overlap``: True (the book's policy), False, or a policy
     name of :mod:`symcost.pricing`. ``objective``: rank plans by step ``time`` (default) or by ``comms``.

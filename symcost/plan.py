@@ -91,14 +91,23 @@ class Plan:
         """Sum of V over the collectives."""
         return sum((s.bytes for s in self.collectives), ZERO)
 
+    def _tensors(self) -> list:
+        """Every layout the plan's steps read and write, then each tensor's final one."""
+        return [t for s in self.steps for t in (s.op.inputs + (s.op.output,) if s.is_einsum
+                                                else (s.op.before, s.op.after))] + list(self.layouts)
+
+    @cached_property
+    def size_names(self) -> frozenset:
+        """The names a size may bind: its tensors' dimensions, its mesh axes and their symbolic link counts."""
+        return frozenset({d for t in self._tensors() for d in t.dims if not d.isdigit()} | set(self.mesh.names)
+                         | {a.links for a in self.mesh.axes if isinstance(a.links, str)})
+
     @cached_property
     def padding(self) -> tuple[Padding, ...]:
         """Every block the plan pads: a bound dimension that does not divide by the axes that split it."""
         seen, out = set(), []
         sizes = dict(self.sizes)
-        layouts = [t for s in self.steps for t in (s.op.inputs + (s.op.output,) if s.is_einsum
-                                                   else (s.op.before, s.op.after))] + list(self.layouts)
-        for t in layouts:
+        for t in self._tensors():
             for p in padding(t, self.mesh, sizes):
                 if (p.tensor, p.dim, p.axes) not in seen:
                     seen.add((p.tensor, p.dim, p.axes))

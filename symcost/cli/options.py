@@ -101,23 +101,10 @@ def read_program(arg: str) -> str:
     return arg
 
 
-def check_dims(args, plan, extra=()) -> None:
-    """Every name in --dims must be a size the program uses: a dimension, a mesh axis or a link count."""
-    from ..binding import parse_dims
-    given = parse_dims(args.dims)
-    known = {d for s in plan.steps for t in ((s.op.inputs + (s.op.output,)) if s.is_einsum
-                                             else (s.op.before, s.op.after)) for d in t.dims}
-    known |= {d for lay in plan.layouts for d in lay.dims}
-    known |= set(plan.mesh.names) | {a.links for a in plan.mesh.axes if isinstance(a.links, str)} | set(extra)
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise UsageError(f"--dims binds {unknown[0]}, which the program does not use; its sizes are "
-                         f"{', '.join(sorted(k for k in known if not k.isdigit()))}")
-
-
 def derive_from(args, **extra):
     """The plan the arguments ask for: one way for every command (symcost.derive)."""
     from ..api import derive
+    from ..binding import parse_dims
     kw = dict(overlap=not getattr(args, "no_overlap", False), moves=getattr(args, "moves", "auto"))
     if getattr(args, "objective", None):
         kw["objective"] = args.objective
@@ -129,10 +116,15 @@ def derive_from(args, **extra):
         refuse_unread(args, ("params", "reuse"), lambda name: False,
                       lambda flag, name: f"{flag} is read by the backward pass: add --backward or drop {flag}")
     mesh = extra.pop("mesh", args.mesh)
-    names = extra.pop("names", ())
+    names = extra.pop("names", ())      # sizes the command reads itself (optimize's --chips N), not the program
     kw.update(extra)
     plan = derive(read_program(args.program), mesh, args.dims, args.hw, **kw)
-    check_dims(args, plan, names)
+    # every name --dims binds is a size of the program (a misspelt dimension is an error here; the Python API
+    # takes a dictionary of sizes shared by several programs)
+    unknown = sorted(set(parse_dims(args.dims)) - plan.size_names - set(names))
+    if unknown:
+        raise UsageError(f"--dims binds {unknown[0]}, which the program does not use; its sizes are "
+                         f"{', '.join(sorted(plan.size_names))}")
     return plan
 
 
