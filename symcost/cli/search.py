@@ -8,6 +8,24 @@ from ..printers.text import fmt_bytes, fmt_seconds
 from .options import common, number, read_program
 
 
+def _sizes_named(text: str, args) -> None:
+    """Every name --dims binds is a size of the program or of the mesh, as derive requires (a misspelt
+    dimension would otherwise be ignored)."""
+    from ..binding import parse_dims
+    from ..mesh import parse_mesh
+    from ..notation import parse
+    given = parse_dims(args.dims)
+    if not given:
+        return
+    mesh = parse_mesh(args.mesh) if args.mesh else None
+    known = set(parse(text).dims_named()) | set(mesh.names if mesh else ()) | {
+        a.links for a in (mesh.axes if mesh else ()) if isinstance(a.links, str)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise UsageError(f"--dims binds {unknown[0]}, which the program does not use; its sizes are "
+                         f"{', '.join(sorted(known))}")
+
+
 def register(sub):
     s = sub.add_parser("search", help="every sharding of the parameters and open activations, priced and ranked")
     common(s)
@@ -67,7 +85,9 @@ def cmd_search(args) -> int:
     if args.time_limit is not None and args.time_limit < 0:
         raise UsageError(f"--time-limit is the seconds the exact search may take to close its gap: a number >= 0, "
                          f"not {args.time_limit:g}")
-    result = search(read_program(args.program), args.mesh, args.dims, args.hw, backward=args.backward,
+    text = read_program(args.program)
+    _sizes_named(text, args)
+    result = search(text, args.mesh, args.dims, args.hw, backward=args.backward,
                     objective=args.objective, overlap=not args.no_overlap, moves=args.moves, vs=args.vs,
                     range=_span(args.span), jobs=args.jobs, exact=args.exact, efficiency=args.efficiency,
                     time_limit=args.time_limit, top=None if args.every or args.exact else args.top)

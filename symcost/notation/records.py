@@ -230,6 +230,11 @@ class Program:
         """The sizes of the program's ``rank`` statements."""
         return {k: v for s in self.statements if isinstance(s, Ranking) for k, v in s.sizes}
 
+    def dims_named(self) -> frozenset[str]:
+        """Every dimension the program's tensors name (and its ``rank`` statements size)."""
+        return frozenset({d.name for st in self.statements for t in getattr(st, "tensors", ()) for d in t.dims
+                          if not d.name.isdigit()} | set(self.ranking))
+
     def axes_named(self) -> tuple[str, ...]:
         """Every mesh axis the program names, in order of appearance."""
         names: list[str] = []

@@ -237,6 +237,9 @@ def test_errors_under_json_are_json(capsys):
 def test_dims_must_name_the_programs_sizes(capsys):
     code, _, err = run(capsys, "derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--dims", "Q=4")
     assert code == 2 and "--dims binds Q, which the program does not use" in err
+    code, _, err = run(capsys, "search", str(ROOT / "examples" / "mlp.sc"), "--mesh", "X=4", "--hw", "h100", "--dims",
+                       "Q=5,B=1024")       # search too, before any candidate is priced
+    assert code == 2 and "--dims binds Q, which the program does not use; its sizes are B, D, F, X" in err
     code, _, err = run(capsys, "derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--dims", "I=4,,J=8")
     assert code == 2 and "empty item" in err
 
