@@ -6,7 +6,7 @@ import os
 
 from ..errors import UsageError
 from ..printers.text import fmt_bytes, fmt_seconds
-from .options import mesh_dims_hw, read_program, refuse_unread, writable, write_output
+from .options import mesh_dims_hw, read_program, refuse_unread, refuse_unused_dims, writable, write_output
 
 
 def register(sub):
@@ -253,6 +253,7 @@ def _plan_runner(args, hw):
         d = dict(dims) if value is None else {**dims, args.vs: value}
         plan = derive(text, args.mesh, d, hw, overlap=not args.no_overlap, moves=args.moves or "auto",
                       efficiency=args.efficiency)
+        refuse_unused_dims(dims, plan.size_names)
         return measure_plan(plan, runs=args.runs, steps=steps)
     return run_at, dims, f"{text.strip()}  ({'mesh ' + args.mesh if args.mesh else 'one device'}, {hw.name})"
 

@@ -104,7 +104,6 @@ def read_program(arg: str) -> str:
 def derive_from(args, **extra):
     """The plan the arguments ask for: one way for every command (symcost.derive)."""
     from ..api import derive
-    from ..binding import parse_dims
     kw = dict(overlap=not getattr(args, "no_overlap", False), moves=getattr(args, "moves", "auto"))
     if getattr(args, "objective", None):
         kw["objective"] = args.objective
@@ -119,13 +118,19 @@ def derive_from(args, **extra):
     names = extra.pop("names", ())      # sizes the command reads itself (optimize's --chips N), not the program
     kw.update(extra)
     plan = derive(read_program(args.program), mesh, args.dims, args.hw, **kw)
-    # every name --dims binds is a size of the program (a misspelt dimension is an error here; the Python API
-    # takes a dictionary of sizes shared by several programs)
-    unknown = sorted(set(parse_dims(args.dims)) - plan.size_names - set(names))
+    refuse_unused_dims(args.dims, plan.size_names, names)
+    return plan
+
+
+def refuse_unused_dims(dims, known, extra=()) -> None:
+    """Every name ``--dims`` binds must be a size the program uses (``known``: its dimensions, mesh axes and
+    link counts) or one the command reads itself (``extra``): a misspelt dimension is an error on the command
+    line (the Python API takes a dictionary of sizes shared by several programs)."""
+    from ..binding import parse_dims
+    unknown = sorted(set(parse_dims(dims)) - set(known) - set(extra))
     if unknown:
         raise UsageError(f"--dims binds {unknown[0]}, which the program does not use; its sizes are "
-                         f"{', '.join(sorted(plan.size_names))}")
-    return plan
+                         f"{', '.join(sorted(known))}")
 
 
 def writable(path: str, flag: str) -> None:

@@ -5,25 +5,20 @@ import json
 
 from ..errors import UsageError
 from ..printers.text import fmt_bytes, fmt_seconds
-from .options import common, number, read_program
+from .options import common, number, read_program, refuse_unused_dims
 
 
 def _sizes_named(text: str, args) -> None:
-    """Every name --dims binds is a size of the program or of the mesh, as derive requires (a misspelt
-    dimension would otherwise be ignored)."""
-    from ..binding import parse_dims
+    """Every name --dims binds is a size of the program or of the mesh, as derive requires, checked before
+    any candidate is priced."""
+    if not args.dims:
+        return
     from ..mesh import parse_mesh
     from ..notation import parse
-    given = parse_dims(args.dims)
-    if not given:
-        return
     mesh = parse_mesh(args.mesh) if args.mesh else None
-    known = set(parse(text).dims_named()) | set(mesh.names if mesh else ()) | {
-        a.links for a in (mesh.axes if mesh else ()) if isinstance(a.links, str)}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise UsageError(f"--dims binds {unknown[0]}, which the program does not use; its sizes are "
-                         f"{', '.join(sorted(known))}")
+    axes = mesh.axes if mesh else ()
+    refuse_unused_dims(args.dims, set(parse(text).dims_named()) | {a.name for a in axes}
+                       | {a.links for a in axes if isinstance(a.links, str)})
 
 
 def register(sub):

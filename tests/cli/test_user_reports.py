@@ -1,5 +1,6 @@
 """What a new user hit on real-hardware questions: wrong answers, crashes and confusing output. Each test
 is one reported problem; the crash table holds every command that once ended in an internal error."""
+import importlib.util
 import json
 
 import pytest
@@ -240,6 +241,10 @@ def test_dims_must_name_the_programs_sizes(capsys):
     code, _, err = run(capsys, "search", str(ROOT / "examples" / "mlp.sc"), "--mesh", "X=4", "--hw", "h100", "--dims",
                        "Q=5,B=1024")       # search too, before any candidate is priced
     assert code == 2 and "--dims binds Q, which the program does not use; its sizes are B, D, F, X" in err
+    if importlib.util.find_spec("jax") is not None:      # measure too, before anything runs on a device
+        code, _, err = run(capsys, "measure", "A[I, J] * B[J, K] -> C[I, K]", "--dims", "I=64,J=64,K=64,Q=2",
+                           "--hw", "h100", "--runs", "1")
+        assert code == 2 and "--dims binds Q, which the program does not use; its sizes are I, J, K" in err
     code, _, err = run(capsys, "derive", "A[I, J_X] * B[J, K] -> C[I, K]", "--dims", "I=4,,J=8")
     assert code == 2 and "empty item" in err
 
