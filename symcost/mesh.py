@@ -102,6 +102,11 @@ class Mesh:
     def names(self) -> tuple[str, ...]:
         return self._names  # type: ignore[attr-defined]  # set in __post_init__
 
+    @property
+    def size_names(self) -> frozenset:
+        """The sizes the mesh names: its axes and their symbolic link counts (``X:M_X``)."""
+        return frozenset(self.names) | {a.links for a in self.axes if isinstance(a.links, str)}
+
     def __contains__(self, name: str) -> bool:
         return name in self._named  # type: ignore[attr-defined]
 

@@ -99,8 +99,7 @@ class Plan:
     @cached_property
     def size_names(self) -> frozenset:
         """The names a size may bind: its tensors' dimensions, its mesh axes and their symbolic link counts."""
-        return frozenset({d for t in self._tensors() for d in t.dims if not d.isdigit()} | set(self.mesh.names)
-                         | {a.links for a in self.mesh.axes if isinstance(a.links, str)})
+        return frozenset({d for t in self._tensors() for d in t.dims if not d.isdigit()}) | self.mesh.size_names
 
     @cached_property
     def padding(self) -> tuple[Padding, ...]:

@@ -15,10 +15,8 @@ def _sizes_named(text: str, args) -> None:
         return
     from ..mesh import parse_mesh
     from ..notation import parse
-    mesh = parse_mesh(args.mesh) if args.mesh else None
-    axes = mesh.axes if mesh else ()
-    refuse_unused_dims(args.dims, set(parse(text).dims_named()) | {a.name for a in axes}
-                       | {a.links for a in axes if isinstance(a.links, str)})
+    mesh = parse_mesh(args.mesh).size_names if args.mesh else frozenset()
+    refuse_unused_dims(args.dims, parse(text).dims_named() | mesh)
 
 
 def register(sub):
