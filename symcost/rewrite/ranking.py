@@ -172,26 +172,10 @@ def _weighted_edges(ranker: Ranker, lay: Layout) -> tuple:
     return tuple(zip(_edges(ranker.mesh, ranker.moves, lay), _shape_weights(ranker, _nameless(lay))))
 
 
+@caching.memoize(maxsize=8192)
 def _shape_weights(ranker: Ranker, shape: Layout) -> tuple:
     """The weights of the moves out of a nameless layout, in :func:`_edges`' order, each from the move's
-    time (kept by its name-free terms). A move's time depends on the sizes of its own dimensions alone, so
-    they are kept for the ranker with only those sizes: rankers that differ in the sizes of other
-    dimensions share them (a serving search's plans at each batch, the weights' moves priced once)."""
-    return _sized_shape_weights(_sized_for(ranker, shape.dims), shape)
-
-
-@caching.memoize(maxsize=4096)
-def _sized_for(ranker: Ranker, dims: tuple) -> Ranker:
-    """``ranker`` with the sizes of ``dims`` alone (itself where it has no others)."""
-    keep = tuple((k, v) for k, v in ranker.sizes if k in dims)
-    if len(keep) == len(ranker.sizes):
-        return ranker
-    return _interned(Ranker(ranker.mesh, keep, ranker.constants, ranker.objective, ranker.overlap, ranker.moves,
-                            ranker.efficiency))
-
-
-@caching.memoize(maxsize=8192)
-def _sized_shape_weights(ranker: Ranker, shape: Layout) -> tuple:
+    time (kept by its name-free terms)."""
     move_time = caching.resolved(_move_time)
     out = []
     for m in _edges(ranker.mesh, ranker.moves, shape):
