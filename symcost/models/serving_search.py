@@ -6,7 +6,8 @@ target, ranked by tokens a second per chip.
 
     >>> from symcost.models.config import load_model_config
     >>> from symcost.hardware import hardware
-    >>> res = search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.02)
+    >>> res = search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.02,
+    ...                      top=1)
     >>> best = res.rows[0]
     >>> best.mesh, best.batch, best.step.bound
     ('Y=8', 512, 'hbm')
@@ -17,7 +18,7 @@ best with the weights whole on each chip and each prompt's tokens split over the
 parallelism):
 
     >>> pre = search_serving(load_model_config("llama3-8b"), hardware("h100"), chips=8, seq=4096, latency=0.5,
-    ...                      phase="prefill")
+    ...                      phase="prefill", top=1)
     >>> pre.rows[0].mesh, pre.rows[0].step.tokens_over, pre.rows[0].step.bound
     ('Y=1,Z=8', ('Z',), 'math')
 
