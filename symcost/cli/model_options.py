@@ -15,7 +15,7 @@ from .options import number, refuse_unread
 #: program ``model --program`` prints
 HIDDEN = {
     "serve": {"train", "strategy", "tokens", "checkpoints_per_layer", "vs", "memory", "flops", "dp_overlap",
-              "max_cp", "jobs", "program", "elementwise", *train.OPTIONS},
+              "max_cp", "program", "elementwise", *train.OPTIONS},
     "train": {"train", "decode", "prefill", "frontier", "latency", "mfu", "kv_dtype", "program", "elementwise",
               "experts", "mask", "context"},
 }
@@ -27,6 +27,8 @@ HELP = {
               "search": "choose the mesh and the batch: the most tokens a second a chip within --latency (decode: "
                         "the step; prefill: the time to the first token)",
               "top": "how many (mesh, batch) pairs --search lists (default 5)",
+              "jobs": "with --search: worker processes the meshes are priced in, a mesh to a worker (a number; or "
+                      "auto, the default: every core where there are 4 meshes or more); the answer is the same",
               "mfu": "with --prefill: model FLOPs utilisation, in (0, 1] (default: from the preset's efficiency "
                      "data, else 0.4)"},
     "train": {"batch": "tokens per iteration (or --sequences)",
@@ -35,7 +37,9 @@ HELP = {
               "search": "choose the run: every TP x PP x DP split of at most --chips (saying why when it leaves "
                         "some idle) with microbatch, interleave, ZeRO, recomputation and sequence parallelism, "
                         "ranked by iteration time among those that fit",
-              "top": "how many runs --search lists (default 5)"},
+              "top": "how many runs --search lists (default 5)",
+              "jobs": "with --search: worker processes the runs are priced in (a number; or auto, the default: "
+                      "every core where the space has 64 layers or more to plan, as a mixture of experts' does)"},
 }
 
 
@@ -106,6 +110,10 @@ def _add(m, name_required: bool) -> None:
                         "batch (the most tokens a second a chip within --latency)")
     m.add_argument("--top", type=int, default=5,
                    help="how many --search lists: runs with --train, (mesh, batch) pairs with --decode (default 5)")
+    m.add_argument("--jobs", metavar="N",
+                   help="with --search: worker processes the runs are priced in with --train (auto, the default: "
+                        "every core where the space has 64 layers or more to plan, as a mixture of experts' does), the "
+                        "meshes with --decode or --prefill (auto: where there are 4 or more); a number, or auto")
     train.add_arguments(m)
 
 
@@ -162,7 +170,7 @@ READ_BY = {
     "context": ({"decode", "prefill", "frontier"}, "--decode, --prefill and --frontier (the serving mesh)"),
     "elementwise": ({"program"}, "--program"),
     "max_cp": ({"run-search"}, "--train --search"),
-    "jobs": ({"run-search"}, "--train --search"),
+    "jobs": ({"run-search", "serve-search"}, "--search (--train, --decode or --prefill)"),
     **{k: ({"train"}, "--train") for k in train.OPTIONS},
     **{k: ({"run"}, "--train without --search") for k in _ONE_RUN},
 }

@@ -121,7 +121,7 @@ def _search(args, cfg, hw, dtype) -> dict:
         raise UsageError(f"--top must be at least 1, not {args.top}")
     latency = model_options.seconds(args.latency) if args.latency is not None else None
     res = search_serving(cfg, hw, args.chips, args.seq, latency=latency, top=args.top, dtype=dtype,
-                         kv_dtype=model_options.kv_dtype(args), phase=phase, causal=_causal(args))
+                         kv_dtype=model_options.kv_dtype(args), phase=phase, causal=_causal(args), jobs=args.jobs)
     full = {**res.as_dict(), "fits": bool(res.rows)}
     top = [{"mesh": r.mesh, "experts_over": list(r.step.experts_over), "tokens_over": list(r.step.tokens_over),
             "batch": r.batch,

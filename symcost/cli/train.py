@@ -60,9 +60,6 @@ def add_arguments(m) -> None:
                         "2022; the default) or flash (one fused kernel, as current stacks run)")
     g.add_argument("--max-cp", type=int, metavar="N",
                    help="with --search: also try context parallelism over 2, 4, ... up to N ranks (default 1: none)")
-    g.add_argument("--jobs", metavar="N",
-                   help="with --search: worker processes the runs are priced in (a number; or auto, the default: "
-                        "every core where the space has 64 layers or more to plan, as a mixture of experts' does)")
 
 
 #: the knobs that count ranks, stages or sequences: each at least 1

@@ -293,7 +293,7 @@ def test_runs_priced_in_worker_processes_are_the_runs_priced_here():
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["--tp", "8", "--jobs", "2"], "--jobs is read by --train --search"),
+    (["--tp", "8", "--jobs", "2"], "--jobs is read by --search (--train, --decode or --prefill)"),
     (["--tp", "8", "--max-cp", "4"], "--max-cp is read by --train --search"),      # was dropped without a word
     (["--search", "--jobs", "0"], "--jobs must be at least 1"),
     (["--search", "--jobs", "many"], "--jobs must be a number of processes or 'auto'"),

@@ -379,3 +379,42 @@ def test_the_rows_the_sweep_priced_with_another_plan_are_derived_at_their_batch(
                      r.mesh, "--batch", str(r.batch), "--json"]) == 0
         got = json.loads(capsys.readouterr().out)["decode"]
         assert got["step_time"] == pytest.approx(r.step.step_time, rel=1e-12)
+
+
+# --------------------------------------------------------------------------- worker processes
+def _without_time(res) -> dict:
+    return {k: v for k, v in res.as_dict().items() if k != "search_seconds"}
+
+
+def test_meshes_priced_in_worker_processes_are_the_meshes_priced_here():
+    """``jobs=2``: each mesh swept, and each layout's best rows derived again, in a worker process (a mesh to
+    a worker); the answer is the one this process finds, to the bit."""
+    cfg = load_model_config("llama3-8b")
+    here, there = (search_serving(cfg, H100, 8, 512, max_batch=16, top=2, jobs=jobs) for jobs in (1, 2))
+    assert here.rows and [r.step for r in there.rows] == [r.step for r in here.rows]
+    assert [(r.mesh, r.batch) for r in there.rows] == [(r.mesh, r.batch) for r in here.rows]
+    assert _without_time(there) == _without_time(here)
+
+
+@pytest.mark.slow          # Mixtral's decode and prefill searches twice each: about 17 s
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_layouts_that_share_a_mesh_are_told_apart_in_the_workers(phase):
+    """An MoE model's meshes come with their experts split over Y, Z or both (and a prefill's with its
+    tokens over Z): layouts written with the same mesh, each derived by its own sharding in the workers."""
+    cfg = load_model_config("mixtral-8x7b")
+    space = meshes(cfg, 8, phase)
+    assert len({m for m, _ in space}) < len(space)          # several layouts on one mesh
+    here, there = (search_serving(cfg, H100, 8, 4096, top=5, phase=phase, jobs=jobs) for jobs in (1, 2))
+    assert [r.step for r in there.rows] == [r.step for r in here.rows]
+    assert _without_time(there) == _without_time(here)
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--search", "--jobs", "0"], "--jobs must be at least 1 (or 'auto'), not 0"),
+    (["--search", "--jobs", "many"], "--jobs must be a number of processes or 'auto', not 'many'"),
+    (["--batch", "8", "--jobs", "2"], "--jobs is read by --search (--train, --decode or --prefill)"),
+])
+def test_serve_jobs_errors(capsys, extra, says):
+    code = main(["serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8"] + extra)
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and "Traceback" not in err
