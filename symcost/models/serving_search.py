@@ -184,7 +184,7 @@ def at_their_batch(ranked, top: int, seq: int, phase: str, latency: float | None
 #: the fewest meshes for which ``jobs="auto"`` starts workers, a mesh to a worker (each mesh's plan, and each
 #: row derived again, derives the whole layer program; a worker's caches start cold). Measured on 2 cores
 #: (2026-11-27): LLaMA 3 8B on 8 H100s (4 meshes) decode 3.4 s -> 2.2 s, prefill 5.2 s -> 2.6 s; LLaMA
-#: 3-70B's decode 2.6-2.7 s -> 2.1-2.4 s; on 2 H100s (2 meshes) its decode took 1.6 s, not 1.5 s
+#: 3-70B's decode 2.6-2.7 s -> 2.1-2.4 s; LLaMA 3 8B on 2 H100s (2 meshes): decode 1.5 s -> 1.6 s
 AUTO_MESHES = 4
 
 
