@@ -27,8 +27,9 @@ HELP = {
               "search": "choose the mesh and the batch: the most tokens a second a chip within --latency (decode: "
                         "the step; prefill: the time to the first token)",
               "top": "how many (mesh, batch) pairs --search lists (default 5)",
-              "jobs": "with --search: worker processes the meshes are priced in, a mesh to a worker (a number; or "
-                      "auto, the default: every core where there are 4 meshes or more); the answer is the same",
+              "jobs": "with --search: worker processes the layouts (a mesh and its sharding) are priced in, a "
+                      "layout to a worker (a number; or auto, the default: every core where there are 4 layouts "
+                      "or more); the answer is the same",
               "mfu": "with --prefill: model FLOPs utilisation, in (0, 1] (default: from the preset's efficiency "
                      "data, else 0.4)"},
     "train": {"batch": "tokens per iteration (or --sequences)",
@@ -113,7 +114,7 @@ def _add(m, name_required: bool) -> None:
     m.add_argument("--jobs", metavar="N",
                    help="with --search: worker processes the runs are priced in with --train (auto, the default: "
                         "every core where the space has 64 layers or more to plan, as a mixture of experts' does), the "
-                        "meshes with --decode or --prefill (auto: where there are 4 or more); a number, or auto")
+                        "layouts with --decode or --prefill (auto: where there are 4 or more); a number, or auto")
     train.add_arguments(m)
 
 

@@ -130,9 +130,9 @@ def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = Non
     takes at most ``latency`` seconds (any, without one). ``phase``: ``decode`` (a generation step with
     ``seq`` tokens of context) or ``prefill`` (``batch`` prompts of ``seq`` tokens:
     :meth:`Serving.prefill_step`, their attention ``causal`` or not; the step is the time to the first
-    token). ``jobs``: worker processes the meshes are priced in, and the best rows derived again (1: this
-    one; a number; ``"auto"`` or None: every core, where there are :data:`AUTO_MESHES` meshes or more); the
-    answer is the same."""
+    token). ``jobs``: worker processes the layouts (a mesh and its sharding) are priced in, and the best rows
+    derived again (1: this one; a number; ``"auto"`` or None: every core, where there are
+    :data:`AUTO_MESHES` layouts or more); the answer is the same."""
     if chips < 1 or seq < 1:
         raise UsageError("a serving search needs positive --chips and --seq")
     if phase not in PHASES:
