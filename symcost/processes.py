@@ -78,8 +78,16 @@ def answered(parts: list, n: int, work, setup, init: tuple, what: str = "worker"
     chunks in the order it got them, and at most ``WINDOW * n`` chunks are handed out ahead of the one being
     read (the next is sent before a chunk's answers are yielded, so the workers stay busy while the caller
     reads). Stopped or done, the workers are killed and joined: nothing is shared with them but their own
-    pipe. ``what``: the workers as an error that one stopped names them ("a pricing worker")."""
+    pipe. ``what``: the workers as an error that one stopped names them ("a pricing worker").
+
+    A worker that is not forked runs the caller's main module again; where that is a program read from
+    standard input (``python - < script.py``), which no process can read again, the work is done here, in
+    order, as one process would."""
     method = start_method()
+    if method != "fork" and not _main_importable():
+        setup(*init)
+        yield from ((part, [work(x) for x in part]) for part in parts)
+        return
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":     # its workers are forked from a server that has imported the engine once
         ctx.set_forkserver_preload(["__main__", __name__, work.__module__, setup.__module__])
@@ -106,6 +114,14 @@ def answered(parts: list, n: int, work, setup, init: tuple, what: str = "worker"
                 proc.kill()
         for proc, _ in procs:
             proc.join()
+
+
+def _main_importable() -> bool:
+    """Whether a process that is not forked can run the caller's main module again (as multiprocessing's
+    spawned and forkserver workers do): it has no file (``python -c``, a notebook), or a file that exists
+    (not ``<stdin>``, which a worker would look for and stop at once)."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return path is None or os.path.isfile(path)
 
 
 def _stopped(proc, what: str) -> SymcostError:

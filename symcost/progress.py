@@ -40,13 +40,27 @@ def advance(n: int, what: str, *, total: int | None = None, unit: str = " layout
         except ImportError:
             _state["on"] = False
             return
-        _state["bar"] = tqdm(desc=what, total=total, unit=unit, delay=DELAY, file=sys.stderr, leave=False)
+        _state["bar"] = _bar(tqdm)(desc=what, total=total, unit=unit, delay=DELAY, file=sys.stderr, leave=False)
         _state["what"] = what
     if total is not None and _state["bar"].total != total:
         _state["bar"].total = total
     if label:
         _state["bar"].set_postfix_str(label, refresh=False)
     _state["bar"].update(n)
+
+
+def _bar(tqdm):
+    """tqdm without its monitor thread (which wakes every 10 s to redraw a bar left alone): a thread alive
+    makes the searches start their worker processes from a fresh server (:func:`symcost.processes.start_method`:
+    a fork copies one thread alone), with cold caches, for the rest of the process. The bars here are
+    updated as work is done."""
+    global _Bar
+    if _Bar is None:
+        _Bar = type("_Bar", (tqdm,), {"monitor_interval": 0})
+    return _Bar
+
+
+_Bar = None
 
 
 def say(message: str) -> None:
