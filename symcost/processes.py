@@ -45,12 +45,13 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def workers(jobs, items: int) -> int:
+def workers(jobs, items: int, least: int = MIN_ITEMS) -> int:
     """Worker processes for ``items`` items: ``jobs`` a number (1: none, work here), or ``None`` / ``"auto"``
-    (every core, where there are at least :data:`MIN_ITEMS` items)."""
+    (every core, where there are at least ``least`` items: what pays for starting workers depends on how
+    long an item takes)."""
     if jobs is None or jobs == "auto":
         n = cores()
-        return n if n > 1 and items >= MIN_ITEMS else 1
+        return n if n > 1 and items >= least else 1
     if isinstance(jobs, str):
         try:
             jobs = int(jobs)

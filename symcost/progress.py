@@ -4,6 +4,11 @@ Off by default, so that library calls stay silent; the command line turns it on 
 a terminal. Work reports what it has done with :func:`advance`; nothing is shown for work that ends within
 ``DELAY`` seconds.
 
+A bar is tqdm without its monitor thread (which wakes every 10 s to redraw a bar left alone; it outlived
+the bar): a thread alive makes the searches start their worker processes from a fresh server, with cold
+caches, for the rest of the process (:func:`symcost.processes.start_method`: a fork copies one thread alone).
+The bars here are updated as the work is done.
+
     >>> with showing(False):
     ...     advance(10, "searching layouts")   # off: does nothing
 """
@@ -40,27 +45,14 @@ def advance(n: int, what: str, *, total: int | None = None, unit: str = " layout
         except ImportError:
             _state["on"] = False
             return
-        _state["bar"] = _bar(tqdm)(desc=what, total=total, unit=unit, delay=DELAY, file=sys.stderr, leave=False)
+        bar = type("Bar", (tqdm,), {"monitor_interval": 0})     # see the module docstring: no monitor thread
+        _state["bar"] = bar(desc=what, total=total, unit=unit, delay=DELAY, file=sys.stderr, leave=False)
         _state["what"] = what
     if total is not None and _state["bar"].total != total:
         _state["bar"].total = total
     if label:
         _state["bar"].set_postfix_str(label, refresh=False)
     _state["bar"].update(n)
-
-
-def _bar(tqdm):
-    """tqdm without its monitor thread (which wakes every 10 s to redraw a bar left alone): a thread alive
-    makes the searches start their worker processes from a fresh server (:func:`symcost.processes.start_method`:
-    a fork copies one thread alone), with cold caches, for the rest of the process. The bars here are
-    updated as work is done."""
-    global _Bar
-    if _Bar is None:
-        _Bar = type("_Bar", (tqdm,), {"monitor_interval": 0})
-    return _Bar
-
-
-_Bar = None
 
 
 def say(message: str) -> None:

@@ -175,8 +175,7 @@ class _Stages:
         layers: dict = {}
         for i, kw in enumerate(items):
             layers.setdefault(tuple(kw[k] for k in LAYER), []).append((i, kw))
-        auto = self.jobs is None or self.jobs == "auto"
-        n = processes.workers(self.jobs, len(layers)) if not auto or len(layers) >= AUTO_LAYERS else 1
+        n = processes.workers(self.jobs, len(layers), least=AUTO_LAYERS)
         if n == 1:
             yield from ((_priced(self.cfg, self.hw, i, kw),) for i, kw in enumerate(items))
             return

@@ -188,11 +188,9 @@ def at_their_batch(ranked, top: int, seq: int, phase: str, latency: float | None
 AUTO_MESHES = 4
 
 
-def _workers(jobs, meshes: int) -> int:
-    """Worker processes for a search of ``meshes`` meshes (:data:`AUTO_MESHES` for ``auto``)."""
-    if jobs is None or jobs == "auto":
-        return processes.cores() if meshes >= AUTO_MESHES else 1
-    return processes.workers(jobs, meshes)
+def _workers(jobs, layouts: int) -> int:
+    """Worker processes for a search of ``layouts`` layouts (``auto``: from :data:`AUTO_MESHES` up)."""
+    return processes.workers(jobs, layouts, least=AUTO_MESHES)
 
 
 def _answers(work: list, n: int, server: Serving):

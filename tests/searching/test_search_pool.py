@@ -247,11 +247,10 @@ def test_a_progress_bar_leaves_no_thread_behind():
     every later search start its workers from a fresh server, with cold caches: a serving search on a
     terminal took 4.5 s on two workers, 3.3 s without it."""
     pytest.importorskip("tqdm")
-    import threading
-
-    from symcost import progress
-    before = threading.active_count()
-    with progress.showing(True):
-        progress.advance(1, "testing the bar", total=2)
-        progress.advance(1, "testing the bar", total=2)
-    assert threading.active_count() == before
+    import subprocess
+    import sys
+    code = ("import threading\nfrom symcost import progress\nwith progress.showing(True):\n"
+            "    progress.advance(1, 'testing the bar', total=2)\n    progress.advance(1, 'testing the bar', total=2)\n"
+            "print(threading.active_count())")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0 and got.stdout.split() == ["1"], got.stderr     # a fresh process: no earlier bar
