@@ -72,19 +72,26 @@ def source(coords: dict, change: tuple, size: dict, order) -> dict:
     return src
 
 
-def _sources(change: tuple, axes: tuple, sizes: tuple) -> np.ndarray:
-    """The source coordinates of every device of the permute, one row each, devices X-major (what
-    :func:`source` says, with positions instead of names and all devices at once: this runs for every
-    relabelling the layout search prices)."""
+def _steps(change: tuple, axes: tuple) -> list:
+    """What :func:`source` does, with positions instead of names: ``(read, write)`` a step, the block number
+    read off the device's coordinates at ``read`` (most significant first) and written into the source's at
+    ``write`` (least significant first)."""
     pos = {a: i for i, a in enumerate(axes)}
     old = {x for o, _ in change for x in o}
     new = {x for _, n in change for x in n}
     steps = [([pos[x] for x in n], [pos[x] for x in reversed(o)]) for o, n in change]
     steps.append(([pos[x] for x in axes if x in old and x not in new],
                   [pos[x] for x in reversed(axes) if x in new and x not in old]))
+    return steps
+
+
+def _sources(change: tuple, axes: tuple, sizes: tuple) -> np.ndarray:
+    """The source coordinates of every device of the permute, one row each, devices X-major (what
+    :func:`source` says, with positions instead of names and all devices at once: this runs for every
+    relabelling the layout search prices)."""
     grid = _grid(sizes)
     src = grid.copy()
-    for read, write in steps:
+    for read, write in _steps(change, axes):
         k = np.zeros(len(grid), dtype=np.int64)
         for i in read:
             k = k * sizes[i] + grid[:, i]
@@ -92,6 +99,22 @@ def _sources(change: tuple, axes: tuple, sizes: tuple) -> np.ndarray:
             src[:, i] = k % sizes[i]
             k //= sizes[i]
     return src
+
+
+def _digits(change: tuple, axes: tuple, sizes: tuple) -> tuple | None:
+    """Where each step reads and writes as many axes, of the same sizes digit for digit (the common case:
+    a mesh of equal axes), each source coordinate is one of the device's own: ``columns[i]`` the axis whose
+    coordinate the source has on axis ``i`` (so the sources are :func:`_grid`'s columns in that order,
+    :func:`_sources` without computing them). None where a step's digits do not line up."""
+    columns = list(range(len(axes)))
+    for read, write in _steps(change, axes):
+        if len(read) != len(write):
+            return None
+        for w, r in zip(write, reversed(read)):
+            if sizes[w] != sizes[r]:
+                return None
+            columns[w] = r
+    return tuple(columns)
 
 
 @caching.memoize(maxsize=64)
@@ -120,7 +143,15 @@ def pairs(change: tuple, axes: tuple, sizes: tuple) -> tuple:
 def routed(change: tuple, axes: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
     """:func:`.links.route` of the permute (kept: many layouts share one change, and many changes one
     permutation, so the route is also kept by the permutation itself)."""
+    columns = _digits(change, axes, sizes)
+    if columns is not None:         # many changes, few permutations: kept by the columns they take
+        return _route_by_columns(columns, sizes, rings, kinds)
     return _route_by(_sources(change, axes, sizes).tobytes(), sizes, rings, kinds)
+
+
+@caching.memoize(maxsize=16384)
+def _route_by_columns(columns: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
+    return _route_by(np.ascontiguousarray(_grid(sizes)[:, list(columns)]).tobytes(), sizes, rings, kinds)
 
 
 @caching.memoize(maxsize=16384)

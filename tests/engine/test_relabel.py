@@ -76,3 +76,31 @@ def test_the_three_axis_relabelling_is_one_permute_of_a_quarter_block():
     env = book_env(plan)
     V = 1024 * 1024 * 2 / 4
     assert plan_seconds(plan, env) == pytest.approx(max(2 * env.T_min, V / env.W_ici), rel=1e-12)
+
+
+# on X=2,Y=4 a relabelling can only reorder the axes of a dimension, whose digits never line up
+@pytest.mark.parametrize("mesh_text,some_line_up", [("X=2,Y=2,Z=2,V=2", True), ("X=4,Y=2,Z=2", True),
+                                                    ("X=2,Y=4", False), ("X=3,Y=3,Z=2", True)])
+def test_a_permute_whose_digits_line_up_takes_its_sources_from_the_devices_own_coordinates(mesh_text, some_line_up):
+    """Where every step of a relabelling reads and writes axes of the same sizes, digit for digit, each
+    source coordinate is one of the device's own (:func:`~symcost.collectives.permute._digits`): the
+    sources those columns give are every device's :func:`~symcost.collectives.permute.source`, as the
+    arithmetic of :func:`~symcost.collectives.permute._sources` gives them; where they do not line up
+    (an axis of 4 read as two of 2), no columns are claimed and the arithmetic still agrees."""
+    from symcost.collectives import permute
+    mesh = parse_mesh(mesh_text)
+    names, sizes = mesh.names, tuple(mesh.axis(a).size for a in mesh.names)
+    size = dict(zip(names, sizes))
+    grid = [dict(zip(names, c)) for c in itertools.product(*(range(n) for n in sizes))]
+    lined = other = 0
+    for _, src, dst in relabellings(mesh_text, 400, 3):
+        change = permute.changes(src, dst)
+        want = np.array([[permute.source(c, change, size, names)[a] for a in names] for c in grid])
+        assert (permute._sources(change, names, sizes) == want).all(), (src, dst)
+        columns = permute._digits(change, names, sizes)
+        if columns is None:
+            other += 1
+            continue
+        assert (permute._grid(sizes)[:, list(columns)] == want).all(), (src, dst)
+        lined += 1
+    assert (lined > 0) == some_line_up and (other > 0) == (len(set(sizes)) > 1)
