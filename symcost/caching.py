@@ -45,16 +45,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 __all__ = ["memoize", "context", "disabled", "current", "Caches", "clear", "entries", "registered", "frozen",
-           "resolved", "kept_hash", "state_without_hash"]
+           "resolved", "kept_hash", "state_without_hash", "collector_paused"]
 
 _MEMOS: list = []
 
-#: while a context with wider caches is open, the collector's full passes wait for this many passes of its
-#: middle generation (Python's default: 10). Each full pass walks every object the caches keep (a search of
-#: the LLaMA 3 8B layer on h100 X=4,Y=2 ends with about 660,000), and the engine makes next to no cyclic
-#: garbage for one to find (that search's ten full passes found none): it made the search about a tenth
-#: faster, with the same answers
-FULL_COLLECTIONS_RARER = 1000
+#: Planning pauses Python's cyclic garbage collector (:func:`collector_paused`). The engine's values are
+#: immutable tuples and frozen dataclasses that reference counting frees; the collector finds next to no
+#: cyclic garbage among them (a serving search of DeepSeek-V3 on 64 H100s leaves 388 objects for it, a
+#: search of the LLaMA 3 8B layer as many), yet each pass walks the objects the caches keep (hundreds of
+#: thousands in a search). Paused, that serving search took 5.2 s of CPU, not 8.9 s; the layer's search on
+#: h100 X=4,Y=2,Z=2 43 s, not 50 s (where full passes were already a hundred times rarer); same answers,
+#: same peak memory.
 
 
 class Caches:
@@ -103,40 +104,48 @@ def current() -> Caches:
 def context(enabled: bool = True, check: bool = False, wider: int = 1) -> Iterator[Caches]:
     """A planning context of its own for the calls inside the ``with`` block (asyncio tasks started inside
     inherit it; a thread or a worker process starts in the process's context); its caches are dropped when
-    the block ends. ``wider``: its caches hold that many times their bounds (a search opens one so), and
-    while it is open the garbage collector's full passes are rarer (:data:`FULL_COLLECTIONS_RARER`; the
-    thresholds are put back when the block ends)."""
+    the block ends. ``wider``: its caches hold that many times their bounds (a search opens one so). The
+    garbage collector is paused while it is open (:func:`collector_paused`)."""
     caches = Caches(enabled, check, wider)
     token = _CURRENT.set(caches)
-    if wider > 1:
-        _COLLECTOR.rarer(True)
+    with collector_paused():         # dropped before the collector resumes: its next pass need not walk them
+        try:
+            yield caches
+        finally:
+            _CURRENT.reset(token)
+            caches.clear()
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the ``with`` block (a derivation, a search), put back as
+    it was when the last such block open in the process ends (in any thread); reference counting frees the
+    engine's values as ever. A collector the caller had paused stays paused."""
+    _COLLECTOR.pause(True)
     try:
-        yield caches
+        yield
     finally:
-        _CURRENT.reset(token)
-        caches.clear()
-        if wider > 1:
-            _COLLECTOR.rarer(False)
+        _COLLECTOR.pause(False)
 
 
 class _Collector:
-    """The collector's thresholds while wide contexts are open (in any thread): raised when the first opens,
+    """The collector's state while planning blocks are open (in any thread): paused when the first opens,
     put back when the last closes."""
 
     def __init__(self):
-        self.open, self.before, self.lock = 0, gc.get_threshold(), threading.Lock()
+        self.open, self.was, self.lock = 0, True, threading.Lock()
 
-    def rarer(self, opening: bool) -> None:
+    def pause(self, opening: bool) -> None:
         with self.lock:
             if opening:
                 if self.open == 0:
-                    self.before = t = gc.get_threshold()
-                    gc.set_threshold(t[0], t[1], max(t[2], FULL_COLLECTIONS_RARER))
+                    self.was = gc.isenabled()
+                    gc.disable()
                 self.open += 1
             else:
                 self.open -= 1
-                if self.open == 0:
-                    gc.set_threshold(*self.before)
+                if self.open == 0 and self.was:
+                    gc.enable()
 
 
 _COLLECTOR = _Collector()

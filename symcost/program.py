@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import ties
+from . import caching, ties
 from .backward import REUSE, default_params, flagged, resolve_params
 from .binding import bind
 from .errors import SymcostError
@@ -92,6 +92,7 @@ def _plan_of(trace: Trace, text, steps, overlap, objective) -> Plan:
                 ties=tuple((t.at, t.n) for t in trace.ties))
 
 
+@caching.collector_paused()            # a derivation's values are freed by reference counting
 def derive_program(text, mesh=None, dims=None, hw=None, *, backward: bool = False, reuse: str = "activations",
                    params=None, input_grads: bool = True, overlap=True, objective: str = "time",
                    moves=None, strict: bool = False, alternatives: bool = True,
@@ -178,6 +179,7 @@ def _derive(text, mesh, dims, hw, backward, reuse, params, input_grads, overlap,
     return p.plan(best, notes)
 
 
+@caching.collector_paused()
 def derive_tied(text, mesh=None, dims=None, hw=None, *, at: int, most: int, backward: bool = False,
                 reuse: str = "activations", params=None, input_grads: bool = True, overlap=True,
                 moves=None) -> list:

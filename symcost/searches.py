@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generator, Iterable, Protocol, Sequence
 
-from . import progress
+from . import caching, progress
 
 #: items priced (or seconds spent) before a search says how long the rest will take
 SAMPLE, SAMPLE_SECONDS = 50, 5.0
@@ -101,6 +101,7 @@ class Found:
         return None if self.complete else f"stopped (Ctrl-C) after {self.done:,} of {self.size:,}: the best so far"
 
 
+@caching.collector_paused()
 def run(stages: Stages, *, keep_failed: bool = False) -> Found:
     """The search ``stages`` describe, driven: its space, each item priced (the count first, a bar, an
     estimate; Ctrl-C keeps what was priced), filtered and ranked. ``keep_failed``: the values that fail the

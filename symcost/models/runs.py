@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from .. import processes, searches
+from .. import caching, processes, searches
 from ..errors import UsageError
 from .execution import Run
 from .results import SearchResult
@@ -247,6 +247,7 @@ def budget_note(chips: int, sequences: int, best: RunChoice, full: RunChoice | N
     return note
 
 
+@caching.collector_paused()
 def search_runs(cfg, hw, chips: int, sequences: int, seq: int, top: int = 5, jobs=1, **space) -> SearchResult:
     """The ``top`` fastest runs that fit on at most ``chips`` chips, each with its iteration, MFU, memory,
     the chips it uses and what it loses by (space -> price -> filter by memory -> rank); ``jobs``: worker

@@ -34,7 +34,7 @@ import time
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 
-from .. import processes, progress, searches
+from .. import caching, processes, progress, searches
 from ..errors import UsageError
 from .inference import Serving, split_mesh
 from .results import SearchResult, ServingStep
@@ -123,6 +123,7 @@ def rank(runs) -> list[ServingRun]:
     return sorted(runs, key=lambda r: (-r.step.tokens_per_s_per_chip, r.step.step_time))
 
 
+@caching.collector_paused()
 def search_serving(cfg, hw, chips: int, seq: int, *, latency: float | None = None, top: int = 5,
                    dtype: str = "bf16", kv_dtype: str | None = None, max_batch: int | None = None,
                    phase: str = "decode", causal: bool = True, jobs=1) -> SearchResult:

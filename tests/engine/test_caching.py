@@ -13,6 +13,7 @@ from hypothesis import given, settings
 
 import symcost
 from symcost import caching
+from symcost.errors import SymcostError
 from symcost.simulate import check_plan
 from symcost.testing import einsum_cases, training_cases
 
@@ -50,22 +51,52 @@ def test_a_thread_starts_in_the_process_context():
     assert seen[0] is not mine
 
 
-def test_a_wide_context_makes_full_collections_rarer_until_the_last_one_closes():
-    """A search's context keeps hundreds of thousands of objects that each full collection would walk."""
+def test_planning_pauses_the_collector_until_the_last_block_closes():
+    """A search's context keeps hundreds of thousands of objects that each pass of the cyclic collector would
+    walk, for next to no cyclic garbage: planning pauses it, and puts it back as it was."""
     import gc
-    before = gc.get_threshold()
+    assert gc.isenabled()
     with caching.context():
-        assert gc.get_threshold() == before                  # a derivation's own context changes nothing
-    with caching.context(wider=8):
-        wide = gc.get_threshold()
-        assert wide[:2] == before[:2] and wide[2] == max(before[2], caching.FULL_COLLECTIONS_RARER)
+        assert not gc.isenabled()
         with caching.context(wider=8):
-            assert gc.get_threshold() == wide
-        assert gc.get_threshold() == wide                    # another wide context is still open
-    assert gc.get_threshold() == before
+            assert not gc.isenabled()
+        assert not gc.isenabled()                          # another planning block is still open
+    assert gc.isenabled()
+    seen = []
+
+    def inside():
+        seen.append(gc.isenabled())
+        raise SymcostError("refused")
+    with pytest.raises(SymcostError):
+        caching.collector_paused()(inside)()
+    assert seen == [False] and gc.isenabled()                # put back when the block raises
     found = symcost.search("param W[D, F]\nOut[B, F] = In[B, D] *_D W[D, F]", "X=4", "B=4096,D=8192,F=8192",
                            "tpu-v5p")
-    assert found.priced > 0 and gc.get_threshold() == before
+    assert found.priced > 0 and gc.isenabled()
+    gc.disable()                                            # a caller's paused collector stays paused
+    try:
+        symcost.derive("A[I_X, J] * B[J, K] -> C[I_X, K]", mesh="X=4")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_search_leaves_no_cyclic_garbage_to_speak_of():
+    """What pausing the collector costs: the cyclic garbage a search makes waits for the next pass. A serving
+    search and a program search make a few dozen objects of it (reference counting frees the rest)."""
+    import gc
+    from symcost.hardware import hardware
+    from symcost.models.config import load_model_config
+    from symcost.models.serving_search import search_serving
+    gc.collect()
+    gc.disable()
+    try:
+        search_serving(load_model_config("llama3-8b"), hardware("h100"), 8, 4096, top=1)
+        symcost.search(open("examples/mlp.sc").read(), "X=4,Y=2", "B=4096,D=8192,F=32768", "tpu-v5p", backward=True)
+        left = gc.collect()
+    finally:
+        gc.enable()
+    assert left < 1000
 
 
 def _programs():
