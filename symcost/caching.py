@@ -116,16 +116,35 @@ def context(enabled: bool = True, check: bool = False, wider: int = 1) -> Iterat
             caches.clear()
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused for the ``with`` block (a derivation, a search), put back as
-    it was when the last such block open in the process ends (in any thread); reference counting frees the
-    engine's values as ever. A collector the caller had paused stays paused."""
-    _COLLECTOR.pause(True)
-    try:
-        yield
-    finally:
+def collector_paused() -> "_Paused":
+    """Python's cyclic garbage collector paused for a ``with`` block, or for each call of a function it
+    decorates (a derivation, a search), put back as it was when the last such block open in the process ends
+    (in any thread); reference counting frees the engine's values as ever. A collector the caller had paused
+    stays paused."""
+    return _PAUSED
+
+
+class _Paused:
+    """:func:`collector_paused`: a context manager and a decorator (no generator made at each call: a
+    search's pieces call a decorated derivation thousands of times)."""
+
+    def __enter__(self) -> None:
+        _COLLECTOR.pause(True)
+
+    def __exit__(self, *exc) -> None:
         _COLLECTOR.pause(False)
+
+    def __call__(self, fn: Callable) -> Callable:
+        pause = _COLLECTOR.pause
+
+        @functools.wraps(fn)
+        def paused(*args, **kwargs):
+            pause(True)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                pause(False)
+        return paused
 
 
 class _Collector:
@@ -149,6 +168,7 @@ class _Collector:
 
 
 _COLLECTOR = _Collector()
+_PAUSED = _Paused()
 
 
 def disabled():
