@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import Counter
+
+import numpy as np
 
 from .. import progress as bars
 from ..errors import UsageError
@@ -51,6 +52,7 @@ from ..pricing import policy
 from . import alike
 from . import floors as fl
 from . import pieces as pcs
+from .keyed import Keyed
 from .pool import workers
 from .price import Priced, price, rounded
 from .space import Space
@@ -105,22 +107,24 @@ def beaten(entry: tuple, kth: Priced) -> bool:
 class Bounds:
     """A bounded search's state: every candidate with its first bounds (``ordered``, by :func:`order`), the
     pieces planned so far, and how many candidates were derived. ``options``: :func:`~.price.price`'s;
-    ``cands``: the space's candidates, in its order, where the caller has listed them already."""
+    ``cands``: the space's candidates, in its order (a list, or ``{candidate: its place}``), where the caller
+    has listed them already."""
 
     def __init__(self, space: Space, options: dict, jobs=1, cands=None):
         self.space, self.options = space, options
         where = pcs.statements(space)
         self.subs = {at: pcs.alone(space, at) for at in where}
-        cands = list(space.candidates()) if cands is None else list(cands)
-        work, keyed = pcs.used(self.subs, cands)
-        self.cands = dict(zip(cands, keyed))   # candidate -> its statements' splits
-        self.size = Counter(at for at, _, _ in work)     # statement -> its pieces the candidates take
+        # candidate -> its row in the tables: its place in the space (a search's ``{candidate: place}`` as it is)
+        self.index = cands if isinstance(cands, dict) else \
+            {c: i for i, c in enumerate(space.candidates() if cands is None else cands)}
+        cands = list(self.index)
+        self.keyed = Keyed(self.subs, cands)
+        work = self.keyed.work
+        self.size = {at: len(ks) for at, ks in self.keyed.keys.items()}     # statement -> its pieces taken
         self.exact, self.floors = pcs.exactly(space, self.subs), {}
         self.vectors: dict = {}          # (statement, splits) -> resource vector (None: the engine refused it)
         self.forms = {at: alike.form(self.subs[at]) for at in where}
-        alikes: dict = {at: set() for at in where}
-        for at, _, k in work:
-            alikes[at].add(self._alike(at, k))
+        alikes = {at: {self._alike(at, k) for k in ks} for at, ks in self.keyed.keys.items()}
         self.first = _first(alikes)
         self.alike: dict = {}            # what a piece depends on, names aside (alike.key) -> its vector
         self.derived = 0
@@ -150,7 +154,22 @@ class Bounds:
         # gradients have a floor on the links, that floor at each sharding the candidates give it
         self.least = {at: pcs.floor(self.subs[at], options, space.mesh) for at in where if at not in self.first}
         self.lower = self._lower([w for w in work if w[0] not in self.first and isinstance(self.exact[w[0]], tuple)])
-        self.ordered = tuple(sorted((self._bounds(cand, self.first) for cand in cands), key=order))
+        self.ordered = self._ordered(cands)
+
+    def _ordered(self, cands: list) -> tuple:
+        """Every candidate's first bounds (:meth:`_bounds` over the statements planned first, as arrays: one
+        sum a statement), in :func:`order`."""
+        width = len(pcs.resources(self.space.mesh))
+        rows = {}
+        for at, ks in self.keyed.keys.items():
+            vs = [self._vector(at, k, self.first) for k in ks]
+            rows[at] = (np.array([v or (0.0,) * width for v in vs], dtype=float).reshape(-1, width),
+                        np.array([v is None for v in vs], dtype=bool))
+        sums, missing = self.keyed.sums(rows)
+        low = np.where(missing, 0.0, sums.max(axis=1)).tolist()
+        comms = np.where(missing, 0.0, sums[:, 2:].max(axis=1) if width > 2 else 0.0).tolist()
+        ranked = [rounded(x * (1 - ULPS)) for x in low]
+        return tuple((low[i], comms[i], cands[i]) for i in np.lexsort((comms, ranked)).tolist())
 
     @property
     def planned(self) -> int:
@@ -162,19 +181,24 @@ class Bounds:
         planned so far (the others at their least) already satisfy it, they are returned at once (a
         candidate they rank after the top needs no more of its pieces: its whole bounds are no less)."""
         cand = entry[2]
-        keys = tuple(zip(self.subs, self.cands[cand]))
+        splits = self.keys_of(cand)
+        keys = tuple(zip(self.subs, splits))
         for at, k in sorted(keys, key=lambda x: (-self.size[x[0]], x[0])):
             if (at, k) in self.vectors:
                 continue
             if enough is not None and enough(got := self._bounds(cand, tuple(a for a, j in keys
-                                                                               if (a, j) in self.vectors))):
+                                                                               if (a, j) in self.vectors), splits)):
                 return got
             same = self._alike(at, k)
             if same not in self.alike:     # a statement alike but for its names planned it already
                 self.alike[same] = pcs.vector_here(self.space, self.subs, at, cand, self.options, self.exact[at],
                                                    self.floors)
             self.vectors[at, k] = self.alike[same]
-        return self._bounds(cand, tuple(self.subs))
+        return self._bounds(cand, tuple(self.subs), splits)
+
+    def keys_of(self, cand) -> tuple:
+        """A candidate's key of each statement (its splits there), in statement order."""
+        return self.keyed.of(self.index[cand])
 
     def _alike(self, at: int, splits: tuple) -> tuple:
         return alike.key(self.forms[at], splits, self.exact[at])
@@ -189,21 +213,24 @@ class Bounds:
         if plan is None:
             return {}
         pricing = fl.pricing(plan)
-        layouts = {at: fl.at_splits(self.subs[at]) for at in {w[0] for w in work}}
+        floors = {at: fl.links_at(self.subs[at], *self.exact[at], *pricing) for at in {w[0] for w in work}}
         out = {}
         for at, _, k in work:
-            links = fl.links(layouts[at](k), *self.exact[at], *pricing)
+            links = floors[at](k)
             out[at, k] = self.least[at][:2] + tuple(a + b for a, b in zip(self.least[at][2:], links))
         return out
 
-    def _bounds(self, cand, statements) -> tuple:
+    def _vector(self, at: int, k: tuple, statements) -> tuple | None:
+        """Statement ``at``'s resources at key ``k``: its piece where it is among ``statements`` (None: the
+        engine refused it), else its least (its links at their floor where it has one)."""
+        return self.vectors[at, k] if at in statements else self.lower.get((at, k)) or self.least[at]
+
+    def _bounds(self, cand, statements, splits=None) -> tuple:
         """``(step-time bound, communication bound, cand)`` from ``statements``' pieces and the other
         statements at their least (their links at their floor where they have one); 0 where a piece is
         missing (a statement the engine refuses alone: the candidate is derived, and refused there where the
-        engine refuses the whole)."""
-        lower = self.lower
-        vs = [self.vectors[at, k] if at in statements else lower.get((at, k)) or self.least[at]
-              for at, k in zip(self.subs, self.cands[cand])]
+        engine refuses the whole). ``splits``: the candidate's keys, where the caller has them."""
+        vs = [self._vector(at, k, statements) for at, k in zip(self.subs, splits or self.keys_of(cand))]
         if any(v is None for v in vs):
             return 0.0, 0.0, cand
         return (*pcs.bounds_of(vs), cand)

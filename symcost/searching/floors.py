@@ -84,20 +84,52 @@ def at_splits(sub):
     """``splits -> {tensor: Layout}`` for a statement alone (a search's space of it, :func:`.pieces.alone`):
     its layouts at a key (:func:`.pieces.splitter`), as :func:`written` reads them off the statement
     written for a candidate with those splits, without writing it."""
-    base = written(sub.program)
-    axes = tuple(a.name for a in sub.mesh.axes)
-    sized: dict = {}                  # a dimension written with its size takes no axes (Space.program_for)
-    for st in sub.program.statements:
-        for ref in getattr(st, "tensors", ()):
-            sized.setdefault(ref.name, tuple(d.size is not None for d in ref.dims))
+    base, laid = written(sub.program), _layer(sub)
 
     def at(splits) -> dict:
         out = dict(base)
         for name, per_axis in splits:
-            lay = base[name]
-            out[name] = lay.with_axes(tuple(() if fixed else tuple(a for a, d in zip(axes, per_axis) if d == dim)
-                                            for dim, fixed in zip(lay.dims, sized[name])))
+            out[name] = laid(base[name], per_axis)
         return out
+    return at
+
+
+def _layer(sub):
+    """``(layout as written, per axis the dimension it splits) -> the layout at those splits`` for a
+    statement alone (a dimension written with its size takes no axes, as :meth:`~.space.Space.program_for`
+    writes it)."""
+    axes = tuple(a.name for a in sub.mesh.axes)
+    sized: dict = {}
+    for st in sub.program.statements:
+        for ref in getattr(st, "tensors", ()):
+            sized.setdefault(ref.name, tuple(d.size is not None for d in ref.dims))
+
+    def laid(lay: Layout, per_axis: tuple) -> Layout:
+        return lay.with_axes(tuple(() if fixed else tuple(a for a, d in zip(axes, per_axis) if d == dim)
+                                   for dim, fixed in zip(lay.dims, sized[lay.name])))
+    return laid
+
+
+def links_at(sub, output: str, targets: tuple, mesh, sizes: tuple, figures):
+    """``splits -> :func:`links``` of a statement alone at each key (:func:`at_splits`), each tensor's
+    gradient laid out once for each split it takes (a search reads tens of thousands of keys, which share
+    a few hundred splits of each tensor)."""
+    base, laid = written(sub.program), _layer(sub)
+    kept: dict = {}
+
+    def grad(name: str, per_axis: tuple) -> Layout:
+        got = kept.get((name, per_axis))
+        if got is None:
+            got = kept[name, per_axis] = gradient(laid(base[name], per_axis))
+        return got
+
+    def at(splits) -> tuple:
+        split = dict(splits)
+        grads = [grad(n, split[n]) if n in split else gradient(base[n]) for n in targets if n in base]
+        if output not in base or not grads or figures is None:
+            return (0.0,) * len(mesh.axes)
+        dres = grad(output, split[output]) if output in split else gradient(base[output])
+        return _floor(dres, grads, mesh, sizes, figures)
     return at
 
 
@@ -106,10 +138,15 @@ def links(layouts: dict, output: str, targets: tuple, mesh, sizes: tuple, figure
     figures)`` (:func:`pricing`)."""
     out = layouts.get(output)
     grads = [gradient(layouts[n]) for n in targets if n in layouts]
-    floor = [0.0] * len(mesh.axes)
     if out is None or not grads or figures is None:
-        return tuple(floor)
-    dres = gradient(out)
+        return (0.0,) * len(mesh.axes)
+    return _floor(gradient(out), grads, mesh, sizes, figures)
+
+
+def _floor(dres: Layout, grads: list, mesh, sizes: tuple, figures) -> tuple[float, ...]:
+    """Each axis's floor from the result's gradient ``dres`` and the gradients ``grads`` that must end in
+    their own layouts (see the module's text)."""
+    floor = [0.0] * len(mesh.axes)
     for i, ax in enumerate(mesh.axes):
         a = ax.name
         r = next((d for d, axes in zip(dres.dims, dres.axes) if a in axes), None)

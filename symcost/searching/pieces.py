@@ -160,6 +160,7 @@ def splitter(sub: Space):
             out = made[roles] = tuple((name, tuple(r[group] if r[group] in dims else None for r in roles))
                                       for name, group, dims in shown)
         return out
+    split.seen_as = seen_as      # type: ignore[attr-defined]  # a role as the statement sees it (.keyed)
     return split
 
 
@@ -190,8 +191,8 @@ def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1, w
     :func:`statement_pieces`), the keys of them all planned in ``jobs`` processes (:func:`~.pool.mapped`:
     each worker plans a key and sends back its two resource vectors), in order, so the pieces are the same
     however many plan them. ``work``: ``(statement, candidate, splits)`` of the keys to plan (default: every
-    key, :func:`keys`; :func:`used` gives those a search's candidates take). ``floors``: each statement's
-    backward floor once made (kept by a caller that plans its pieces a few at a time)."""
+    key, :func:`keys`; :class:`.keyed.Keyed` gives those a search's candidates take). ``floors``: each
+    statement's backward floor once made (kept by a caller that plans its pieces a few at a time)."""
     if work is None:
         work = [(at, cand, splits) for at in subs for cand, splits in keys(subs[at])]
     exact = exactly(space, subs)
@@ -258,21 +259,6 @@ def _full(at: int, vec, exact, floors: dict, subs: dict, options: dict, mesh):
     if at not in floors:
         floors[at] = _floor(subs[at], options, mesh)
     return tuple(f + b for f, b in zip(forward, floors[at])) if floors[at] else None
-
-
-def used(subs: dict, cands) -> tuple[list, list]:
-    """The keys the candidates of a search take: ``(work, keyed)``, ``work`` each distinct ``(statement,
-    candidate, splits)`` once (the first candidate that takes it stands for it: a piece depends on the
-    splits alone), ``keyed`` each candidate's splits, statement by statement in the order of ``subs``."""
-    first: dict = {}
-    keyed = []
-    splits = [splitter(sub) for sub in subs.values()]
-    for cand in cands:
-        ks = tuple(split(cand) for split in splits)
-        for at, k in zip(subs, ks):
-            first.setdefault((at, k), cand)
-        keyed.append(ks)
-    return [(at, cand, k) for (at, k), cand in first.items()], keyed
 
 
 def bounds_of(vectors) -> tuple[float, float]:

@@ -163,10 +163,12 @@ class Space:
         order = {a.name: i for i, a in enumerate(self.mesh.axes)}
         per_class = [itertools.combinations_with_replacement(range(len(self.roles)), len(c)) for c in self.classes]
         names = [a for c in self.classes for a in c]
+        # the axes in mesh order: the same places of the classes' picks for every candidate
+        places = sorted(range(len(names)), key=lambda i: order[names[i]])
+        axes, roles = tuple(names[i] for i in places), self.roles
         for choice in itertools.product(*[list(p) for p in per_class]):
-            flat = [self.roles[i] for pick in choice for i in pick]
-            by_axis = sorted(zip(names, flat), key=lambda t: order[t[0]])
-            yield Candidate(tuple(r for _, r in by_axis), tuple(a for a, _ in by_axis))
+            flat = [i for pick in choice for i in pick]
+            yield Candidate(tuple([roles[flat[i]] for i in places]), axes)
 
     def program_for(self, cand: Candidate) -> Program:
         """The program with the candidate's axes written on its open tensors (each statement and its line

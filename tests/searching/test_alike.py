@@ -4,6 +4,7 @@ import pytest
 
 from symcost.searching import alike, bounded
 from symcost.searching import pieces as pcs
+from symcost.searching.keyed import Keyed
 from symcost.searching.space import Space
 
 from conftest import ROOT
@@ -68,7 +69,7 @@ def test_the_llama_layers_alike_projections_plan_alike():
     space = Space.of(_layer_text(), "X=4,Y=2", "h100")
     subs = {at: pcs.alone(space, at) for at in pcs.statements(space)}
     options = dict(dims=dict(space.program.ranking), hw="h100", backward=True)
-    work, _ = pcs.used(subs, list(space.candidates()))
+    work = Keyed(subs, list(space.candidates())).work
     for a, b, rename, n in ((4, 5, {"Kn": "Vn", "Wk": "Wv"}, 576), (9, 10, {"U1": "U2", "W1": "W2"}, 225)):
         got = [{tuple(sorted((rename.get(t, t), d) for t, d in p.splits)): p.vector
                 for p in pcs.all_pieces(space, {at: subs[at]}, options, work=[w for w in work if w[0] == at])[0]}

@@ -80,6 +80,26 @@ def test_the_floor_adds_to_the_forward_links_and_claims_some():
     assert claimed == 144 - 6 * 6
 
 
+def test_a_keys_floor_read_off_its_splits_is_the_floor_of_its_layouts():
+    """The bounded search reads each key's floor off its splits (:func:`floors.links_at`, each tensor's
+    gradient laid out once a split): for every key of the statements with a floor, on two meshes, it is the
+    floor of the layouts the key gives (:func:`floors.links`), to the bit, and claims links at some."""
+    claimed = 0
+    for mesh in ("X=2,Y=2", "X=4,Y=2,Z=2"):
+        space = Space.of(SHARED, mesh, "tpu-v5p")
+        exact = pcs.exactly(space, {at: None for at in pcs.statements(space)})
+        plan = derive_program(SHARED, space.mesh, DIMS, "tpu-v5p", alternatives=False)
+        pricing = floors.pricing(plan)
+        for at in (a for a in pcs.statements(space) if isinstance(exact[a], tuple)):
+            sub = pcs.alone(space, at)
+            read, laid = floors.links_at(sub, *exact[at], *pricing), floors.at_splits(sub)
+            for _, k in pcs.keys(sub):
+                got = read(k)
+                assert got == floors.links(laid(k), *exact[at], *pricing)
+                claimed += any(f > 0 for f in got)
+    assert claimed > 100
+
+
 def _read_without_writing(space, options, every: int = 10) -> int:
     """Every key of every statement: its layouts read off its splits are those of the statement written for
     a candidate with those splits, which are those its plan has (one in ``every`` planned)."""
@@ -109,7 +129,7 @@ def _check_under(space, cands, options, b):
     """Each candidate's whole bound, resource by resource, at most what its plan spends."""
     for cand in cands:
         b.whole((0.0, 0.0, cand))
-        pieces = [b.vectors[at, k] for at, k in zip(b.subs, b.cands[cand])]
+        pieces = [b.vectors[at, k] for at, k in zip(b.subs, b.keys_of(cand))]
         summed = [sum(col) for col in zip(*pieces)]
         p = price.price(space, cand, **options)
         if p is None:
