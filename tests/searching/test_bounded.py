@@ -152,3 +152,38 @@ def test_the_text_counts_what_the_engine_refuses_apart():
     assert second.startswith("the other 2,268 rank below the best 3:")
     r.bounded = 2880
     assert "refuses" not in _bounded_lines(r, "")[0]
+
+
+@pytest.mark.parametrize("text, mesh", [(MLP3, "X=2,Y=2"), (MLP3, "X=4,Y=2,Z=2"), (MLP, "X=2,Y=4,Z=2")])
+def test_each_candidates_keys_are_its_statements_splits(text, mesh):
+    """The keys the tables hold for a candidate are those each statement's splitter gives it, and ``work``
+    takes each key once, with the first candidate that takes it, in the order a walk over the candidates,
+    statement by statement, first meets them."""
+    from symcost.searching import pieces as pcs
+    from symcost.searching.keyed import Keyed
+    space = Space.of(text, mesh, "tpu-v5p")
+    subs = {at: pcs.alone(space, at) for at in pcs.statements(space)}
+    cands = list(space.candidates())
+    table, splits = Keyed(subs, cands), [pcs.splitter(sub) for sub in subs.values()]
+    first: dict = {}
+    for i, cand in enumerate(cands):
+        keys = tuple(split(cand) for split in splits)
+        assert table.of(i) == keys
+        for at, k in zip(subs, keys):
+            first.setdefault((at, k), cand)
+    assert table.work == [(at, cand, k) for (at, k), cand in first.items()]
+    assert sum(len(ks) for ks in table.keys.values()) == len(first) <= len(cands) * len(subs)
+
+
+def test_the_candidates_are_listed_in_mesh_order_once_each():
+    """Interchangeable axes (Y and Z here, of one size, though X lies between them) take multisets of roles,
+    each candidate once, its roles written in mesh order."""
+    space = Space.of(MLP3, "Y=2,X=4,Z=2", "tpu-v5p")
+    assert space.classes == (("Y", "Z"), ("X",))
+    cands = list(space.candidates())
+    assert len(cands) == len(set(cands)) == space.size
+    assert all(c.axes == ("Y", "X", "Z") for c in cands)
+    pairs = [(c.roles[0], c.roles[2]) for c in cands if c.roles[1] == space.roles[0]]
+    r = len(space.roles)
+    assert len(pairs) == len(set(pairs)) == r * (r + 1) // 2
+    assert {frozenset(p) for p in pairs} == {frozenset((a, b)) for a in space.roles for b in space.roles}
