@@ -11,6 +11,7 @@ from . import caching
 from .env import Env
 from .mesh import Mesh
 from .pricing import Totals, symbolic_cost, totals
+from .rewrite import Ranker
 from .solve import wins_when
 from .trace import Step
 
@@ -45,7 +46,7 @@ class Alternative:
     chosen: tuple[Step, ...] = field(compare=False, repr=False)
     mesh: Mesh = field(compare=False, repr=False)
     overlap: str = "program"
-    ranker: object = field(default=None, compare=False, repr=False)   # what the planner ranked it with
+    ranker: Ranker | None = field(default=None, compare=False, repr=False)   # what the planner ranked it with
 
     @cached_property
     def totals(self) -> Totals:
@@ -87,7 +88,8 @@ class Alternative:
         if mine.t_step <= theirs.t_step:
             return None
         more = {k: float(getattr(mine, k) - getattr(theirs, k)) for k in ("t_math", "t_hbm", "t_comms")}
-        return {"t_step": float(mine.t_step), "plan_t_step": float(theirs.t_step), "loses_on": max(more, key=more.get)}
+        return {"t_step": float(mine.t_step), "plan_t_step": float(theirs.t_step),
+                "loses_on": max(more, key=lambda k: more[k])}
 
     @property
     def statement(self) -> str:

@@ -64,9 +64,11 @@ def forward(kind: str, operands: list, axis: int | None = None, shape: tuple | N
     position of the dimension it adds)."""
     x = operands[0]
     if kind == "TopK":
+        assert axis is not None                  # a top-k works over a dimension
         p, idx = _top(x, axis, shape[axis] if shape is not None else 1)
         return np.take_along_axis(p, idx, axis=axis)
     if kind == "Dispatch":
+        assert axis is not None and shape is not None      # a dispatch adds a dimension: the result's shape
         return np.broadcast_to(np.expand_dims(x, axis), shape).copy()
     if kind == "View" and shape is not None:
         return _reshaped(x, shape)
@@ -108,6 +110,7 @@ def backward(kind: str, dres: np.ndarray, saved: list, which: int, axis: int | N
     ``shape``: the operand's, where a view's result has another (a dispatch's ``axis``: the dimension it
     added, in ``dres``)."""
     if kind == "TopK":
+        assert axis is not None
         p, idx = _top(saved[0], axis, dres.shape[axis])
         g = np.take_along_axis(p, idx, axis=axis)
         chosen = np.zeros_like(p)
@@ -131,6 +134,7 @@ def backward(kind: str, dres: np.ndarray, saved: list, which: int, axis: int | N
         y = saved[0]
         return y * (dres - (dres * y).sum(axis=axis, keepdims=True))
     if kind == "CrossEntropy":
+        assert axis is not None                  # the dimension of the classes, summed over
         return np.expand_dims(dres, axis) * _softmax(saved[0], axis)
     if kind == "GeLU":
         return dres * _gelu_grad(saved[0])

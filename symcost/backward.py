@@ -20,11 +20,12 @@ once, where the operation that produced it takes its gradient (Megatron's g oper
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
 from . import caching
-from .collectives import gradient
+from .collectives import Move, gradient
 from .einsum import LocalEinsum
 from .elementwise import Elementwise
 from .errors import ShardingError, UsageError
@@ -85,7 +86,7 @@ def flagged(steps, params, phase: str | None = None) -> list[Step]:
     return out
 
 
-def saved_layout(t: Layout, first: dict, params: dict, reuse: str) -> Layout:
+def saved_layout(t: Layout, first: dict, params: Mapping, reuse: str) -> Layout:
     """The layout in which a forward operand is available to the backward pass."""
     is_param = t.name in params
     if reuse == "all" or (reuse == "activations" and not is_param):
@@ -120,9 +121,9 @@ class Follows(NamedTuple):
 
     below: int
     uses: tuple
-    states: dict
+    states: Mapping
     steps: tuple
-    saved: dict
+    saved: Mapping
     reads: dict       # {index: _read_below(uses, index)}, kept across the passes that follow this one
 
     def rest(self, i: int, here: State, states: dict) -> tuple[list, dict, dict] | None:
@@ -137,7 +138,7 @@ class Follows(NamedTuple):
                 return None
         n = len(prior.steps)
 
-        def saved(then: dict) -> dict:
+        def saved(then: Mapping) -> dict:
             out = dict(here.saved)
             for k, v in then.items():
                 if k not in prior.saved:
@@ -156,10 +157,9 @@ class Follows(NamedTuple):
 def _read_below(uses, i: int) -> frozenset:
     """The tensors (and their gradients, ``d<name>``) the uses before index ``i`` name: all a backward pass
     through them reads or writes of its gradients and layouts at hand."""
-    names = set()
+    names: set[str] = set()
     for u in uses[:i]:
-        op = u.op
-        names.update(t.name for t in ((op.before, op.after) if u.written else (*op.inputs, op.output)))
+        names.update(t.name for t in ((u.op.before, u.op.after) if u.written else (*u.op.inputs, u.op.output)))
     return frozenset(names | {"d" + n for n in names})
 
 
@@ -169,7 +169,7 @@ def backward(trace: Trace, params: dict, reuse: str = "activations", input_grads
     return steps, saved
 
 
-def resumed(trace: Trace, params: dict, reuse: str = "activations", input_grads: bool = True,
+def resumed(trace: Trace, params: Mapping, reuse: str = "activations", input_grads: bool = True,
             start: tuple[int, State] | None = None, marks=(), follows: Follows | None = None
             ) -> tuple[list, dict, dict]:
     """The backward pass from ``start`` (``(index, state)``: the uses from ``index`` on already taken
@@ -178,7 +178,7 @@ def resumed(trace: Trace, params: dict, reuse: str = "activations", input_grads:
     joins where it reaches one of that pass's states (:class:`Follows`)."""
     if reuse not in REUSE:
         raise UsageError(f"reuse must be one of {', '.join(REUSE)}, not {reuse!r}")
-    consumed = {t.name for u in trace.uses if not u.written for t in u.op.inputs}
+    consumed = {t.name for u in trace.uses if not isinstance(u.op, Move) for t in u.op.inputs}   # work, not moves
     outputs = [n for n, _ in trace.produced if n not in consumed]
     if not outputs:
         raise UsageError("the program has no output to differentiate")
@@ -205,13 +205,13 @@ class _Pass:
     """One backward pass under way: the gradients laid out so far (tensor name -> its gradient's layout),
     the activations saved, the layouts already materialised in the backward pass (reused) and the steps."""
 
-    def __init__(self, trace: Trace, params: dict, reuse: str, input_grads: bool, state: State):
+    def __init__(self, trace: Trace, params: Mapping, reuse: str, input_grads: bool, state: State):
         self.trace, self.params, self.reuse, self.input_grads = trace, params, reuse, input_grads
         self.mesh, self.names = trace.mesh, frozenset(params)
         self.grads, self.saved, self.have, self.steps = state.grads, state.saved, state.have, list(state.steps)
         self.inputs, self.first = set(trace.inputs), trace.first
-        self.redefined = {u.op.after.name for u in trace.uses if u.written}
-        self.readers = Counter(t.name for u in trace.uses if not u.written for t in u.op.inputs)
+        self.redefined = {u.op.after.name for u in trace.uses if isinstance(u.op, Move)}
+        self.readers = Counter(t.name for u in trace.uses if not isinstance(u.op, Move) for t in u.op.inputs)
         self.any_move = trace.ranker.with_moves(None)
 
     def state(self) -> State:
@@ -243,7 +243,7 @@ class _Pass:
         want = gradient(op.before)
         arrived, g = g, replace(g, name=want.name)
         t = op.rule.transpose(op)
-        moves = None
+        moves: list | tuple | None = None
         if t is not None:
             t = replace(t, before=replace(t.before, name=want.name), after=replace(t.after, name=want.name))
             exact = not t.rule.inserted or t in tuple(t.rule.edges(t.before, mesh))
@@ -320,7 +320,7 @@ def _einsum_back(use, dres: Layout, facts: tuple, grads: tuple, have: tuple, mes
         if fact[name][2] and name not in layouts and not input_grads:
             continue
         others = [t for j, t in enumerate(e.inputs) if j != i]
-        srcs = [keep(t) for t in others]
+        srcs: list = [keep(t) for t in others]
         srcs = [t if t.name in layouts else tuple(h.get(t.name, [t])) for t in srcs]
         missing = set(x.dims) - set(dres.dims).union(*(set(t.dims) for t in others))
         if missing:

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import symbols
 from .errors import ShardingError, UsageError
 from .mesh import Mesh, as_mesh
 from .notation import Program, parse
 from .topology import place
+
+if TYPE_CHECKING:
+    from .hardware import Hardware
 
 RESERVED = set(symbols.HARDWARE_SYMBOLS)
 MAX_SIZE = 10 ** 15
@@ -101,7 +104,7 @@ class BoundProgram:
     program: Program
     mesh: Mesh
     sizes: tuple[tuple[str, int], ...] = ()
-    hardware: object = None
+    hardware: Hardware | None = None
     notes: tuple[str, ...] = ()          # how the mesh was laid onto the hardware
 
     @property

@@ -43,7 +43,7 @@ def numpy_function(expr):
     return tuple(s.name for s in syms), lambda *args: node(args)
 
 
-def over(expr, numbers: dict, name: str, values):
+def over(expr, numbers: dict, name: str | None, values):
     """``expr`` at every value of the symbol ``name`` (``values``, a NumPy array), every other symbol at
     ``numbers`` (``{symbol name: float}``): an array the shape of ``values``, or None when a symbol other
     than ``name`` has no number (``name=None``: every symbol at ``numbers``, a 0-d array)."""

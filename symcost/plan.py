@@ -18,13 +18,14 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sympy as sp
 
 from . import caching, symbols
 from .alternatives import Alternative
-from .einsum import gemm_shape
+from .einsum import LocalEinsum, gemm_shape
 from .errors import UsageError
 from .env import FIGURES, Env
 from .layout import Padding, padding
@@ -35,6 +36,9 @@ from .printers import latex as latex_printer
 from .printers import text as text_printer
 from .solve import solve_plan
 from .trace import Step
+
+if TYPE_CHECKING:
+    from .hardware import Hardware
 
 ZERO = sp.Integer(0)
 
@@ -50,7 +54,7 @@ class Plan:
     expression: str
     mesh: Mesh
     steps: tuple[Step, ...]
-    hardware: object = None
+    hardware: Hardware | None = None
     sizes: tuple[tuple[str, int], ...] = ()
     alternatives: tuple[Alternative, ...] = ()
     overlap: object = True            # True (the book's policy), False (none), or a policy name
@@ -93,7 +97,7 @@ class Plan:
 
     def _tensors(self) -> list:
         """Every layout the plan's steps read and write, then each tensor's final one."""
-        return [t for s in self.steps for t in (s.op.inputs + (s.op.output,) if s.is_einsum
+        return [t for s in self.steps for t in (s.op.inputs + (s.op.output,) if isinstance(s.op, LocalEinsum)
                                                 else (s.op.before, s.op.after))] + list(self.layouts)
 
     @cached_property
@@ -132,14 +136,13 @@ class Plan:
         """Numbers for every bound symbol: dimensions, symbolic axes given by --dims, hardware."""
         subs = dict(_bindings(self.sizes, self.hardware, self.compute_dtype))
         if self.hardware is not None and self.efficient:
-            subs.update(self._efficiency_bindings())
+            subs.update(self._efficiency_bindings(self.hardware.efficiency))
         return subs
 
-    def _efficiency_bindings(self) -> dict:
+    def _efficiency_bindings(self, eff) -> dict:
         """Numbers for the eta symbols from the preset: ``eta_math`` is the FLOP-weighted harmonic mean of
         each einsum's rate (its size's table value times its waves' useful fraction, so the total math time
-        is exact), the others are the preset's figures."""
-        eff = self.hardware.efficiency
+        is exact), the others are the preset's figures (``eff``: the preset's achieved efficiency)."""
         out = {symbols.eta_hbm: sp.Float(eff.hbm), symbols.eta_vec: sp.Float(eff.vector),
                symbols.t_kernel: sp.Float(eff.t_kernel)}
         for kind in symbols.LINK_KINDS:
@@ -150,7 +153,7 @@ class Plan:
         work = time = 0.0
         env = Env.numeric(self.mesh, dict(self.sizes), efficiency=eff)
         for s in self.steps:
-            if s.is_einsum:
+            if isinstance(s.op, LocalEinsum):
                 f = sp.sympify(s.flops).xreplace(base)
                 if f.free_symbols:
                     return out
@@ -327,7 +330,7 @@ def _cost_over(cost, subs: tuple, name: str | None = None, values: bytes = b""):
     bytes) of the symbol ``name``, the others at ``subs`` (``(name, number)`` pairs); without ``name``, a
     float at ``subs``. None if one stays symbolic."""
     xs, numbers = (np.frombuffer(values) if name else 0.0), dict(subs)
-    out = []
+    out: list = []
     for v in cost:
         if isinstance(v, (tuple, bool, str)):
             out.append(v)

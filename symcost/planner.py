@@ -17,61 +17,20 @@ from dataclasses import replace
 
 from . import dtypes, elementwise
 from .binding import BoundProgram
-from .collectives import RULES, Move, rule, written_moves
+from .collectives import Move, rule, written_moves
 from .einsum import LocalEinsum
-from .env import RANKING_DEFAULTS
 from .elementwise import Elementwise
-from .errors import ShardingError, UsageError
+from .errors import ShardingError
 from .layout import Layout, layout_from_ref
 from .notation import Apply, Collective, Declaration, Einsum, Ranking, TensorRef, format_axes
-from .pricing import policy
-from .rewrite import OBJECTIVES, Ranker, plan_chain, product_dims, reshard
+from .rewrite import Ranker, plan_chain, product_dims, reshard
 from .rewrite.chains import LAYOUT_LIMIT
+from .rewrite.ranking import ranker_for
 from .explain import explained_steps, final_layout
 from .trace import Step, Tie, Trace, Use
 
-#: the moves the engine inserts in a strategy (a program with ``param`` declarations): the book's
-#: algorithms gather, slice and reduce; an AllToAll or a send is part of a strategy only where written.
-STRATEGY_MOVES = ("AllGather", "ReduceScatter", "AllReduce", "Slice")
 #: the runner-up plans of an einsum weighed against its best (by the overlapped step time), kept on request
 ALTERNATIVES = 6
-MOVE_MODES = ("auto", "all", "strategy", "none")
-
-
-def allowed_moves(bound: BoundProgram, moves) -> tuple | None:
-    """The move kinds the engine may insert (None: every kind)."""
-    if moves in (None, "auto"):
-        return STRATEGY_MOVES if bound.is_strategy else None
-    if moves == "all":
-        return None
-    if moves == "strategy":
-        return STRATEGY_MOVES
-    if moves == "none":  # the program is taken literally: every collective must be written
-        return ()
-    kinds = tuple(k.strip() for k in moves.split(",")) if isinstance(moves, str) else tuple(moves)
-    insertable = [k for k, r in RULES.items() if r.inserted]
-    bad = [k for k in kinds if k not in insertable]
-    if bad:
-        raise UsageError(f"unknown move mode {bad[0]!r}; use {', '.join(MOVE_MODES)} or a comma-separated "
-                         f"list of {', '.join(insertable)}")
-    return kinds
-
-
-def ranking_sizes(bound: BoundProgram) -> dict[str, int]:
-    """The sizes candidate plans are compared at: bound sizes, then ``rank`` statements, then the ranking
-    default per device for a dimension the program splits (a batch split over a whole pod ranks as 8192
-    tokens a chip, not 8192 in all), then the ranking default."""
-    per = RANKING_DEFAULTS["dim"]
-    split = {d: per * (n or RANKING_DEFAULTS["axis"]) for d, n in bound.split_over().items()}
-    return {**split, **bound.ranking_sizes}
-
-
-def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None, efficiency=False) -> Ranker:
-    if objective not in OBJECTIVES:
-        raise UsageError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
-    constants = bound.hardware.bindings("bf16") if bound.hardware is not None else None
-    return Ranker.make(bound.mesh, ranking_sizes(bound), constants, objective, policy(overlap),
-                       allowed_moves(bound, moves), bound.hardware.efficiency if efficiency and constants else None)
 
 
 def plan_program(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None,
@@ -109,7 +68,9 @@ class _Walk:
         self.notes: list[str] = []
         self.kept = True      # keep the runner-up plans (they are weighed either way: they choose the best)
         self.on_host: dict[str, int] = {}    # tensors in host memory -> the line that moved them there
-        self.at, self.choices, self.ties = 0, {}, []   # the statement; which tie to take; (statement, ties)
+        self.at = 0                           # the statement
+        self.choices: dict[int, int] = {}     # which tie to take
+        self.ties: list[Tie] = []             # each einsum's equally fast plans
 
     def trace(self) -> Trace:
         dtype = max(self.dtypes or {dtypes.DEFAULT}, key=dtypes.nbytes)
@@ -211,6 +172,7 @@ class _Walk:
             if out.dtype is None:
                 target = replace(target, dtype=max((l.dtype for l in layouts), key=dtypes.nbytes))
         if reshard_only:   # A[I_X, J] -> A[I, J_X]
+            assert out is not None and target is not None     # reshard_only says so
             return self.reshard(layouts[0], target, out)
         names = [self.fresh_name(f"T{i + 1}") for i in range(len(layouts) - 2)]
         cands = plan_chain(layouts, list(stmt.contract), name, out_dims, target, self.mesh, self.ranker,
@@ -259,10 +221,11 @@ class _Walk:
                     raise self.error(f"*_{d} contracts {d}, which is not a dimension of both sides of this product",
                                      span)
         if stmt.output is not None:
-            for d in stmt.output.dims:
-                if d.name not in seen_in and d.size is None:
-                    raise self.error(f"output {stmt.output.name} has dimension {d.name}, which no operand has", d.span)
-            return tuple(d.name for d in stmt.output.dims)
+            for ref in stmt.output.dims:
+                if ref.name not in seen_in and ref.size is None:
+                    raise self.error(f"output {stmt.output.name} has dimension {ref.name}, which no operand has",
+                                     ref.span)
+            return tuple(ref.name for ref in stmt.output.dims)
         dims = layouts[0].dims
         for i, lay in enumerate(layouts[1:]):
             later = set().union(*(set(t.dims) for t in layouts[i + 2:]))
@@ -276,8 +239,11 @@ class _Walk:
         layouts = [self.use(ref, line) for ref in stmt.operands]
         kind, reduce = elementwise.check_apply(stmt, layouts, self.error)
         first = layouts[0]
-        out_dims = tuple(d.name for d in stmt.output.dims) if kind.broadcasts else \
-            tuple(d for d in first.dims if not (kind.drops and d == reduce))
+        if kind.broadcasts:
+            assert stmt.output is not None            # check_apply: a broadcast writes its result
+            out_dims = tuple(d.name for d in stmt.output.dims)
+        else:
+            out_dims = tuple(d for d in first.dims if not (kind.drops and d == reduce))
         name = stmt.result_name
         self.produce(name, stmt)
         # the result's sharding: as written, else the first operand's (partial sums reduced unless linear)

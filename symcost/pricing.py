@@ -35,7 +35,7 @@ fraction of the figure that is reached (``eta_math`` by the size of the matmul a
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from . import caching
 from . import dtypes, elementwise
@@ -48,21 +48,26 @@ from .mesh import Mesh
 OVERLAPS = ("program", "step", "none", "critical")
 
 
+#: a count or a time: a number, or a SymPy expression where a size or a figure is a symbol (SymPy has no
+#: types a checker reads)
+Quantity = Any
+
+
 class OpCost(NamedTuple):
     """One operation's cost on one device: FLOPs and bytes (V for a collective; read + written for an
     einsum), T_math, T_hbm, and a collective's latency floor and throughput term."""
 
-    flops: object
-    bytes: object
-    t_math: object
-    t_hbm: object
-    latency: object
-    throughput: object
+    flops: Quantity
+    bytes: Quantity
+    t_math: Quantity
+    t_hbm: Quantity
+    latency: Quantity
+    throughput: Quantity
     axes: tuple[str, ...]     # the channels it occupies: its mesh axes (a host transfer: 'pcie')
     local: bool                # an einsum, elementwise work or a local slice, not a collective
-    t_comms: object
-    seconds: object
-    vector_flops: object = 0   # elementwise FLOPs (not counted in ``flops``, which are the matmuls')
+    t_comms: Quantity
+    seconds: Quantity
+    vector_flops: Quantity = 0   # elementwise FLOPs (not counted in ``flops``, which are the matmuls')
     critical: bool = True      # on the critical path (the ``critical`` policy runs the others beside it)
     reads: tuple = ()          # the layouts it reads and writes: the plan's dependency graph (see ``totals``)
     writes: tuple = ()
@@ -173,11 +178,12 @@ def padded_blocks(op, mesh: Mesh, sizes) -> frozenset:
     out = set()
     for d, axes in pairs:
         n = int(d) if d.isdigit() else sizes.get(d)
-        if not axes or n is None or any(mesh.axis(a).size is None for a in axes):
+        known = [s for s in (mesh.axis(a).size for a in axes) if s is not None]
+        if not axes or n is None or len(known) < len(axes):
             continue
         k = 1
-        for a in axes:
-            k *= mesh.axis(a).size
+        for size in known:
+            k *= size
         if n % k:
             out.add((d, tuple(axes)))
     return frozenset(out)
@@ -209,7 +215,8 @@ def kernel_starts(costs, deps=None) -> list[bool]:
     router's choice) launches its own, as Megatron-Core's permute does."""
     if deps is None:                       # one operation alone (what the planner weighs) waits on nothing
         deps = [()] if len(costs) == 1 else depends_on(costs)
-    out, made = [], []                     # made: the kind of kernel each result comes out of, seen through views
+    out: list = []
+    made: list[str] = []                   # the kind of kernel each result comes out of, seen through views
     for c, before in zip(costs, deps):
         last = made[max(before)] if before else ""
         if c.kernel == "elementwise":      # joins its producer's kernel when that is the last thing it waits on
@@ -269,7 +276,8 @@ def totals(costs, env: Env, overlap: str = "program") -> Totals:
     fl = tm = th = local = serial = z
     per_axis: dict[str, list] = {}        # axis -> [time, throughput term] of its collectives
     comm, comm_bw = z, z
-    path, beside = z, {}                  # the critical path; axis -> the time of what runs beside it
+    path = z                              # the critical path
+    beside: dict[str, Quantity] = {}      # axis -> the time of what runs beside it
     critical = overlap == "critical"      # the path and what runs beside it: read by that policy alone
     for c in costs:
         fl, tm, th, serial = fl + c.flops, tm + c.t_math, th + c.t_hbm, serial + c.seconds

@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 
 from . import caching, progress
 from .errors import SymcostError, UsageError
@@ -89,7 +90,7 @@ def answered(parts: list, n: int, work, setup, init: tuple, what: str = "worker"
         setup(*init)
         yield from ((part, [work(x) for x in part]) for part in parts)
         return
-    ctx = multiprocessing.get_context(method)
+    ctx: Any = multiprocessing.get_context(method)      # each start method's context has its Process
     if method == "forkserver":     # its workers are forked from a server that has imported the engine once
         ctx.set_forkserver_preload(["__main__", __name__, work.__module__, setup.__module__])
     c = caching.current()
@@ -168,6 +169,7 @@ def _serve(conn, caches: tuple, setup, init: tuple, work) -> None:
             part = conn.recv()
         except (EOFError, OSError):
             return
+        answer: tuple[bool, object]
         try:
             answer = (True, [work(x) for x in part])
         except Exception as e:           # sent back: the caller raises it, as the work in one process would

@@ -50,6 +50,7 @@ def graph(prog: Program | str):
             continue
         if isinstance(st, Ranking):
             continue
+        out: str | None
         if isinstance(st, Collective):
             ins, out = [st.operand.name], st.output.name
         else:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import Any
 
 DELAY = 2.0          # seconds before a bar appears
-_state = {"on": False, "bar": None, "what": None}
+_state: dict[str, Any] = {"on": False, "bar": None, "what": None}   # bars shown; the open bar (tqdm); what it counts
 
 
 @contextlib.contextmanager

@@ -105,10 +105,11 @@ def _chain(st: Einsum, tape: Tape, out_name: str) -> None:
         t_dims = list(tape.values[tv][0])
         both = [d for d in cur_dims if d in t_dims]
         union = cur_dims + [d for d in t_dims if d not in cur_dims]
+        contracted = st.contract[k - 1]
         if k == len(ops) - 1 and wanted is not None:
             keep = wanted
-        elif st.contract[k - 1] is not None:
-            keep = [d for d in union if d not in st.contract[k - 1]]
+        elif contracted is not None:
+            keep = [d for d in union if d not in contracted]
         else:
             still = {d.name for u in ops[k + 1:] for d in u.dims} | set(wanted or ())
             keep = [d for d in union if d not in both or d in still]
@@ -169,7 +170,7 @@ def run(program, values: dict, mesh_sizes: dict | None = None, sizes: dict | Non
             _chain(st, tape, out)
         elif isinstance(st, Apply):
             tape.read.update(tape.now(t.name) for t in st.operands)
-            _apply(st, tape, st.output.name if st.output is not None else st.output_name, sizes or {})
+            _apply(st, tape, st.result_name, sizes or {})
         elif isinstance(st, Collective):
             _collective(st, tape, mesh_sizes or {})
     return tape
@@ -202,7 +203,7 @@ def results(program) -> set:
         if isinstance(st, Einsum) and (len(st.operands) > 1 or st.result_name not in (None, st.operands[0].name)):
             out.add(st.result_name or "Out")
         elif isinstance(st, Apply):
-            out.add(st.output.name if st.output is not None else st.output_name)
+            out.add(st.result_name)
         elif isinstance(st, Collective) and (st.kind == "Send" or st.output.name != st.operand.name):
             out.add(st.output.name)
     return out
@@ -216,7 +217,7 @@ def inputs(program) -> tuple[str, ...]:
         if isinstance(st, Einsum) and (len(st.operands) > 1 or st.result_name not in (None, st.operands[0].name)):
             computed.add(st.result_name or "Out")
         elif isinstance(st, Apply):
-            computed.add(st.output.name if st.output is not None else st.output_name)
+            computed.add(st.result_name)
         reads = st.operands if isinstance(st, (Einsum, Apply)) else (st.operand,) if isinstance(st, Collective) \
             else ()
         read += [t.name for t in reads]
@@ -282,6 +283,8 @@ def statement_value(text: str, values: dict) -> np.ndarray:
     """What a one-statement program computes from ``values`` ({name: array}, laid out as written)."""
     program = parse(text)
     (st,) = program.statements
+    if not isinstance(st, (Einsum, Apply)):
+        raise ValueError(f"statement_value computes an einsum or elementwise work, not {type(st).__name__}")
     dims = {t.name: tuple(d.name for d in t.dims) for t in st.tensors}
     tape = run(program, {k: (dims[k], v) for k, v in values.items() if k in dims})
     out = st.result_name or "Out"

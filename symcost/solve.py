@@ -36,7 +36,7 @@ def pieces(expr) -> list:
 
 def roots(lhs, rhs, sym) -> list:
     """Solutions of ``lhs = p`` for every piece p of ``rhs``, except those SymPy knows are not positive."""
-    out = []
+    out: list = []
     for p in pieces(rhs):
         try:
             sols = sp.solve(sp.Eq(lhs, p), sym)

@@ -20,7 +20,7 @@ from .notation import format_tensor
 try:
     from hypothesis import strategies as st
 except ImportError:  # pragma: no cover - hypothesis is a test dependency
-    st = None
+    st = None  # type: ignore[assignment]
 
 AXES = ("X", "Y", "Z")
 DIMS = ("I", "J", "K", "L")

@@ -15,10 +15,11 @@ the critical path; its closed-form costs are derived from the operation (and kep
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Union
 
 from . import caching
 from .binding import BoundProgram
+from .collectives import Move
 from .einsum import LocalEinsum
 from .elementwise import Elementwise
 from .layout import Layout
@@ -27,11 +28,15 @@ from .pricing import OpCost, padded_blocks, symbolic_cost
 from .rewrite import Ranker
 
 
+#: what a step does: a move (a collective, a slice, a send), a local einsum, or elementwise work
+Operation = Union[Move, LocalEinsum, Elementwise]
+
+
 @dataclass(frozen=True)
 class Step:
     """One step of a plan: a collective (``kind`` AllGather, ...) or a local ``Einsum``."""
 
-    op: object
+    op: Operation
     mesh: Mesh = field(compare=False, repr=False)
     phase: str = "forward"
     why: str = ""
@@ -39,7 +44,7 @@ class Step:
     sizes: tuple = field(default=(), compare=False, repr=False)   # the bound sizes (padded blocks round up)
     efficient: bool = False  # priced with achieved efficiency (the eta symbols)
 
-    def __init__(self, op, mesh: Mesh, phase: str = "forward", why: str = "", critical: bool = True,
+    def __init__(self, op: Operation, mesh: Mesh, phase: str = "forward", why: str = "", critical: bool = True,
                  sizes: tuple = (), efficient: bool = False):
         # written straight into the instance (as a Layout's): a search makes tens of thousands of steps
         d = self.__dict__
@@ -80,7 +85,7 @@ class Step:
     @property
     def is_collective(self) -> bool:
         """A move that communicates (not an einsum, not elementwise work, not a local slice)."""
-        return not self.is_compute and self.op.rule.communicates
+        return isinstance(self.op, Move) and self.op.rule.communicates
 
     @property
     def kind(self) -> str:
@@ -88,7 +93,7 @@ class Step:
 
     @property
     def axes(self) -> tuple[str, ...]:
-        return self.op.mesh_axes(self.mesh) if self.is_compute else self.op.axes
+        return self.op.axes if isinstance(self.op, Move) else self.op.mesh_axes(self.mesh)
 
     @property
     def tensor(self) -> str:
@@ -97,22 +102,22 @@ class Step:
     @property
     def label(self) -> str:
         """The move as written (``AllGather_X``, ``Send_{Z,2}``, ``ToHost``), or ``Einsum``."""
-        return "Einsum" if self.is_einsum else self.op.label
+        return "Einsum" if isinstance(self.op, LocalEinsum) else self.op.label
 
     @property
     def before(self) -> str:
-        if self.is_compute:
-            return (" * " if self.is_einsum else ", ").join(t.render(self.mesh) for t in self.op.inputs)
-        return self.op.before.render(self.mesh)
+        if isinstance(self.op, Move):
+            return self.op.before.render(self.mesh)
+        return (" * " if self.is_einsum else ", ").join(t.render(self.mesh) for t in self.op.inputs)
 
     @property
     def after(self) -> str:
-        return (self.op.output if self.is_compute else self.op.after).render(self.mesh)
+        return self.result.render(self.mesh)
 
     @property
     def result(self) -> Layout:
         """The layout this step leaves its tensor in."""
-        return self.op.output if self.is_compute else self.op.after
+        return self.op.after if isinstance(self.op, Move) else self.op.output
 
     def ranked(self, ranker: Ranker):
         """The step's cost in numbers at the ranker's sizes, off the critical path where the step is
@@ -135,7 +140,7 @@ class Step:
     def _written(self) -> str:
         if self.is_einsum:
             return f"{self.before} -> {self.after}"
-        if self.is_elementwise:
+        if isinstance(self.op, Elementwise):
             return self.op.signature(self.mesh)
         return f"{self.label}({self.before}) -> {self.after}"
 
@@ -167,7 +172,7 @@ class Use:
     """A statement's operation, in program order, as the backward pass reads it: the local einsum it
     ran, or the collective written there (``op`` taking the operand's layout to the output's)."""
 
-    op: object
+    op: Operation
     line: int
     written: bool = False
 

@@ -80,6 +80,7 @@ def _record_move(r: dict, mesh) -> Move:
     for a in axes:
         n *= mesh.axis(a).size
     kind = r.get("canonical_kind", r["kind"])
+    dims: tuple[str, ...]
     if kind == "all-gather":
         dims = (str(int(r["result_bytes"] // b)),)
         return Move("AllGather", axes, Layout("T", dims, (axes,), dtype=dtype), Layout("T", dims, ((),), dtype=dtype))

@@ -22,6 +22,7 @@ from .base import (Move, MoveRule, append_axes, changed_dims, gradient, jax_axes
 def moved_group(move: Move) -> tuple[str, ...]:
     """The axes that move, in their order in the dimension they leave (and join)."""
     i, _ = changed_dims(move)
+    assert i is not None             # an AllToAll takes axes off one dimension
     return move.before.axes[i][len(move.after.axes[i]):]
 
 

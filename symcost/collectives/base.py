@@ -23,7 +23,7 @@ from .links import by_kind
 RULES: dict[str, "MoveRule"] = {}
 
 
-def register(cls: type) -> type:
+def register(cls: type[MoveRule]) -> type[MoveRule]:
     """Class decorator: the kind's one rule value joins the registry."""
     RULES[cls.name] = cls()
     return cls

@@ -27,7 +27,7 @@ class Grid:
         for a in mesh.axes:
             if a.size is None:
                 raise SimulationError(f"mesh axis {a.name} needs a size to be simulated")
-        self._size = {a.name: a.size for a in mesh.axes}
+        self._size: dict[str, int] = {a.name: a.size for a in mesh.axes if a.size is not None}   # each has one
 
     def size(self, axis: str) -> int:
         return self._size[axis]

@@ -46,9 +46,9 @@ class Group:
 
     kind: str          # ici | nvlink | dcn
     ring: bool         # every axis wraps around (ici)
-    n: object          # devices in the group
+    n: int | sp.Expr   # devices in the group (an expression where a size is a symbol)
     sizes: tuple       # each axis's size
-    links: object      # sum of the axes' link counts
+    links: int | sp.Expr   # sum of the axes' link counts
     spans: tuple = ()        # each axis's link count where it is a number (the torus dimensions it spans)
     rings: tuple = ()        # each axis wraps around
     link_counts: tuple = ()  # each axis's link count
@@ -354,7 +354,7 @@ def route(pairs: tuple, sizes: tuple, rings: tuple, kinds: tuple) -> tuple:
     pos = [list(s) for s, _ in pairs]
     dst = [tuple(t) for _, t in pairs]
     length = [0] * len(pairs)
-    loads = []
+    loads: list = []                 # (an ICI dimension, or a link kind; the busiest link's load)
     for k, (n, ring, kind) in enumerate(zip(sizes, rings, kinds)):
         if kind != "ici":
             continue

@@ -131,8 +131,8 @@ def plan_to_latex(plan, fragment: bool = False, math_only: bool = False) -> str:
     """The derivation of ``plan``; ``fragment`` drops the preamble; ``math_only`` gives one display
     (for notebooks)."""
     if math_only:
-        rows = r" \\ ".join(step_tex(s) for s in plan.steps) or r"\text{no communication}"
-        return r"$$\begin{array}{l}" + rows + r" \\ T_{step} = " + tex(plan.t_step) + r"\end{array}$$"
+        display = r" \\ ".join(step_tex(s) for s in plan.steps) or r"\text{no communication}"
+        return r"$$\begin{array}{l}" + display + r" \\ T_{step} = " + tex(plan.t_step) + r"\end{array}$$"
     body = [r"\section*{Derivation}", r"\texttt{" + escape(plan.expression).replace("\n", r"\\") + "}"]
     for phase in ("forward", "backward"):
         steps = [s for s in plan.steps if s.phase == phase]

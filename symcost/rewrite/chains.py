@@ -175,7 +175,8 @@ class _Prepared:
     :class:`~.routes.Frontier` for each set of partial sums a target keeps, the results that hold them)."""
 
     def __init__(self, finals: list, short: bool):
-        self.finals, self.short, self.frontiers = finals, short, {}
+        self.finals, self.short = finals, short
+        self.frontiers: dict[frozenset, Frontier] = {}
 
     def frontier(self, keeps: frozenset, starts: list, ranker) -> Frontier:
         got = self.frontiers.get(keeps)

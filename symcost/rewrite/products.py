@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import operator
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from .. import caching
 from ..einsum import LocalEinsum
@@ -90,6 +90,16 @@ def _cheapest(tables, get_l, get_r, generation: int = -1) -> list:
     return [(p[3].output, p) for p in sorted(best.values(), key=operator.itemgetter(0))]   # cheapest first, stable
 
 
+class _Routed(Protocol):
+    """What reaches a layout: its cost and its steps (a search's entry, a kept route, a product's)."""
+
+    @property
+    def cost(self) -> float: ...
+
+    @property
+    def steps(self) -> tuple: ...
+
+
 class _Product(NamedTuple):
     """A result's route, read as an :class:`~symcost.rewrite.routes.Entry` is: its steps (the operands'
     routes, then the einsum) are joined when asked, since a search reads those of the few results it
@@ -97,8 +107,8 @@ class _Product(NamedTuple):
     the layout graph's numbering ``generation`` (a search then need not look it up; -1: not known)."""
 
     cost: float
-    left: object
-    right: object
+    left: _Routed
+    right: _Routed | None
     einsum: LocalEinsum
     number: int
     generation: int

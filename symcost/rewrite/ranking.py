@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from .. import caching
-from ..collectives import Move, moves_from
+from ..binding import BoundProgram
+from ..collectives import RULES, Move, moves_from
 from ..einsum import LocalEinsum
-from ..env import Env
+from ..env import RANKING_DEFAULTS, Env
+from ..errors import UsageError
 from ..layout import Layout
 from ..mesh import Mesh
-from ..pricing import alone, op_cost, step_floor, totals
+from ..pricing import alone, op_cost, policy, step_floor, totals
 
 OBJECTIVES = ("time", "comms")
 TIE_BREAK = 1e-6
@@ -203,3 +205,49 @@ def _move_time(ranker: Ranker, kind, axes, dims, before, after, dtype, distance)
              distance)
     c = alone(op_cost(m, ranker.env), ranker.env)
     return float(c.t_comms), float(c.throughput)
+
+
+# ---------------------------------------------------------------- the ranker a bound program is planned with
+
+#: the moves the engine inserts in a strategy (a program with ``param`` declarations): the book's
+#: algorithms gather, slice and reduce; an AllToAll or a send is part of a strategy only where written.
+STRATEGY_MOVES = ("AllGather", "ReduceScatter", "AllReduce", "Slice")
+MOVE_MODES = ("auto", "all", "strategy", "none")
+
+
+def allowed_moves(bound: BoundProgram, moves) -> tuple | None:
+    """The move kinds the engine may insert (None: every kind)."""
+    if moves in (None, "auto"):
+        return STRATEGY_MOVES if bound.is_strategy else None
+    if moves == "all":
+        return None
+    if moves == "strategy":
+        return STRATEGY_MOVES
+    if moves == "none":  # the program is taken literally: every collective must be written
+        return ()
+    kinds = tuple(k.strip() for k in moves.split(",")) if isinstance(moves, str) else tuple(moves)
+    insertable = [k for k, r in RULES.items() if r.inserted]
+    bad = [k for k in kinds if k not in insertable]
+    if bad:
+        raise UsageError(f"unknown move mode {bad[0]!r}; use {', '.join(MOVE_MODES)} or a comma-separated "
+                         f"list of {', '.join(insertable)}")
+    return kinds
+
+
+def ranking_sizes(bound: BoundProgram) -> dict[str, int]:
+    """The sizes candidate plans are compared at: bound sizes, then ``rank`` statements, then the ranking
+    default per device for a dimension the program splits (a batch split over a whole pod ranks as 8192
+    tokens a chip, not 8192 in all), then the ranking default."""
+    per, axis = int(RANKING_DEFAULTS["dim"]), int(RANKING_DEFAULTS["axis"])
+    split = {d: per * (n or axis) for d, n in bound.split_over().items()}
+    return {**split, **bound.ranking_sizes}
+
+
+def ranker_for(bound: BoundProgram, *, overlap=True, objective: str = "time", moves=None, efficiency=False) -> Ranker:
+    if objective not in OBJECTIVES:
+        raise UsageError(f"objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    hw = bound.hardware
+    constants = hw.bindings("bf16") if hw is not None else None
+    achieved = hw.efficiency if efficiency and hw is not None and constants else None
+    return Ranker.make(bound.mesh, ranking_sizes(bound), constants, objective, policy(overlap),
+                       allowed_moves(bound, moves), achieved)

@@ -256,7 +256,7 @@ class Reachable(Mapping):
         self._routes = found
         self.complete = found.complete
         self.unreduced_sets = tuple(found.unreduced_sets)
-        self.get = found.get                # the planner's hot path: a dict's own lookup
+        self.get = found.get  # type: ignore[method-assign]  # the planner's hot path: a dict's own lookup
         numbered = len(found.ids) == len(found)     # the search's own table, by layout number
         self.ids = found.ids if numbered else {}
         self.generation = found.generation if numbered else -1

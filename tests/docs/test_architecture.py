@@ -111,3 +111,15 @@ def test_a_timing_test_outside_its_folder_is_refused():
     _timing_tests_stay_home([Item("tests/device/test_device.py::test_a", True), Item("tests/x.py::test_b", False)])
     with pytest.raises(pytest.UsageError, match="tests/engine/test_y.py::test_c"):
         _timing_tests_stay_home([Item("tests/engine/test_y.py::test_c", True)])
+
+
+def test_mypy_checks_every_room_below_the_upper_rooms():
+    """``[tool.mypy]`` lists every room of tiers 1 to 5 (the first layering contract's layers below the upper
+    rooms), and no module is exempt from it (no ``ignore_errors`` override)."""
+    import tomllib
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    tiers = config["tool"]["importlinter"]["contracts"][0]["layers"][1:]
+    rooms = {r.strip() for tier in tiers for r in tier.replace("|", ":").split(":")}
+    checked = {Path(f).with_suffix("").name for f in config["tool"]["mypy"]["files"]}
+    assert rooms and rooms == checked
+    assert not [o for o in config["tool"]["mypy"].get("overrides", []) if o.get("ignore_errors")]
