@@ -299,22 +299,22 @@ def _priced(sub: Space, cand: Candidate, options: dict, mesh, exact=True):
     first = tied[0] if tied else None
     if first is None:
         return None
-    plans = [first]
-    forward = {_forward(first)}
-    for plan in tied[1:]:
-        if plan is None:
+    plans = [first]                   # (plan, its step costs)
+    forward = {_forward(first[0])}
+    for got in tied[1:]:
+        if got is None:
             continue
-        if _forward(plan) in forward:
+        if _forward(got[0]) in forward:
             break
-        forward.add(_forward(plan))
-        plans.append(plan)
-    fwd = [vector([c for c, s in zip(p.step_costs(), p.steps) if s.phase != "backward"], mesh) for p in plans]
+        forward.add(_forward(got[0]))
+        plans.append(got)
+    fwd = [vector([c for c, s in zip(costs, p.steps) if s.phase != "backward"], mesh) for p, costs in plans]
     least = tuple(min(col) for col in zip(*fwd))
     if exact is not True:      # its backward's links at their floor, from the layouts (every tied plan's)
         if exact:
-            least = least[:2] + tuple(f + b for f, b in zip(least[2:], backward_links(first, *exact)))
+            least = least[:2] + tuple(f + b for f, b in zip(least[2:], backward_links(first[0], *exact)))
         return None, least
-    return tuple(min(col) for col in zip(*(vector(p.step_costs(), mesh) for p in plans))), least
+    return tuple(min(col) for col in zip(*(vector(costs, mesh) for _, costs in plans))), least
 
 
 def _forward(plan) -> tuple:
@@ -351,17 +351,18 @@ def _floor(sub: Space, options: dict, mesh, phases=("backward",)):
 
 def planned_tied(sub: Space, cand: Candidate, options: dict, at: int, most: int) -> list:
     """:func:`planned_alone` with ``choices={at: k}`` for k = 0, 1, ... of statement ``at``'s equally fast
-    forward plans (at most ``most``): empty where the first is refused or not every step is priced, None
-    for a later one refused (:func:`symcost.program.derive_tied`)."""
+    forward plans (at most ``most``), each ``(plan, its step costs)``: empty where the first is refused or not
+    every step is priced, None for a later one refused or not priced (:func:`symcost.program.derive_tied`)."""
     try:
         plans = derive_tied(sub.program_for(cand), sub.mesh, options.get("dims"), options.get("hw"), at=at,
                             most=most, backward=options.get("backward", False), overlap=options.get("overlap", True),
                             moves=options.get("moves"))
     except SymcostError:
         return []
-    if plans[0].step_costs() is None:
+    costs = [p.step_costs() if p is not None else None for p in plans]
+    if costs[0] is None:
         return []
-    return [p if p is not None and p.step_costs() is not None else None for p in plans]
+    return [(p, c) if c is not None else None for p, c in zip(plans, costs)]
 
 
 def planned_alone(sub: Space, cand: Candidate, options: dict, choices=None):
