@@ -38,6 +38,7 @@ import contextvars
 import dataclasses
 import functools
 import gc
+import operator
 import os
 import threading
 import types
@@ -280,8 +281,19 @@ def kept_hash(self) -> int:
     value's, whatever context asks, so it is no cache a context needs to own."""
     h = getattr(self, "_hash", None)       # no exception raised where it is not kept yet: half the cost
     if h is None:
-        h = self.__dict__["_hash"] = hash(tuple([getattr(self, f) for f in self.__dataclass_fields__]))
+        fields = _FIELDS.get(type(self)) or _fields(type(self))
+        h = self.__dict__["_hash"] = hash(fields(self))
     return h
+
+
+#: each class's fields read at once, as a tuple (:func:`kept_hash`; as constant as the class itself)
+_FIELDS: dict[type, Callable] = {}
+
+
+def _fields(cls: type) -> Callable:
+    names = tuple(cls.__dataclass_fields__)       # type: ignore[attr-defined]
+    _FIELDS[cls] = getter = operator.attrgetter(*names) if len(names) > 1 else (lambda x: (getattr(x, names[0]),))
+    return getter
 
 
 def state_without_hash(self) -> dict:
