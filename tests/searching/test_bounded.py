@@ -187,3 +187,13 @@ def test_the_candidates_are_listed_in_mesh_order_once_each():
     r = len(space.roles)
     assert len(pairs) == len(set(pairs)) == r * (r + 1) // 2
     assert {frozenset(p) for p in pairs} == {frozenset((a, b)) for a in space.roles for b in space.roles}
+
+
+def test_the_first_bounds_summed_as_arrays_are_each_candidates_own():
+    """The candidates' first bounds, summed as arrays a statement at a time, are each candidate's bounds
+    over the statements planned first (the others at their least) to the bit, in the same order."""
+    space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
+    b = bounded.Bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
+    each = sorted((b._bounds(c, b.first) for c in space.candidates()), key=bounded.order)
+    assert b.ordered == tuple(each) and len(each) == space.size
+    assert len({e[0] for e in each}) > 1           # bounds that tell the candidates apart
