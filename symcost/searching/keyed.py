@@ -31,7 +31,7 @@ class Keyed:
     def __init__(self, subs: dict, cands: list):
         roles: dict = {}
         rows = np.array([[roles.setdefault(r, len(roles)) for r in c.roles] for c in cands], dtype=np.int64)
-        rows = rows.reshape(len(cands), -1)
+        rows = rows.reshape(len(cands), len(cands[0].roles) if cands else 0)
         self.keys: dict = {}
         self.ids: dict = {}
         firsts = []
@@ -39,10 +39,8 @@ class Keyed:
             split = splitter(sub)
             seen: dict = {}
             as_seen = np.array([seen.setdefault(split.seen_as(r), len(seen)) for r in roles], dtype=np.int64)
-            code = np.zeros(len(cands), dtype=np.int64)
-            for a in range(rows.shape[1]):
-                code = code * max(len(seen), 1) + as_seen[rows[:, a]]
-            _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+            _, first, inverse = np.unique(_coded(as_seen[rows], len(seen)), axis=0, return_index=True,
+                                          return_inverse=True)
             number: dict = {}          # a key -> its number (roles seen alike make one key)
             of_code = np.empty(len(first), dtype=np.int64)
             for u in np.argsort(first, kind="stable"):      # in the order first taken
@@ -71,3 +69,14 @@ class Keyed:
             total = vectors[ids] if total is None else total + vectors[ids]
             missing = absent[ids] if missing is None else missing | absent[ids]
         return total, missing
+
+
+def _coded(seen: np.ndarray, base: int) -> np.ndarray:
+    """Each row of roles as seen (numbers below ``base``) as one number where they fit in 62 bits (a sort of
+    numbers, not of rows); else the rows themselves."""
+    if max(base, 1) ** seen.shape[1] >= 2 ** 62:
+        return seen
+    code = np.zeros(len(seen), dtype=np.int64)
+    for a in range(seen.shape[1]):
+        code = code * base + seen[:, a]
+    return code

@@ -2,6 +2,7 @@
 more) shows the best K the search that prices every candidate shows, in its order, deriving fewer."""
 import json
 
+import numpy as np
 import pytest
 
 from symcost.cli import main
@@ -154,13 +155,18 @@ def test_the_text_counts_what_the_engine_refuses_apart():
     assert "refuses" not in _bounded_lines(r, "")[0]
 
 
-@pytest.mark.parametrize("text, mesh", [(MLP3, "X=2,Y=2"), (MLP3, "X=4,Y=2,Z=2"), (MLP, "X=2,Y=4,Z=2")])
-def test_each_candidates_keys_are_its_statements_splits(text, mesh):
+@pytest.mark.parametrize("text, mesh, coded", [(MLP3, "X=2,Y=2", True), (MLP3, "X=4,Y=2,Z=2", True),
+                                               (MLP3, "X=4,Y=2,Z=2", False), (MLP, "X=2,Y=4,Z=2", True)])
+def test_each_candidates_keys_are_its_statements_splits(text, mesh, coded, monkeypatch):
     """The keys the tables hold for a candidate are those each statement's splitter gives it, and ``work``
     takes each key once, with the first candidate that takes it, in the order a walk over the candidates,
-    statement by statement, first meets them."""
-    from symcost.searching import pieces as pcs
+    statement by statement, first meets them; alike whether a row of roles is told apart as one number or,
+    where that would not fit in 62 bits, as the row itself (``coded`` False)."""
+    from symcost.searching import keyed, pieces as pcs
     from symcost.searching.keyed import Keyed
+    if not coded:
+        monkeypatch.setattr(keyed, "_coded", lambda seen, base: seen)
+    assert keyed._coded(np.array([[1, 2]]), 2 ** 31).tolist() == [[1, 2]]      # 2^62 and more: rows
     space = Space.of(text, mesh, "tpu-v5p")
     subs = {at: pcs.alone(space, at) for at in pcs.statements(space)}
     cands = list(space.candidates())
