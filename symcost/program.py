@@ -17,6 +17,7 @@ derives the gradients (:mod:`symcost.backward`) and returns a :class:`~symcost.p
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cached_property
 
 from . import caching, ties
 from .backward import REUSE, default_params, flagged, resolve_params
@@ -84,8 +85,7 @@ def declared(text, mesh=None, dims=None, hw=None) -> tuple[dict[str, Layout], di
     return out, {"mesh": b.mesh, "sizes": b.size_map}
 
 
-def _plan_of(trace: Trace, text, steps, overlap, objective) -> Plan:
-    expression = text.strip() if isinstance(text, str) and "\n" not in text.strip() else str(trace.bound.program)
+def _plan_of(trace: Trace, expression: str, steps, overlap, objective) -> Plan:
     alts = tuple(Alternative(a, c, trace.mesh, trace.ranker.overlap, trace.ranker) for a, c in trace.alternatives)
     return Plan(expression, trace.mesh, tuple(steps), trace.bound.hardware, trace.bound.sizes, alts, overlap,
                 trace.compute_dtype, objective, tuple(trace.known.values()),
@@ -139,6 +139,13 @@ class _Planning:
         self.overlap, self.objective, self.moves, self.strict = overlap, objective, moves, strict
         self.alternatives, self.efficiency = alternatives, efficiency
 
+    @cached_property
+    def expression(self) -> str:
+        """The program as its plans show it: its one line as written, else its statements rendered (once: a
+        derivation's tied plans share it)."""
+        text = self.text
+        return text.strip() if isinstance(text, str) and "\n" not in text.strip() else str(self.bound.program)
+
     def traced(self, choices=None, kept: bool | None = None) -> Trace:
         return plan_program(self.bound, overlap=self.overlap, objective=self.objective, moves=self.moves,
                             strict=self.strict, alternatives=self.alternatives if kept is None else kept,
@@ -157,7 +164,7 @@ class _Planning:
         return self.finished(self.traced(choices, False))
 
     def plan(self, best: ties.Planned, notes: tuple = ()) -> Plan:
-        plan = _plan_of(best.trace, self.text, best.steps, self.overlap, self.objective)
+        plan = _plan_of(best.trace, self.expression, best.steps, self.overlap, self.objective)
         if self.backward:
             memory = memory_per_device(plan, list(best.params), optimizer="adam", saved=tuple(best.saved.values()))
             plan = replace(plan, memory=tuple(memory.items()), residuals=tuple(best.saved.values()))
