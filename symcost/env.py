@@ -22,13 +22,23 @@ from . import dtypes, symbols
 from .layout import Layout
 from .mesh import Axis, Mesh
 
-#: what ranks candidate plans when a symbol is unbound (docs/how-it-decides.md): dimensions of 8192,
-#: axes of 4 devices, one link per axis, and TPU v5p's figures (book Part 2). Bind sizes with --dims to
-#: rank at yours.
-RANKING_DEFAULTS = {"dim": 8192, "axis": 4, "links": 1,
-                    "C": 4.59e14, "W_hbm": 2.8e12, "W_ici": 1.8e11, "W_dcn": 6.25e9, "W_nvlink": 4.5e11,
-                    "W_pcie": 1.5e10, "T_min": 1e-6, "C_vec": 4.59e14}
 FIGURES = ("C", "W_hbm", "W_ici", "W_dcn", "W_nvlink", "W_pcie", "T_min", "C_vec")
+
+
+def _book_figures() -> dict[str, float]:
+    """The chip a plan is ranked on where none is given: TPU v5p's figures, as its preset has them (book
+    Part 2), with NVLink at an H100's and vector work at the matrix rate (the preset's VPU figure would make
+    elementwise work decide which plan of a program without a chip ranks first)."""
+    from .hardware import hardware
+    v5p, h100 = hardware("tpu-v5p").bindings("bf16"), hardware("h100").bindings("bf16")
+    book = {k: float(v5p[k]) for k in ("C", "W_hbm", "W_ici", "W_dcn", "W_pcie", "T_min")}
+    return {**book, "W_nvlink": float(h100["W_nvlink"]), "C_vec": book["C"]}
+
+
+#: what ranks candidate plans when a symbol is unbound (docs/how-it-decides.md): dimensions of 8192,
+#: axes of 4 devices, one link per axis, and the figures of :func:`_book_figures`. Bind sizes with --dims
+#: to rank at yours, a chip with --hw.
+RANKING_DEFAULTS: dict[str, float] = {"dim": 8192, "axis": 4, "links": 1, **_book_figures()}
 
 
 def smax(*args) -> sp.Expr:

@@ -199,3 +199,15 @@ def test_book_collective_syntax_with_a_target_dimension(text, expected):
         assert [s.signature() for s in plan.collectives] == [expected]
     with pytest.raises(ShardingError, match="names dimension I as its target"):
         symcost.derive("ReduceScatter_{X,I}(C[I, K]{U_X}) -> C[I, K_X]", mesh="X=4")
+
+
+def test_a_program_without_a_chip_is_ranked_at_the_books_v5p_as_its_preset_has_it():
+    """Where no chip is given, plans are ranked at TPU v5p's figures (book Part 2: 4.59e14 FLOPs/s, 2.8e12
+    B/s of HBM, 1.8e11 B/s a bidirectional ICI link), read from its preset, with NVLink at an H100's and
+    vector work at the matrix rate."""
+    from symcost.env import RANKING_DEFAULTS as ranked
+    from symcost.hardware import hardware
+    v5p = hardware("tpu-v5p").bindings("bf16")
+    assert (ranked["C"], ranked["W_hbm"], ranked["W_ici"]) == (4.59e14, 2.8e12, 1.8e11)
+    assert all(ranked[k] == v5p[k] for k in ("C", "W_hbm", "W_ici", "W_dcn", "W_pcie", "T_min"))
+    assert ranked["W_nvlink"] == hardware("h100").bindings("bf16")["W_nvlink"] and ranked["C_vec"] == ranked["C"]
