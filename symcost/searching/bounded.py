@@ -14,9 +14,10 @@ they have one, :mod:`.floors`, read off its layouts), bound it too, more loosely
    :data:`FIRST`; a statement alike one of them, :mod:`.alike`, adds none) are planned first, in ``jobs``
    processes, and order every candidate by the bounds they give;
 2. in that order, each candidate's other pieces are planned (each once, in this process; a statement at
-   a time, the statements with the most pieces first, and no more once those planned rank it below the
-   ``top`` found so far), and the candidate is derived whole by the engine, as the ordinary search derives
-   it (:mod:`.price`), unless its whole bounds already rank it below that ``top``;
+   a time, first those bounded by their work alone, whose pieces add the most, then those with a floor on
+   their links, the statements with the most pieces first within each, and no more once those planned rank
+   it below the ``top`` found so far), and the candidate is derived whole by the engine, as the ordinary
+   search derives it (:mod:`.price`), unless its whole bounds already rank it below that ``top``;
 3. once ``top`` candidates fit in HBM and the next candidate's first bounds rank it below the slowest of
    them, every candidate left does too (their bounds are no less), whether it fits or not.
 
@@ -32,9 +33,10 @@ The ``top`` shown are the ordinary search's, in its order (a test holds them equ
     >>> b.derived, b.planned, round(found[0][0].t_step * 1e6)  # derived, pieces planned by then, the best (us)
     (1, 168, 786)
 
-The LLaMA 3 8B layer's 2,916 candidates on h100 ``X=4,Y=2`` take 4,375 pieces, of which 773 are planned
-first and 445 more as candidates come up (196 derived); on ``X=4,Y=2,Z=2`` its 80,190 candidates take
-89,925, of which 7,931 and 3,542 are planned (773 derived). It is
+The LLaMA 3 8B layer's 2,916 candidates on h100 ``X=4,Y=2`` take 4,375 pieces, of which 548 are read
+first and 521 more as candidates come up, 772 of them planned (the others alike; 196 derived); on
+``X=4,Y=2,Z=2`` its 80,190 candidates take 89,925, of which 7,931 and 2,607 are read, 7,894 planned (775
+derived). It is
 the default of ``symcost search`` (its ``--top``) for spaces of :data:`FROM` candidates or more, where the
 objective is the step time under the book's overlap policy on the ideal machine (what the bounds bound);
 ``--every`` prices every candidate.
@@ -183,7 +185,7 @@ class Bounds:
         cand = entry[2]
         splits = self.keys_of(cand)
         keys = tuple(zip(self.subs, splits))
-        for at, k in sorted(keys, key=lambda x: (-self.size[x[0]], x[0])):
+        for at, k in sorted(keys, key=self._refining):
             if (at, k) in self.vectors:
                 continue
             if enough is not None and enough(got := self._bounds(cand, tuple(a for a, j in keys
@@ -195,6 +197,13 @@ class Bounds:
                                                    self.floors)
             self.vectors[at, k] = self.alike[same]
         return self._bounds(cand, tuple(self.subs), splits)
+
+    def _refining(self, key: tuple) -> tuple:
+        """The order a candidate's missing pieces are planned in: first the statements bounded by their work
+        alone (no floor on their links: their pieces add the most), then those with a link floor; the
+        statements with the most pieces first within each."""
+        at = key[0]
+        return isinstance(self.exact[at], tuple), -self.size[at], at
 
     def keys_of(self, cand) -> tuple:
         """A candidate's key of each statement (its splits there), in statement order."""

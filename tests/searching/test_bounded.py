@@ -203,3 +203,19 @@ def test_the_first_bounds_summed_as_arrays_are_each_candidates_own():
     each = sorted((b._bounds(c, b.first) for c in space.candidates()), key=bounded.order)
     assert b.ordered == tuple(each) and len(each) == space.size
     assert len({e[0] for e in each}) > 1           # bounds that tell the candidates apart
+
+
+def test_a_candidates_missing_pieces_are_planned_where_its_bound_is_weakest_first():
+    """A candidate's pieces not planned yet are planned a statement at a time: first those bounded by their
+    work alone (H, whose result two statements read, has no floor on its links), then those with a link
+    floor, the statements with the most pieces first within each (here all take 78), in program order."""
+    from symcost.searching import pieces as pcs
+    text = ("param W_in[D, F], W_out[F, D]\nG[B, F] = In[B, D] *_D W_in[D, F]\nH[B, F] = In[B, D] *_D W_in[D, F]\n"
+            "Out[B, D] = H[B, F] *_F W_out[F, D]\nK[B, D] = H[B, F] *_F W_out[F, D]\n")
+    space = Space.of(text, "X=2,Y=2", "tpu-v5p")
+    b = bounded.Bounds(space, dict(dims="B=65536,D=8192,F=32768", hw="tpu-v5p", backward=True))
+    exact = pcs.exactly(space, b.subs)
+    assert [exact[at] is False for at in b.subs] == [False, True, False, False]      # H alone has no floor
+    assert set(b.size.values()) == {78}
+    for cand in list(space.candidates())[::50]:
+        assert [at for at, _ in sorted(zip(b.subs, b.keys_of(cand)), key=b._refining)] == [2, 1, 3, 4]
