@@ -4,7 +4,7 @@ splits of its open tensors) each candidate takes, and the candidates' bounds as 
 A bounded search reads every candidate's key of every statement (the LLaMA 3 8B layer on ``X=4,Y=2,Z=2``:
 80,190 candidates, nine statements, 89,925 distinct keys) and bounds every candidate by its statements'
 resource vectors. Here a candidate is a row of role numbers, a statement's key a number made from the roles
-as that statement sees them (:func:`.pieces.splitter`), and the bounds one array sum a statement::
+as that statement sees them (:func:`.pieces.seer`), and the bounds one array sum a statement::
 
     >>> from symcost.searching.space import Space
     >>> from symcost.searching import pieces as pcs
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pieces import splitter
+from .pieces import seer, splitter
 
 
 class Keyed:
@@ -36,9 +36,9 @@ class Keyed:
         self.ids: dict = {}
         firsts = []
         for place, (at, sub) in enumerate(subs.items()):
-            split = splitter(sub)
+            split, seen_as = splitter(sub), seer(sub)
             seen: dict = {}
-            as_seen = np.array([seen.setdefault(split.seen_as(r), len(seen)) for r in roles], dtype=np.int64)
+            as_seen = np.array([seen.setdefault(seen_as(r), len(seen)) for r in roles], dtype=np.int64)
             _, first, inverse = np.unique(_coded(as_seen[rows], len(seen)), axis=0, return_index=True,
                                           return_inverse=True)
             number: dict = {}          # a key -> its number (roles seen alike make one key)

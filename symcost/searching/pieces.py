@@ -137,31 +137,39 @@ def splits_of(sub: Space, cand: Candidate) -> tuple:
 def splitter(sub: Space):
     """:func:`splits_of` for one statement alone, its open tensors read once (a search asks it of every
     candidate). A statement's splits depend on each axis's role only through the dimensions its tensors
-    have, so they are made once for each roles so seen (a three-axis search's 80,190 candidates give the
-    attention's product 343)."""
+    have (:func:`seer`), so they are made once for each roles so seen (a three-axis search's 80,190
+    candidates give the attention's product 343)."""
+    shown, seen_as = _open(sub), seer(sub)
+    seen_roles: dict = {}        # a role -> the role as this statement sees it
+    made: dict = {}              # the roles as seen -> the splits
+
+    def split(cand: Candidate) -> tuple:
+        roles = tuple(seen_roles.get(r) or seen_roles.setdefault(r, seen_as(r)) for r in cand.roles)
+        out = made.get(roles)
+        if out is None:
+            out = made[roles] = tuple((name, tuple(r[group] if r[group] in dims else None for r in roles))
+                                      for name, group, dims in shown)
+        return out
+    return split
+
+
+def seer(sub: Space):
+    """``role -> the role as statement ``sub`` sees it``: a dimension none of its open tensors of that group
+    has is no split to it (two roles seen alike give every candidate the same splits there)."""
+    shown = _open(sub)
+    seen = [frozenset().union(*(dims for _, g, dims in shown if g == group)) for group in range(len(GROUPS))]
+    return lambda role: tuple(d if d in dims else None for d, dims in zip(role, seen))
+
+
+def _open(sub: Space) -> list:
+    """The open tensors of a statement alone, each once: ``(name, group, its dimensions)``, sorted."""
     tensors: dict = {}
     for i, j in sorted(sub.open_tensors):
         st = sub.program.statements[i]
         t = st.tensors[j]
         group = GROUPS.index("param" if isinstance(st, Declaration) else "activation")
         tensors.setdefault(t.name, (t.name, group, frozenset(d.name for d in t.dims)))
-    shown = sorted(tensors.values())
-    seen = [frozenset().union(*(dims for _, g, dims in shown if g == group)) for group in range(len(GROUPS))]
-    seen_roles: dict = {}        # a role -> the role as this statement sees it
-    made: dict = {}              # the roles as seen -> the splits
-
-    def seen_as(role: tuple) -> tuple:
-        return seen_roles.setdefault(role, tuple(d if d in dims else None for d, dims in zip(role, seen)))
-
-    def split(cand: Candidate) -> tuple:
-        roles = tuple(seen_roles.get(r) or seen_as(r) for r in cand.roles)
-        out = made.get(roles)
-        if out is None:
-            out = made[roles] = tuple((name, tuple(r[group] if r[group] in dims else None for r in roles))
-                                      for name, group, dims in shown)
-        return out
-    split.seen_as = seen_as      # type: ignore[attr-defined]  # a role as the statement sees it (.keyed)
-    return split
+    return sorted(tensors.values())
 
 
 def keys(sub: Space):

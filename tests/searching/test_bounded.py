@@ -164,9 +164,11 @@ def test_each_candidates_keys_are_its_statements_splits(text, mesh, coded, monke
     where that would not fit in 62 bits, as the row itself (``coded`` False)."""
     from symcost.searching import keyed, pieces as pcs
     from symcost.searching.keyed import Keyed
+    rows = np.array([[1, 2], [2, 1], [1, 2]])
+    assert keyed._coded(rows, 3).tolist() == [5, 7, 5]                       # a number a row, base 3
+    assert keyed._coded(rows, 2 ** 31).tolist() == rows.tolist()             # 2^62 and more: the rows
     if not coded:
         monkeypatch.setattr(keyed, "_coded", lambda seen, base: seen)
-    assert keyed._coded(np.array([[1, 2]]), 2 ** 31).tolist() == [[1, 2]]      # 2^62 and more: rows
     space = Space.of(text, mesh, "tpu-v5p")
     subs = {at: pcs.alone(space, at) for at in pcs.statements(space)}
     cands = list(space.candidates())
