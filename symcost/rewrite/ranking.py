@@ -75,8 +75,8 @@ class Ranker:
 
     def move(self, m: Move) -> float:
         """A move's time in seconds (latency floor included)."""
-        return _move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
-                          m.distance)[0]
+        return _move_time(_for_dims(self, m.before.dims), m.kind, m.axes, m.before.dims, m.before.axes,
+                          m.after.axes, m.before.dtype, m.distance)[0]
 
     def weight(self, m: Move) -> float:
         """A move's weight in the search: its time, a kind's premium, and a millionth of its throughput term
@@ -88,9 +88,10 @@ class Ranker:
 
     def moved(self, ops) -> float:
         """The throughput time of the moves among ``ops`` (what a route costs without latency floors)."""
-        move_time = caching.resolved(_move_time)
-        return sum(move_time(self, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
-                             m.distance)[1] for m in ops if not isinstance(m, LocalEinsum))
+        move_time, for_dims = caching.resolved(_move_time), caching.resolved(_for_dims)
+        return sum(move_time(for_dims(self, m.before.dims), m.kind, m.axes, m.before.dims, m.before.axes,
+                             m.after.axes, m.before.dtype, m.distance)[1]
+                   for m in ops if not isinstance(m, LocalEinsum))
 
     def total(self, ops) -> float:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
@@ -139,6 +140,20 @@ def _with_moves(ranker: Ranker, moves: tuple | None) -> Ranker:
                             ranker.efficiency))
 
 
+@caching.memoize(maxsize=4096)
+def _for_dims(ranker: Ranker, dims: tuple) -> Ranker:
+    """The ranker with the sizes of ``dims`` alone (and of the mesh's axes and link counts): a move prices
+    the blocks of its layout, whose dimensions are ``dims``, and reads no other size. Rankers that differ in
+    other sizes (a serving search's batches, a layer's sequence length where the tensor has none) then share
+    its moves' weights; the weights are the same numbers."""
+    keep = ranker.mesh.size_names.union(dims)
+    sizes = tuple(kv for kv in ranker.sizes if kv[0] in keep)
+    if len(sizes) == len(ranker.sizes):
+        return ranker
+    return _interned(Ranker(ranker.mesh, sizes, ranker.constants, ranker.objective, ranker.overlap, ranker.moves,
+                            ranker.efficiency))
+
+
 @caching.memoize(maxsize=2048)
 def _op_cost(ranker: Ranker, op):
     """An operation's cost in numbers (kept: the runner-up plans a chain weighs share most operations)."""
@@ -171,7 +186,8 @@ def _nameless(lay: Layout) -> Layout:
 def _weighted_edges(ranker: Ranker, lay: Layout) -> tuple:
     """Each move out of ``lay`` with its weight, as :meth:`Ranker.weight` gives it: the weights of its
     shape's moves (:func:`_edges`), which do not depend on the tensor's name."""
-    return tuple(zip(_edges(ranker.mesh, ranker.moves, lay), _shape_weights(ranker, _nameless(lay))))
+    return tuple(zip(_edges(ranker.mesh, ranker.moves, lay), _shape_weights(_for_dims(ranker, lay.dims),
+                                                                            _nameless(lay))))
 
 
 @caching.memoize(maxsize=8192)
@@ -189,8 +205,8 @@ def _shape_weights(ranker: Ranker, shape: Layout) -> tuple:
 
 @caching.memoize(maxsize=65536)
 def _weight(ranker: Ranker, m: Move) -> float:
-    t, bw = _move_time(ranker, m.kind, m.axes, m.before.dims, m.before.axes, m.after.axes, m.before.dtype,
-                       m.distance)
+    t, bw = _move_time(_for_dims(ranker, m.before.dims), m.kind, m.axes, m.before.dims, m.before.axes,
+                       m.after.axes, m.before.dtype, m.distance)
     return _weighed(t, bw, m)
 
 
