@@ -211,3 +211,30 @@ def test_a_program_without_a_chip_is_ranked_at_the_books_v5p_as_its_preset_has_i
     assert (ranked["C"], ranked["W_hbm"], ranked["W_ici"]) == (4.59e14, 2.8e12, 1.8e11)
     assert all(ranked[k] == v5p[k] for k in ("C", "W_hbm", "W_ici", "W_dcn", "W_pcie", "T_min"))
     assert ranked["W_nvlink"] == hardware("h100").bindings("bf16")["W_nvlink"] and ranked["C_vec"] == ranked["C"]
+
+
+def test_a_moves_weight_reads_the_sizes_of_its_layout_alone():
+    """Rankers that differ in a size a layout does not read (a serving search's batches, for a weight) weigh
+    its moves with one ranker restricted to the sizes it reads; the weights are those the whole ranker gives,
+    and a layout that reads the size keeps it."""
+    from symcost.hardware import hardware
+    from symcost.layout import Layout
+    from symcost.mesh import parse_mesh
+    from symcost.pricing import alone, op_cost
+    from symcost.rewrite.ranking import Ranker, _edges, _for_dims, _weighted_edges
+
+    h100, mesh = hardware("h100"), parse_mesh("X=4,Y=2")
+    figures = dict(h100.bindings("bf16"))
+    a, b = (Ranker.make(mesh, {"B": batch, "D": 4096, "F": 14336}, figures, efficiency=h100.efficiency)
+            for batch in (3, 64))
+    w = Layout("W", ("D", "F"), (("X",), ("Y",)), frozenset(), "bf16")
+    x = Layout("In", ("B", "D"), (("X",), ()), frozenset(), "bf16")
+    assert _for_dims(a, w.dims) is _for_dims(b, w.dims) and dict(_for_dims(a, w.dims).sizes) == {"D": 4096, "F": 14336}
+    assert _for_dims(a, x.dims) is not _for_dims(b, x.dims) and dict(_for_dims(a, x.dims).sizes)["B"] == 3
+    for r in (a, b):
+        for lay in (w, x):
+            edges = _weighted_edges(r, lay)
+            assert [m for m, _ in edges] == list(_edges(mesh, None, lay))
+            assert [wt for _, wt in edges] == [r.weight(m) for m in _edges(mesh, None, lay)]
+            whole = [float(alone(op_cost(m, r.env), r.env).t_comms) for m, _ in edges]    # every size bound
+            assert whole == [r.move(m) for m, _ in edges] and max(whole) > 0
