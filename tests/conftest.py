@@ -16,6 +16,23 @@ import pytest
 # Nothing a test asserts depends on it: the one test that measures memory collects first (gc.collect()).
 gc.set_threshold(700, 10, 1000)
 
+
+def _a_share_of_the_cores() -> None:
+    """Under pytest-xdist, each test process runs on its share of the cores (on two cores and two processes,
+    one each), so that a search left to choose its worker processes (``jobs="auto"``: every core the
+    process may run on) works where it is, as it would on a machine of that many cores, rather than starting
+    two workers of its own beside the other test process (four processes on two cores, the workers started
+    cold where JAX is loaded). The tests of worker processes ask for them (``jobs=2``)."""
+    worker, n = os.environ.get("PYTEST_XDIST_WORKER", ""), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or not hasattr(os, "sched_setaffinity"):
+        return
+    allowed = sorted(os.sched_getaffinity(0))
+    if 1 < n <= len(allowed):
+        os.sched_setaffinity(0, allowed[int(worker[2:]) % n::n])
+
+
+_a_share_of_the_cores()
+
 #: the repository's root: derivations/, examples/, docs/ and symcost/schemas/ are read from here
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -688,6 +688,7 @@ def test_a_strategy_is_checked_for_a_run_given_in_sequences(capsys):
     assert by_sequences["mesh"] == {"X": 4, "Y": 2} and by_sequences["compute_bound"]
 
 
+@pytest.mark.slow     # a prefill search deriving its best 60 rows again, then three prefills derived
 def test_a_plain_prefill_shows_the_derived_step_the_search_prices(capsys):
     """`serve --prefill --batch 7 --mesh Y=1,Z=7` printed the book's estimate alone (41.6 ms at 80 % MFU)
     where `--prefill --search` ranks the same mesh and batch at its derived step (60.2 ms, the activations'

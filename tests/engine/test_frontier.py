@@ -65,7 +65,7 @@ def test_a_target_settled_already_is_read_and_one_farther_goes_on():
         assert seen >= len(LAYOUTS)      # every layout asked, and those the routes to them pass
 
 
-@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("enabled", [True, pytest.param(False, marks=pytest.mark.slow)])   # no caches twice: slow
 def test_chain_plans_are_the_same_whether_their_searches_are_kept_or_not(enabled):
     """A chain asked for several targets in turn, its results' searches kept (the process's planning
     context) or made afresh (no caches): the same plans."""

@@ -276,6 +276,7 @@ def test_a_mesh_whose_size_is_not_the_chips_is_an_error(capsys):
     assert code == 2 and "--mesh Y=8,Z=2 has 16 devices but --chips is 8" in err
 
 
+@pytest.mark.slow     # its best 50 rows: 150 derived again at their own batch
 def test_the_search_ranks_by_what_a_chip_holds_and_reads():
     """Y=2,Z=4 holds the attention weights four times over and reads them so: Y=8 serves more tokens a
     chip, and nothing listed holds more than a chip's HBM."""
