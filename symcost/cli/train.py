@@ -169,7 +169,9 @@ def report(run, args, k: dict) -> dict:
                          "activations": mem["activations"], "total": mem["total"]},
         "optimizer": {"name": run.optimizer, "step_bytes_per_param": dict(STEP_BYTES)},
         "layer": {"forward": layer["forward"], "backward": layer["backward"], "recompute": layer["recompute"],
-                  "plan": plan.to_dict()},
+                  # the whole plan (its closed forms written out) where JSON is printed; the text shows its padding
+                  "plan": plan.to_dict() if getattr(args, "json", True) else
+                  {"padding": [p.as_dict() for p in plan.padding]}},
         "breakdown": {k2: v for k2, v in it.items() if k2 != "iteration"},
         "schedule": rep["schedule"],
         "config": {"tp": run.tp, "pp": run.pp, "dp": run.dp, "cp": run.cp, "cp_link": run.cp_link, "ep": run.ep,
