@@ -51,8 +51,8 @@ test: $(STAMP) lint
 	SYMCOST_TEST_CALIBRATION=$(CURDIR)/.test-calibration SYMCOST_HYPOTHESIS=ci $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not timing"
 	@rm -rf .test-calibration
 
-# the fast tier for your own loop: everything but the tests marked slow (76-147 s of CPU, 41-76 s on
-# 2 cores, by the machine's load; docs/benchmarks.md, Tests)
+# the fast tier for your own loop: everything but the tests marked slow (76-264 s of CPU, 41 s to 2 min 18 s
+# on 2 cores, by the machine's speed and load; docs/benchmarks.md, Tests)
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder -m "not slow"
 
