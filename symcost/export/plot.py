@@ -49,7 +49,7 @@ def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: flo
         name, text = item if isinstance(item, tuple) else \
             (os.path.splitext(os.path.basename(item))[0], open(item, encoding="utf-8").read())
         try:
-            probe = derive_program(text, backward=True, moves="strategy")
+            probe = derive_program(text, backward=True, moves="strategy", alternatives=False)
         except UsageError as e:      # no parameters: nothing to train
             skipped[name] = f"drawn as a training strategy (forward and backward): {e}"
             continue
@@ -73,7 +73,7 @@ def strategy_curves(programs, vs: str, hw, chips: int, points: int = 40, lo: flo
         for split in splits:
             try:
                 plan = derive_program(text, mesh=",".join(f"{a}={n}" for a, n in split.items()), hw=hw,
-                                      dims=sizes, backward=True, moves="strategy")
+                                      dims=sizes, backward=True, moves="strategy", alternatives=False)
             except SymcostError as e:   # a split the hardware cannot hold
                 why = str(e)
                 continue
@@ -110,7 +110,8 @@ def axis_curve(text: str, vs: str, axes: list, hw, chips: int, sizes: dict) -> t
     1/Y (T_math = 4BDF / (C Y) for tensor parallelism) is the derivation's, not a fixed point's."""
     from ..program import derive_program
     from .. import symbols
-    plan = derive_program(text, mesh=",".join(axes), hw=hw, dims=sizes, backward=True, moves="strategy")
+    plan = derive_program(text, mesh=",".join(axes), hw=hw, dims=sizes, backward=True, moves="strategy",
+                          alternatives=False)     # its totals alone are drawn
     x = symbols.axis(vs)
     rest = {symbols.axis(a): chips / x for a in axes if a != vs}
     comms, math_ = (e.xreplace(plan.bindings()).xreplace(rest) for e in (plan.t_comms_bw, plan.t_math))

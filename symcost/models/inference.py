@@ -228,7 +228,7 @@ class Serving:
             dims = sizes(self.cfg, batch=batch, seq=seq, context=context, experts_moe=moe)
             achieved = not self.hw.efficiency.ideal          # chosen as it is priced: floors in
             plan = derive_program(text, mesh=self.mesh, dims=dims, hw=self.hw, moves="all", efficiency=achieved,
-                                  choose_achieved=achieved)
+                                  choose_achieved=achieved, alternatives=False)   # the plan; no runner-ups kept
             self._plans[key] = plan
         return plan
 
