@@ -419,3 +419,19 @@ def test_serve_jobs_errors(capsys, extra, says):
     code = main(["serve", "llama3-8b", "--decode", "--hw", "h100", "--chips", "8"] + extra)
     err = capsys.readouterr().err
     assert code == 2 and says in err and "Traceback" not in err
+
+
+def test_a_servers_layer_plan_is_the_plan_derive_keeps_runner_ups_for():
+    """A server plans its layer without keeping runner-up plans (nothing it prices reads them): the same
+    steps and step time as the derivation that keeps them."""
+    from symcost.models.transformer import layer_program, sizes
+    from symcost.program import derive_program
+    cfg = load_model_config("llama3-8b")
+    server = Serving(cfg, H100, chips=8, mesh="Y=4,Z=2")
+    plan = server._plan("layer", 16, 1, 4096)
+    kept = derive_program(layer_program(cfg, server.sharding, dtype=server.dtype, kv_dtype=server.kv_dtype),
+                          mesh=server.mesh, dims=sizes(cfg, batch=16, seq=1, context=4096), hw=H100, moves="all",
+                          efficiency=True, choose_achieved=True)
+    assert plan.alternatives == () and kept.alternatives
+    assert [(s.phase, s.op) for s in plan.steps] == [(s.phase, s.op) for s in kept.steps]
+    assert plan.numbers().t_step == kept.numbers().t_step > 0
