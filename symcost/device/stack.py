@@ -86,12 +86,12 @@ def _plans(cfg, hw, mode, batch, seq, chips, dtype, kv_dtype, efficiency=False):
             text = layer_program(cfg, sharding, dtype=dtype, kv_dtype=kv_dtype, moe=moe)
             plan = derive_program(text, mesh=mesh, dims=sizes(cfg, batch=batch, seq=t, context=s, experts_moe=moe),
                                   hw=hw, moves="all", overlap="step", backward=mode == "train",
-                                  efficiency=efficiency, choose_achieved=efficiency)
+                                  efficiency=efficiency, choose_achieved=efficiency, alternatives=False)
             layers.append((plan, count))
     head = derive_program(head_program(cfg, sharding, dtype=dtype), mesh=mesh, dims=sizes(cfg, batch=batch, seq=t,
                           context=s), hw=hw, moves="all", overlap="step", backward=mode == "train",
-                          efficiency=efficiency, choose_achieved=efficiency)
-    return mesh, layers, head
+                          efficiency=efficiency, choose_achieved=efficiency, alternatives=False)
+    return mesh, layers, head     # the plans are run and priced: their runner-ups are not kept
 
 
 def measure_model(cfg, hw, *, mode: str, batch: int, seq: int, chips: int = 1, dtype: str = "bf16",
