@@ -158,7 +158,7 @@ def rederive(plan):
         mesh = Mesh(tuple(replace(ax, size=sizes.get(ax.name, ax.size), kind=kinds.get(ax.name, ax.kind),
                                   kind_written=ax.kind_written or ax.name in kinds) for ax in plan.mesh.axes))
         return derive_program(plan.expression, mesh, dict(plan.sizes), plan.hardware, backward=backward,
-                              overlap=plan.overlap, objective=plan.objective)
+                              overlap=plan.overlap, objective=plan.objective, alternatives=False)
     return at
 
 
