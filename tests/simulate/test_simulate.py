@@ -182,3 +182,17 @@ def test_a_padded_gather_on_three_devices():
     x = np.arange(20.0).reshape(10, 2)
     out = check_plan(plan, {"I": 10, "J": 2}, inputs={"A": x})
     assert np.array_equal(out["A"], x) and plan.padding[0].padded == 12
+
+
+def test_replicas_agree_as_allclose_says():
+    """The simulator's check that two replicas of a block agree is ``np.allclose`` at 1e-9 (a NaN disagrees)."""
+    from symcost.simulate import _agree
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 5))
+    for delta in (0.0, 1e-12, 5e-10, 2e-9, 1e-6, 1.0):
+        for b in (a + delta, a - delta * np.abs(a), a * (1 + delta)):
+            assert _agree(a, b) == np.allclose(a, b, rtol=1e-9, atol=1e-9)
+    b = a.copy()
+    b[1, 2] = np.nan
+    assert not _agree(a, b) and not _agree(b, b) and not np.allclose(b, b, rtol=1e-9, atol=1e-9)
+    assert _agree(a, a.copy()) and not _agree(a, a + 1e-3)
