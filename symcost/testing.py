@@ -43,21 +43,53 @@ def meshes(max_axes: int = 3, max_devices: int = 16):
     return build()
 
 
-def _layout(draw, dims, axes, allow_unreduced):
+class _Made:
+    """The strategies one case generator draws from, each made once and kept by it: hypothesis validates a
+    strategy the first time it is drawn from, so one made again at every draw (``st.sampled_from(dims)``
+    with the dimensions drawn before) was validated at every draw, about half of drawing a random layer."""
+
+    def __init__(self):
+        self._kept: dict = {}
+
+    def _once(self, key, make):
+        got = self._kept.get(key)
+        if got is None:
+            got = self._kept[key] = make()
+        return got
+
+    def pick(self, draw, items):
+        """One of ``items`` (``st.sampled_from``)."""
+        items = tuple(items)
+        return draw(self._once(("pick", items), lambda: st.sampled_from(items)))
+
+    def order(self, draw, items) -> tuple:
+        """``items`` in a random order (``st.permutations``)."""
+        items = tuple(items)
+        return tuple(draw(self._once(("order", items), lambda: st.permutations(items))))
+
+    def some(self, draw, items, min_size: int = 0, max_size: int | None = None) -> tuple:
+        """Distinct ``items``, in the order drawn (``st.lists(st.sampled_from(items), unique=True)``)."""
+        items = tuple(items)
+        key = ("some", items, min_size, max_size)
+        return tuple(draw(self._once(key, lambda: st.lists(st.sampled_from(items), min_size=min_size,
+                                                           max_size=max_size, unique=True))))
+
+
+def _layout(draw, dims, axes, allow_unreduced, made: _Made):
     """Each axis to one dimension, to the unreduced set, or to nothing; random order within a dim."""
     per = {d: [] for d in dims}
     unreduced = []
     for a in axes:
         ok_u = allow_unreduced is True or (not isinstance(allow_unreduced, bool) and a in allow_unreduced)
         choices = [None] + list(dims) + (["U"] if ok_u else [])
-        c = draw(st.sampled_from(choices))
+        c = made.pick(draw, choices)
         if c == "U":
             unreduced.append(a)
         elif c is not None:
             per[c].append(a)
     out = []
     for d in dims:
-        out.append(tuple(draw(st.permutations(per[d]))) if per[d] else ())
+        out.append(made.order(draw, per[d]) if per[d] else ())
     return tuple(out), tuple(unreduced)
 
 
@@ -76,24 +108,23 @@ def einsum_cases(max_axes: int = 3, oracle: bool = False, uneven: bool = False):
     """(program text, mesh text, sizes) of a random binary einsum with random layouts; with ``oracle``, a
     fourth item: the numpy subscripts of what it computes (``'ij,jk->ik'``), from the dimensions drawn;
     with ``uneven``, sizes that need not divide by their axes (padded blocks)."""
-    mesh_cases = meshes(max_axes)      # made once: a strategy made at every draw is validated again
+    mesh_cases, made = meshes(max_axes), _Made()      # made once: a strategy made at every draw is validated again
 
     @st.composite
     def build(draw):
         names, msizes = draw(mesh_cases)
-        pool = draw(st.lists(st.sampled_from(DIMS), min_size=1, max_size=4, unique=True))
-        a_dims = tuple(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True)))
-        b_dims = tuple(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True)))
+        pool = made.some(draw, DIMS, 1, 4)
+        a_dims = made.some(draw, pool, 1, len(pool))
+        b_dims = made.some(draw, pool, 1, len(pool))
         union = list(dict.fromkeys(a_dims + b_dims))
-        out_dims = tuple(draw(st.permutations(draw(st.lists(st.sampled_from(union), max_size=len(union),
-                                                             unique=True)))))
-        unreduced_on = draw(st.sampled_from(["", "A", "B"]))
-        a_axes, a_u = _layout(draw, a_dims, names, unreduced_on == "A")
-        b_axes, b_u = _layout(draw, b_dims, names, unreduced_on == "B")
+        out_dims = made.order(draw, made.some(draw, union, 0, len(union)))
+        unreduced_on = made.pick(draw, ("", "A", "B"))
+        a_axes, a_u = _layout(draw, a_dims, names, unreduced_on == "A", made)
+        b_axes, b_u = _layout(draw, b_dims, names, unreduced_on == "B", made)
         text = f"{_fmt('A', a_dims, a_axes, a_u)} * {_fmt('B', b_dims, b_axes, b_u)}"
         summed = set(union) - set(out_dims)
         if draw(st.booleans()):
-            o_axes, o_u = _layout(draw, out_dims, names, True if summed else set(a_u) | set(b_u))
+            o_axes, o_u = _layout(draw, out_dims, names, True if summed else set(a_u) | set(b_u), made)
             text += " -> " + _fmt("C", out_dims, o_axes, o_u)
         elif out_dims != tuple(d for d in union if d not in (set(a_dims) & set(b_dims))):
             text += " -> " + _fmt("C", out_dims, [()] * len(out_dims))
@@ -110,7 +141,7 @@ def _subscripts(operands, out) -> str:
 def chain_cases(max_axes: int = 2):
     """(text, mesh, sizes) of a three-operand chain ``A[I, J] *_J B[J, K] *_K C[K, L] -> Out[I, L]``
     with random layouts everywhere."""
-    mesh_cases = meshes(max_axes, 8)      # made once: a strategy made at every draw is validated again
+    mesh_cases, made = meshes(max_axes, 8), _Made()     # made once: see _Made
 
     @st.composite
     def build(draw):
@@ -118,9 +149,9 @@ def chain_cases(max_axes: int = 2):
         shapes = [("A", ("I", "J")), ("B", ("J", "K")), ("C", ("K", "L"))]
         parts = []
         for n, dims in shapes:
-            axes, _ = _layout(draw, dims, names, False)
+            axes, _ = _layout(draw, dims, names, False, made)
             parts.append(_fmt(n, dims, axes))
-        o_axes, _ = _layout(draw, ("I", "L"), names, False)
+        o_axes, _ = _layout(draw, ("I", "L"), names, False, made)
         text = f"{parts[0]} *_J {parts[1]} *_K {parts[2]} -> {_fmt('Out', ('I', 'L'), o_axes)}"
         return text, _mesh_text(names, msizes), _sizes(draw, ("I", "J", "K", "L"), msizes)
     return build()
@@ -129,16 +160,16 @@ def chain_cases(max_axes: int = 2):
 def reshard_cases(max_axes: int = 3, uneven: bool = False):
     """(text, mesh, sizes) of ``A[...] -> A[...]`` between two random layouts (sizes that need not divide
     with ``uneven``)."""
-    mesh_cases = meshes(max_axes)      # made once: a strategy made at every draw is validated again
+    mesh_cases, made = meshes(max_axes), _Made()      # made once: see _Made
 
     @st.composite
     def build(draw):
         names, msizes = draw(mesh_cases)
-        dims = tuple(draw(st.lists(st.sampled_from(DIMS), min_size=1, max_size=3, unique=True)))
-        a_axes, a_u = _layout(draw, dims, names, True)
+        dims = made.some(draw, DIMS, 1, 3)
+        a_axes, a_u = _layout(draw, dims, names, True, made)
         keep = tuple(u for u in a_u if draw(st.booleans()))
         free = [a for a in names if a not in keep]
-        b_axes, _ = _layout(draw, dims, free, False)
+        b_axes, _ = _layout(draw, dims, free, False, made)
         text = f"{_fmt('A', dims, a_axes, a_u)} -> {_fmt('A', dims, b_axes, keep)}"
         return text, _mesh_text(names, msizes), _sizes(draw, dims, msizes, uneven)
     return build()
@@ -154,21 +185,21 @@ def training_cases(max_axes: int = 2, max_statements: int = 3):
     a norm or softmax over one of its dimensions, dropout, or a residual add of ``In``), every tensor in a
     random layout. Each dimension of a product's operands is kept or contracted by both (no broadcasts),
     so every tensor has a gradient; sizes divide by the device count."""
-    mesh_cases = meshes(max_axes, 8)      # made once: a strategy made at every draw is validated again
+    mesh_cases, made = meshes(max_axes, 8), _Made()     # made once: see _Made
 
     @st.composite
     def build(draw):
         names, msizes = draw(mesh_cases)
-        cur = tuple(draw(st.lists(st.sampled_from(DIMS), min_size=1, max_size=3, unique=True)))
+        cur = made.some(draw, DIMS, 1, 3)
         first = cur
         lines, params = [], []
-        src = _fmt("In", cur, _layout(draw, cur, names, False)[0])
+        src = _fmt("In", cur, _layout(draw, cur, names, False, made)[0])
         n = draw(st.integers(1, max_statements))
         for k in range(1, n + 1):
-            shared = tuple(draw(st.lists(st.sampled_from(cur), min_size=1, max_size=len(cur), unique=True)))
+            shared = made.some(draw, cur, 1, len(cur))
             new = [d for d in DIMS if d not in cur]
-            w_dims = shared + tuple(draw(st.lists(st.sampled_from(new), max_size=1, unique=True)) if new else ())
-            w_dims = tuple(draw(st.permutations(w_dims)))
+            w_dims = shared + (made.some(draw, new, 0, 1) if new else ())
+            w_dims = made.order(draw, w_dims)
             union = list(dict.fromkeys(cur + w_dims))
             contract = [d for d in shared if draw(st.booleans())]
             if len(contract) == len(union):
@@ -177,14 +208,14 @@ def training_cases(max_axes: int = 2, max_statements: int = 3):
             if set(out) == set(first) and draw(st.booleans()):
                 out = first                                   # laid out as the input: room for a residual add
             else:
-                out = tuple(draw(st.permutations(out)))
-            w = _fmt(f"W{k}", w_dims, _layout(draw, w_dims, names, False)[0])
+                out = made.order(draw, out)
+            w = _fmt(f"W{k}", w_dims, _layout(draw, w_dims, names, False, made)[0])
             params.append(w)
-            kind = draw(st.sampled_from(_ELEMENTWISE))
+            kind = made.pick(draw, _ELEMENTWISE)
             if kind == "Add" and out != first:
                 kind = None
-            whole = draw(st.sampled_from(out)) if kind in ("LayerNorm", "RMSNorm", "Softmax") else None
-            axes = _layout(draw, out, names, False)[0]
+            whole = made.pick(draw, out) if kind in ("LayerNorm", "RMSNorm", "Softmax") else None
+            axes = _layout(draw, out, names, False, made)[0]
             if whole is not None:          # a norm or softmax needs its dimension whole on each device
                 axes = tuple(() if d == whole else a for d, a in zip(out, axes))
             t = f"T{k}"
