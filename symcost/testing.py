@@ -48,7 +48,7 @@ class _Made:
     strategy the first time it is drawn from, so one made again at every draw (``st.sampled_from(dims)``
     with the dimensions drawn before) was validated at every draw, about half of drawing a random layer."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._kept: dict = {}
 
     def _once(self, key, make):
@@ -77,7 +77,7 @@ class _Made:
 
 def _layout(draw, dims, axes, allow_unreduced, made: _Made):
     """Each axis to one dimension, to the unreduced set, or to nothing; random order within a dim."""
-    per = {d: [] for d in dims}
+    per: dict = {d: [] for d in dims}
     unreduced = []
     for a in axes:
         ok_u = allow_unreduced is True or (not isinstance(allow_unreduced, bool) and a in allow_unreduced)
