@@ -43,7 +43,7 @@ demo: $(STAMP)
 # 2 cores (the timing pass, tests/device alone, 18.4 s; the rest 2 min 51 s - 3 min 9 s, about 365 s of CPU; about
 # 60 s of it the check that every candidate of the LLaMA 3 8B layer's search on X=4,Y=2 is the plan
 # derive finds alone); from a fresh clone, with the virtual environment and the JAX extra, 3 min 29-54 s
-# (docs/benchmarks.md, Tests)
+# on 2026-11-26, 9 min 18 s on the slower machine late on 2026-11-27 (docs/benchmarks.md, Tests)
 test: $(STAMP) lint
 	@$(MAKE) --no-print-directory jax || echo "note: could not install the jax extra; the tests that need it are skipped"
 	@rm -rf .test-calibration && mkdir .test-calibration
