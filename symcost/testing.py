@@ -108,7 +108,7 @@ def einsum_cases(max_axes: int = 3, oracle: bool = False, uneven: bool = False):
     """(program text, mesh text, sizes) of a random binary einsum with random layouts; with ``oracle``, a
     fourth item: the numpy subscripts of what it computes (``'ij,jk->ik'``), from the dimensions drawn;
     with ``uneven``, sizes that need not divide by their axes (padded blocks)."""
-    mesh_cases, made = meshes(max_axes), _Made()      # made once: a strategy made at every draw is validated again
+    mesh_cases, made = meshes(max_axes), _Made()      # made once: see _Made
 
     @st.composite
     def build(draw):

@@ -75,8 +75,7 @@ class Ranker:
 
     def move(self, m: Move) -> float:
         """A move's time in seconds (latency floor included)."""
-        return _move_time(_for_dims(self, m.before.dims), m.kind, m.axes, m.before.dims, m.before.axes,
-                          m.after.axes, m.before.dtype, m.distance)[0]
+        return _times(self, m)[0]
 
     def weight(self, m: Move) -> float:
         """A move's weight in the search: its time, a kind's premium, and a millionth of its throughput term
@@ -89,9 +88,7 @@ class Ranker:
     def moved(self, ops) -> float:
         """The throughput time of the moves among ``ops`` (what a route costs without latency floors)."""
         move_time, for_dims = caching.resolved(_move_time), caching.resolved(_for_dims)
-        return sum(move_time(for_dims(self, m.before.dims), m.kind, m.axes, m.before.dims, m.before.axes,
-                             m.after.axes, m.before.dtype, m.distance)[1]
-                   for m in ops if not isinstance(m, LocalEinsum))
+        return sum(_times(self, m, move_time, for_dims)[1] for m in ops if not isinstance(m, LocalEinsum))
 
     def total(self, ops) -> float:
         """The objective of a whole plan: its step time under the overlap policy (or, with the ``comms``
@@ -205,14 +202,21 @@ def _shape_weights(ranker: Ranker, shape: Layout) -> tuple:
 
 @caching.memoize(maxsize=65536)
 def _weight(ranker: Ranker, m: Move) -> float:
-    t, bw = _move_time(_for_dims(ranker, m.before.dims), m.kind, m.axes, m.before.dims, m.before.axes,
-                       m.after.axes, m.before.dtype, m.distance)
+    t, bw = _times(ranker, m)
     return _weighed(t, bw, m)
 
 
 def _weighed(t: float, bw: float, m: Move) -> float:
     """A move's search weight from its time ``t`` and throughput term ``bw`` (see :meth:`Ranker.weight`)."""
     return t * (1 + m.rule.premium) + TIE_BREAK * bw
+
+
+def _times(ranker: Ranker, m: Move, move_time=None, for_dims=None) -> tuple[float, float]:
+    """(time, throughput term) of the move ``m``, kept by the sizes its layout reads (:func:`_for_dims`);
+    ``move_time`` and ``for_dims``: the two kept functions, resolved once by a loop that calls this often."""
+    b = m.before
+    return (move_time or _move_time)((for_dims or _for_dims)(ranker, b.dims), m.kind, m.axes, b.dims, b.axes,
+                                     m.after.axes, b.dtype, m.distance)
 
 
 @caching.memoize(maxsize=16384)
