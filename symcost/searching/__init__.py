@@ -115,7 +115,7 @@ def _searched(text, mesh, dims, hw, backward, objective, overlap, moves, vs, ran
         b = bounded.Bounds(space, options, jobs, position)
         found = searches.run(_Bounded(space, jobs, options, progress, sweep, objective, position, b, top),
                              keep_failed=True)
-        left = len(b.ordered) - b.derived if found.complete else 0
+        left = len(b.cands) - b.derived if found.complete else 0
     else:
         found = searches.run(_Stages(space, jobs, options, progress, sweep, objective, position), keep_failed=True)
     if not found.priced:
@@ -224,23 +224,27 @@ class _Stages:
 
 @dataclass(frozen=True)
 class _Bounded(_Stages):
-    """The program search of a bounded space (:mod:`.bounded`): its candidates in the order of their first
-    bounds, each derived here unless its bounds rank it below the best ``top`` found, until those are
-    proven; how long it takes depends on where that happens, so no estimate of the rest is given."""
+    """The program search of a bounded space (:mod:`.bounded`): its candidates taken from the least bound
+    up, their statements' pieces planned as they need them and each derived here unless its bounds rank it
+    below the best ``top`` found, until those are proven; how long it takes depends on where that happens,
+    so no estimate of the rest is given (the bar shows the pieces planned so far)."""
 
     bounds: object = None
     top: int = 10
     estimate = False
 
     def items(self) -> list:
-        return [c for _, _, c in self.bounds.ordered]
+        return self.bounds.cands
 
     def count(self, n: int) -> str:
-        return (f"{n:,} candidates bounded; each one's other pieces planned and the candidate derived in this "
-                f"process, from the least bound up, until the best {self.top} are proven")
+        return (f"{n:,} candidates bounded; taken from the least bound up in this process, each one's pieces "
+                f"planned as it needs them and the candidate derived, until the best {self.top} are proven")
 
     def price(self, items):
         yield from bounded.until_proven(self.bounds, self.top, key=self.rank_key)
+
+    def label(self, item) -> str:
+        return f"{self.bounds.planned:,} pieces planned"
 
 
 def _free_axis(mesh, sizes: dict, vs: str):

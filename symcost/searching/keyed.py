@@ -24,15 +24,17 @@ from .pieces import seer, splitter
 
 
 class Keyed:
-    """``keys``: ``{statement: its keys, in the order first taken}``; ``ids``: ``{statement: for each
-    candidate, the number of its key there}``; ``work``: ``(statement, candidate, key)``, each key once, with
-    the first candidate that takes it, in the order they are first taken."""
+    """``keys``: ``{statement: its keys, in the order first taken}``; ``number``: ``{statement: {key: its
+    number}}``; ``ids``: ``{statement: for each candidate, the number of its key there}``; ``work``:
+    ``(statement, candidate, key)``, each key once, with the first candidate that takes it, in the order
+    they are first taken."""
 
     def __init__(self, subs: dict, cands: list):
         roles: dict = {}
         rows = np.array([[roles.setdefault(r, len(roles)) for r in c.roles] for c in cands], dtype=np.int64)
         rows = rows.reshape(len(cands), len(cands[0].roles) if cands else 0)
         self.keys: dict = {}
+        self.number: dict = {}
         self.ids: dict = {}
         firsts = []
         for place, (at, sub) in enumerate(subs.items()):
@@ -49,7 +51,7 @@ class Keyed:
                     number[k] = len(number)
                     firsts.append((int(first[u]), place, at, k))
                 of_code[u] = number[k]
-            self.ids[at], self.keys[at] = of_code[inverse.reshape(-1)], list(number)
+            self.ids[at], self.keys[at], self.number[at] = of_code[inverse.reshape(-1)], list(number), number
         firsts.sort(key=lambda x: (x[0], x[1]))
         self.work = [(at, cands[f], k) for f, _, at, k in firsts]
         self._rows = np.stack(list(self.ids.values()), axis=1).tolist() if self.ids else [()] * len(cands)
@@ -58,6 +60,10 @@ class Keyed:
     def of(self, i: int) -> tuple:
         """The keys of candidate number ``i``, statement by statement."""
         return tuple([keys[j] for keys, j in zip(self._lists, self._rows[i])])
+
+    def row(self, i: int) -> list:
+        """The numbers of candidate ``i``'s keys, statement by statement (read, not changed)."""
+        return self._rows[i]
 
     def sums(self, rows: dict) -> tuple[np.ndarray, np.ndarray]:
         """``(each candidate's resource sums, whether one of its statements has no vector)`` from ``rows``:

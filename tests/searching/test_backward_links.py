@@ -120,7 +120,7 @@ def _read_without_writing(space, options, every: int = 10) -> int:
 
 
 def test_a_statements_layouts_are_read_off_its_splits():
-    """The bounded search bounds the statements it does not plan first by their least work and their
+    """The bounded search bounds the statements it has not planned yet by their least work and their
     links' floor, read off each key's layouts without writing or planning the statement."""
     assert _read_without_writing(Space.of(SHARED, "X=2,Y=2", "tpu-v5p"), OPTIONS) == 3 * 144
 
@@ -128,8 +128,9 @@ def test_a_statements_layouts_are_read_off_its_splits():
 def _check_under(space, cands, options, b):
     """Each candidate's whole bound, resource by resource, at most what its plan spends."""
     for cand in cands:
-        b.whole((0.0, 0.0, cand))
-        pieces = [b.vectors[at, k] for at, k in zip(b.subs, b.keys_of(cand))]
+        i = b.cands.index(cand)
+        b.whole(i)
+        pieces = b.at_hand(i)
         summed = [sum(col) for col in zip(*pieces)]
         p = price.price(space, cand, **options)
         if p is None:

@@ -42,21 +42,23 @@ def test_the_top_is_the_top_of_every_candidate(monkeypatch, text, mesh, dims, ba
 
 
 def test_each_bound_is_at_most_what_the_engine_derives(monkeypatch):
-    """The first bounds (some statements' pieces) are at most the whole ones (every statement's), which are
-    at most the step time and communication time the engine derives; candidates are taken in the order of
-    the first."""
+    """The first bounds (every statement at its least) are at most the whole ones (every statement's
+    piece), which are at most the step time and communication time the engine derives; the heap the walk
+    starts from holds every candidate once, by its first bounds."""
     space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
     b = bounded.Bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
     every = {p.candidate: p for p in search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1).ranked}
-    assert len(b.ordered) == len(every) and 0 < len(b.first) < 3
-    assert [bounded.order(e) for e in b.ordered] == sorted(bounded.order(e) for e in b.ordered)
-    whole = [b.whole(e) for e in b.ordered]
+    heap = b.order()
+    assert len(heap) == len(b.cands) == len(every) and b.first == () and b.planned == 0
+    assert sorted(i for _, i in heap) == list(range(len(b.cands)))
+    first = [b.bounds(i) for i in range(len(b.cands))]
+    whole = [b.whole(i) for i in range(len(b.cands))]
     assert b.planned == 312                                   # every piece the candidates take, once each
-    for (low, comms, c), (low2, comms2, c2) in zip(b.ordered, whole):
-        assert c == c2 and low <= low2 <= every[c].t_step * (1 + 1e-12)
+    for c, (low, comms), (low2, comms2) in zip(b.cands, first, whole):
+        assert low <= low2 <= every[c].t_step * (1 + 1e-12)
         assert comms <= comms2 <= every[c].t_comms * (1 + 1e-12)
-    assert all(low > 0.5 * every[c].t_step for low, _, c in whole)             # not a trivial bound
-    assert sum(comms > 0.5 * every[c].t_comms for _, comms, c in whole) > len(every) / 2
+    assert all(low > 0.5 * every[c].t_step for c, (low, _) in zip(b.cands, whole))       # not a trivial bound
+    assert sum(comms > 0.5 * every[c].t_comms for c, (_, comms) in zip(b.cands, whole)) > len(every) / 2
 
 
 def test_a_small_space_one_statement_or_another_objective_prices_every_candidate(monkeypatch):
@@ -115,8 +117,8 @@ def test_a_candidate_whose_statement_is_refused_alone_is_derived_not_dropped(mon
     monkeypatch.setattr(pieces, "_priced", some_refused)
     space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
     b = bounded.Bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
-    unbounded = [e for e in (b.whole(e) for e in b.ordered) if e[0] == 0.0]
-    assert len(refused) == 3 and unbounded and all(comms == 0.0 for _, comms, _ in unbounded)
+    unbounded = [e for e in (b.whole(i) for i in range(len(b.cands))) if e[0] == 0.0]
+    assert len(refused) == 3 and unbounded and all(comms == 0.0 for _, comms in unbounded)
     monkeypatch.setattr(bounded, "FROM", 1)
     top = search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1, top=5)
     every = search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1)
@@ -197,27 +199,35 @@ def test_the_candidates_are_listed_in_mesh_order_once_each():
     assert {frozenset(p) for p in pairs} == {frozenset((a, b)) for a in space.roles for b in space.roles}
 
 
-def test_the_first_bounds_summed_as_arrays_are_each_candidates_own():
-    """The candidates' first bounds, summed as arrays a statement at a time, are each candidate's bounds
-    over the statements planned first (the others at their least) to the bit, in the same order."""
+def test_the_bounds_summed_as_arrays_are_each_candidates_own():
+    """The candidates' bounds summed as arrays a statement at a time (the heap the walk starts from) are
+    each candidate's bounds from the pieces at hand to the bit, before any piece is planned and after some
+    are (the others at their least)."""
     space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
     b = bounded.Bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
-    each = sorted((b._bounds(c, b.first) for c in space.candidates()), key=bounded.order)
-    assert b.ordered == tuple(each) and len(each) == space.size
-    assert len({e[0] for e in each}) > 1           # bounds that tell the candidates apart
+    for planned in (0, 40):
+        for i in range(0, len(b.cands), 5)[:planned]:
+            b.refine(i)
+        each = sorted((bounded.order(*b.bounds(i)), i) for i in range(len(b.cands)))
+        assert sorted(b.order()) == each and len(each) == space.size
+    assert b.planned == 40 and len({e[0] for e in each}) > 1           # bounds that tell the candidates apart
 
 
-def test_a_candidates_missing_pieces_are_planned_where_its_bound_is_weakest_first():
-    """A candidate's pieces not planned yet are planned a statement at a time: first those bounded by their
-    work alone (H, whose result two statements read, has no floor on its links), then those with a link
-    floor, the statements with the most pieces first within each (here all take 78), in program order."""
-    from symcost.searching import pieces as pcs
-    text = ("param W_in[D, F], W_out[F, D]\nG[B, F] = In[B, D] *_D W_in[D, F]\nH[B, F] = In[B, D] *_D W_in[D, F]\n"
-            "Out[B, D] = H[B, F] *_F W_out[F, D]\nK[B, D] = H[B, F] *_F W_out[F, D]\n")
-    space = Space.of(text, "X=2,Y=2", "tpu-v5p")
-    b = bounded.Bounds(space, dict(dims="B=65536,D=8192,F=32768", hw="tpu-v5p", backward=True))
-    exact = pcs.exactly(space, b.subs)
-    assert [exact[at] is False for at in b.subs] == [False, True, False, False]      # H alone has no floor
-    assert set(b.size.values()) == {78}
-    for cand in list(space.candidates())[::50]:
-        assert [at for at, _ in sorted(zip(b.subs, b.keys_of(cand)), key=b._refining)] == [2, 1, 3, 4]
+def test_a_candidates_missing_pieces_are_planned_the_statement_with_the_fewest_first():
+    """A candidate's pieces not planned yet are planned one at a time, its statement with the fewest pieces
+    first (here the second einsum, 86 pieces, then the third, 104, then the first, 122): each such piece is
+    shared by the most candidates; each planned once (a later candidate taking it finds it at hand)."""
+    space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
+    b = bounded.Bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
+    assert b.size == {2: 122, 3: 86, 4: 104}
+    order = []
+    while True:
+        before = [list(d) for d in b.done]
+        if not b.refine(7):
+            break
+        order.extend(b._at[j] for j, (d0, d1) in enumerate(zip(before, b.done)) if d0 != d1)
+    assert order == [3, 4, 2] and b.planned == 3
+    same = next(i for i in range(len(b.cands)) if i != 7 and b.keyed.of(i)[1] == b.keyed.of(7)[1]
+                and b.keyed.of(i)[2] != b.keyed.of(7)[2])
+    assert b.done[1][b.keyed.row(same)[1]] and b.at_hand(same)[1] == b.at_hand(7)[1]     # statement 3's, at hand
+    assert b.refine(same) and b.planned == 4 and b.done[2][b.keyed.row(same)[2]]          # then statement 4's
