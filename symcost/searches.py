@@ -117,8 +117,9 @@ def run(stages: Stages, *, keep_failed: bool = False) -> Found:
 
 
 def priced(stages: Stages, items: Sequence) -> Generator[tuple, None, None]:
-    """Each item's priced values, in order, the bar advanced as each is done."""
-    n = len(items)
+    """Each item's priced values, in order, the bar advanced as each is done (a bar without an end where the
+    search stops once its best are proven: how many it prices is not known before)."""
+    n = len(items) if getattr(stages, "estimate", True) else None
     values = stages.price(items)
     try:
         for item, got in zip(items, values):

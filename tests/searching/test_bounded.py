@@ -1,6 +1,7 @@
 """A bounded search (``search(..., top=K)``, the command line's default on a space of 1,000 candidates or
 more) shows the best K the search that prices every candidate shows, in its order, deriving fewer."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -98,6 +99,20 @@ def test_the_command_line_says_what_it_derived_and_every_prices_them_all(monkeyp
     every = json.loads(capsys.readouterr().out)
     assert every["bounded"] == 0 and every["priced"] == 210
     assert [c["program"] for c in got["ranked"]] == [c["program"] for c in every["ranked"]]
+
+
+def test_its_bar_has_no_end(monkeypatch, capsys):
+    """A bounded search derives candidates until its top is proven, not every one: its bar counts those
+    derived without an end (no share of the space, no time left; it shows the pieces planned so far)."""
+    from symcost import progress
+    monkeypatch.setattr(bounded, "FROM", 1)
+    monkeypatch.setattr(progress, "DELAY", 0)
+    with progress.showing(True):
+        r = search(MLP3, "X=2,Y=2", None, "tpu-v5p", backward=True, jobs=1, top=2)
+    bars = [x for x in capsys.readouterr().err.replace("\r", "\n").splitlines() if x.startswith("pricing candidates")]
+    assert bars and r.priced == 2
+    assert all(re.fullmatch(r"pricing candidates: \d+ candidates \[.*\]\s*", b) for b in bars), bars
+    assert not any("%" in b or "/210" in b for b in bars)
 
 
 def test_a_candidate_whose_statement_is_refused_alone_is_derived_not_dropped(monkeypatch):
