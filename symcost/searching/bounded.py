@@ -128,14 +128,16 @@ class Bounds:
         self.keyed = Keyed(self.subs, self.cands)
         work = self.keyed.work
         self.size = {at: len(ks) for at, ks in self.keyed.keys.items()}     # statement -> its pieces taken
-        self.exact, self.floors = pcs.exactly(space, self.subs), {}
+        back = options.get("backward", False)
+        self.exact, self.floors = pcs.exactly(space, self.subs, backward=back), {}
         self.forms = {at: alike.form(self.subs[at]) for at in where}
         self.alike: dict = {}            # what a piece depends on, names aside (alike.key) -> its vector
         self.derived = self.planned = 0
         # each statement at its least whatever its sharding (its work shared evenly), and where its gradients
         # have a floor on the links, that floor at each sharding the candidates give it
         least = {at: pcs.floor(self.subs[at], options, space.mesh) for at in where}
-        lower = self._lower([w for w in work if isinstance(self.exact[w[0]], tuple)], least)
+        linked = pcs.floored(space, self.subs, backward=back)
+        lower = self._lower([w for w in work if w[0] in linked], least, linked)
         self._at = list(self.subs)
         # a statement's keys, by number: the resource vector at hand (its piece once planned, None where the
         # engine refuses it; else its least) and whether it is planned
@@ -238,17 +240,18 @@ class Bounds:
     def _alike(self, at: int, splits: tuple) -> tuple:
         return alike.key(self.forms[at], splits, self.exact[at])
 
-    def _lower(self, work: list, least: dict) -> dict:
-        """``{(statement, splits): its least}`` for the statements of ``work`` whose gradients have a floor
-        on the links (:mod:`.floors`): their work at its least, and that floor, read off their layouts
-        without planning them (one plan prices it)."""
+    def _lower(self, work: list, least: dict, linked: dict) -> dict:
+        """``{(statement, splits): its least}`` for the statements of ``work``, whose gradients have a floor
+        on the links (``linked``: :func:`.pieces.floored`, the exact pieces' statements included, whose
+        floor bounds them until they are planned): their work at its least, and that floor, read off their
+        layouts without planning them (one plan prices it)."""
         forward = {**self.options, "backward": False}
         plan = next((p for at, cand, _ in work if (p := pcs.planned_alone(self.subs[at], cand, forward)) is not None),
                     None)
         if plan is None:
             return {}
         pricing = fl.pricing(plan)
-        floors = {at: fl.links_at(self.subs[at], *self.exact[at], *pricing) for at in {w[0] for w in work}}
+        floors = {at: fl.links_at(self.subs[at], *linked[at], *pricing) for at in {w[0] for w in work}}
         out = {}
         for at, _, k in work:
             links = floors[at](k)

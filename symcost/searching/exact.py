@@ -123,7 +123,8 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
     space = PinnedSpace(**{f: getattr(space, f) for f in space.__dataclass_fields__})
     where = pcs.statements(space)
     subs = {at: pcs.alone(space, at) for at in where}
-    forms, exact = {at: alike.form(subs[at]) for at in where}, pcs.exactly(space, subs)
+    forms = {at: alike.form(subs[at]) for at in where}
+    exact = pcs.exactly(space, subs, backward=options.get("backward", False))
     keyed = [alike.key(forms[at], s, exact[at]) for at in where for _, s in pcs.keys(subs[at])]
     total, distinct = len(keyed), len(set(keyed))      # pieces alike but for their names are planned once
     bars.say(f"search --exact: {total:,} pieces ({len(where)} statements, each at every sharding of its "

@@ -203,7 +203,7 @@ def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1, w
     statement's backward floor once made (kept by a caller that plans its pieces a few at a time)."""
     if work is None:
         work = [(at, cand, splits) for at in subs for cand, splits in keys(subs[at])]
-    exact = exactly(space, subs)
+    exact = exactly(space, subs, backward=options.get("backward", False))
     floors = {} if floors is None else floors
     out: dict = {at: [] for at in subs}
     forms = {at: alike.form(subs[at]) for at in subs}     # a piece alike another (alike.py) is planned once
@@ -223,30 +223,43 @@ def all_pieces(space: Space, subs: dict, options: dict, on_piece=None, jobs=1, w
     return [out[at] for at in subs]
 
 
-def exactly(space: Space, subs: dict) -> dict:
-    """``{statement: whether its piece is exact}``: it touches no tensor that several statements read; else
-    ``(its result, the operands whose gradients end in their own layouts: parameters, the program's
-    inputs)`` where those gradients have a floor on the links (:mod:`.floors`: a product of two tensors
-    whose result's gradient arrives in the result's layout, the result read by at most one statement, an
-    einsum), or False."""
+def exactly(space: Space, subs: dict, *, backward: bool) -> dict:
+    """``{statement: whether its piece is exact}``: it touches no tensor that several statements read, or
+    there is no backward pass (``backward`` False: a statement's forward steps are those it has alone); else
+    where its gradients have a floor on the links (:func:`floored`), that floor's ``(its result, the
+    operands whose gradients end in their own layouts)``, or False."""
     prog = space.program
-    read = readers(prog)
-    names = shared(prog)
+    names, floors = shared(prog) if backward else frozenset(), floored(space, subs, backward=backward)
+    out = {}
+    for at in subs:
+        st = prog.statements[at]
+        touched = {t.name for t in st.operands} | {st.result_name}
+        out[at] = True if not touched & names else floors.get(at, False)
+    return out
+
+
+def floored(space: Space, subs: dict, *, backward: bool) -> dict:
+    """``{statement: (its result, the operands whose gradients end in their own layouts: parameters, the
+    program's inputs)}`` for the statements of ``subs`` whose gradients have a floor on the links
+    (:mod:`.floors`): a product of two tensors whose result's gradient arrives in the result's layout (the
+    result read by at most one statement, an einsum), at least one such operand; none without a backward
+    pass (``backward`` False)."""
+    if not backward:
+        return {}
+    prog = space.program
+    read, names = readers(prog), shared(prog)
     made = Counter(st.result_name for st in prog.statements if isinstance(st, (Einsum, Apply)))
     params = {t.name for st in prog.statements if isinstance(st, Declaration) and st.kind == "param"
               for t in st.tensors}
     out = {}
     for at in subs:
         st = prog.statements[at]
-        reads = {t.name for t in st.operands}
-        if not (reads | {st.result_name}) & names:
-            out[at] = True
-            continue
-        res = st.result_name
+        res, reads = st.result_name, {t.name for t in st.operands}
         pinned = isinstance(st, Einsum) and len(st.operands) == 2 and res not in names | reads and made[res] == 1 \
             and all(isinstance(r, Einsum) and len(r.operands) > 1 for r in read.get(res, ()))
         fixed = tuple(t.name for t in st.operands if t.name in params or t.name not in made)
-        out[at] = (res, fixed) if pinned and fixed else False
+        if pinned and fixed:
+            out[at] = (res, fixed)
     return out
 
 
@@ -288,7 +301,8 @@ def key_vectors(job: dict, item):
     if at not in subs:
         subs[at] = alone(space, at)
     if "exact" not in job:
-        job["exact"] = exactly(space, {i: None for i in statements(space)})
+        job["exact"] = exactly(space, {i: None for i in statements(space)},
+                               backward=job["options"].get("backward", False))
     return _priced(subs[at], cand, job["options"], space.mesh, job["exact"][at])
 
 

@@ -54,7 +54,8 @@ def test_a_result_read_by_several_statements_or_by_elementwise_work_has_no_floor
     applied = Space.of(SHARED.replace("Out[B, D] = H[B, F]", "R[B, F] = relu(H[B, F])\nOut[B, D] = R[B, F]"),
                        "X=2", "tpu-v5p")
     for sp in (many, applied):
-        assert pcs.exactly(sp, {at: None for at in pcs.statements(sp)})[pcs.statements(sp)[0]] is False
+        where = pcs.statements(sp)
+        assert pcs.exactly(sp, {at: None for at in where}, backward=True)[where[0]] is False
 
 
 def test_the_floor_adds_to_the_forward_links_and_claims_some():
@@ -87,7 +88,7 @@ def test_a_keys_floor_read_off_its_splits_is_the_floor_of_its_layouts():
     claimed = 0
     for mesh in ("X=2,Y=2", "X=4,Y=2,Z=2"):
         space = Space.of(SHARED, mesh, "tpu-v5p")
-        exact = pcs.exactly(space, {at: None for at in pcs.statements(space)})
+        exact = pcs.exactly(space, {at: None for at in pcs.statements(space)}, backward=True)
         plan = derive_program(SHARED, space.mesh, DIMS, "tpu-v5p", alternatives=False)
         pricing = floors.pricing(plan)
         for at in (a for a in pcs.statements(space) if isinstance(exact[a], tuple)):
@@ -149,7 +150,9 @@ def test_every_candidate_spends_at_least_its_bound_on_every_resource():
 def test_every_candidate_the_layer_search_derives_spends_at_least_its_bound():
     """The LLaMA 3 8B layer on h100 ``X=4,Y=2``: six of its nine statements read or write the input X or
     the attention's output Y, which several statements read; the candidates the bounded search derives
-    (the fastest), each resource at least its pieces' sum."""
+    (the fastest), each resource at least its pieces' sum. Each piece the walk planned is at least what
+    stood for it before (the statement's least, and its links' floor where its gradients have one: the
+    exact pieces' statements too, the attention's two products and the down projection)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_search import _layer_text
     space = Space.of(_layer_text(), "X=4,Y=2", "h100")
@@ -159,8 +162,19 @@ def test_every_candidate_the_layer_search_derives_spends_at_least_its_bound():
 
     def key(p):          # the search's ranking (symcost.searching: the step time, then communication, ...)
         return price.rounded(p.t_step), p.t_comms, p.memory_bytes or 0.0, position[p.candidate]
+    before = [list(h) for h in b.hand]
     derived = [got[0].candidate for got in bounded.until_proven(b, 10, key=key) if got]
     assert len(derived) == b.derived == 196
     _check_under(space, derived, options, b)
+    floored = pcs.floored(space, b.subs, backward=True)
+    assert {6, 7, 11} <= set(floored) and {at for at in b.subs if b.exact[at] is True} == {6, 7, 11}
+    linked = set()
+    for j, at in enumerate(b._at):
+        for n, done in enumerate(b.done[j]):
+            if done and b.hand[j][n] is not None:
+                assert all(f <= v * (1 + 1e-12) + 1e-15 for f, v in zip(before[j][n], b.hand[j][n])), (at, n)
+                if any(before[j][n][2:]):
+                    linked.add(at)
+    assert {6, 7, 11} <= linked          # floors on the links of the exact pieces' statements, not all zero
     assert _read_without_writing(space, options, every=50) == 4375
     symcost.clear_caches()

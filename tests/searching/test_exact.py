@@ -98,7 +98,7 @@ def test_a_piece_that_is_not_exact_is_planned_without_its_backward_pass():
     first statement on ``X=2,Y=2`` once a third statement reads its input and weight again."""
     space = Space.of(TWO + "G[B, F] = In[B, D] *_D W_in[D, F]\n", "X=2,Y=2", "tpu-v5p")
     where = pcs.statements(space)
-    exact = pcs.exactly(space, {at: None for at in where})    # the two that are not: their floors' names
+    exact = pcs.exactly(space, {at: None for at in where}, backward=True)   # the two not exact: their floors' names
     assert exact == {where[0]: ("H", ("In", "W_in")), where[1]: True, where[2]: ("G", ("In", "W_in"))}
     sub, compared = pcs.alone(space, where[0]), 0
     for cand, _ in pcs.keys(sub):
