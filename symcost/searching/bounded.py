@@ -38,8 +38,8 @@ The ``top`` shown are the ordinary search's, in its order (a test holds them equ
     (1, 156, 786)
 
 The LLaMA 3 8B layer's 2,916 candidates on h100 ``X=4,Y=2`` take 4,375 pieces, of which the walk takes
-602 (499 planned, the others alike) and derives 196 candidates; on ``X=4,Y=2,Z=2`` its 80,190 candidates
-take 89,925, of which it takes 6,234 (4,858 planned; 775 derived), where planning the statements with the
+596 (493 planned, the others alike) and derives 196 candidates; on ``X=4,Y=2,Z=2`` its 80,190 candidates
+take 89,925, of which it takes 5,848 (4,541 planned; 775 derived), where planning the statements with the
 fewest pieces ahead of the first candidate planned 7,894 of them. It is
 the default of ``symcost search`` (its ``--top``) for spaces of :data:`FROM` candidates or more, where the
 objective is the step time under the book's overlap policy on the ideal machine (what the bounds bound);

@@ -108,6 +108,27 @@ def test_the_command_line_says_what_it_derived_and_every_prices_them_all(monkeyp
     assert [c["program"] for c in got["ranked"]] == [c["program"] for c in every["ranked"]]
 
 
+def test_with_several_processes_some_pieces_are_planned_ahead_and_the_top_is_the_same(monkeypatch, capsys):
+    """With two processes the pieces of the statement with the fewest (here the second einsum's 86) are
+    planned ahead in them, every one, and the walk finds them at hand: the same top, in the same order, no
+    more candidates derived."""
+    from symcost import progress
+    monkeypatch.setattr(bounded, "FROM", 1)
+    space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
+    options = dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True)
+    with progress.showing(True):
+        b = bounded.Bounds(space, options, jobs=2)
+    assert "86 of the 312 pieces the candidates take (statement 3) planned ahead on 2 processes" in \
+        capsys.readouterr().err
+    assert b.first == (3,) and b.planned == 86 and all(b.done[b._at.index(3)])
+    alone = bounded.Bounds(space, options)
+    key = (lambda p: (p.t_step, p.t_comms))
+    two = [g[0] for g in bounded.until_proven(b, 5, key) if g]
+    one = [g[0] for g in bounded.until_proven(alone, 5, key) if g]
+    assert [p.candidate for p in two] == [p.candidate for p in one] and b.derived == alone.derived
+    assert sorted(two, key=key)[:5] == sorted(one, key=key)[:5]
+
+
 def test_its_bar_has_no_end(monkeypatch, capsys):
     """A bounded search derives candidates until its top is proven, not every one: its bar counts those
     derived without an end (no share of the space, no time left; it shows the pieces planned so far)."""
