@@ -136,7 +136,7 @@ class Bounds:
         # each statement at its least whatever its sharding (its work shared evenly), and where its gradients
         # have a floor on the links, that floor at each sharding the candidates give it
         least = {at: pcs.floor(self.subs[at], options, space.mesh) for at in where}
-        linked = pcs.floored(space, self.subs, backward=back)
+        linked = fl.floored(space, self.subs, backward=back)
         lower = self._lower([w for w in work if w[0] in linked], least, linked)
         self._at = list(self.subs)
         # a statement's keys, by number: the resource vector at hand (its piece once planned, None where the
@@ -242,7 +242,7 @@ class Bounds:
 
     def _lower(self, work: list, least: dict, linked: dict) -> dict:
         """``{(statement, splits): its least}`` for the statements of ``work``, whose gradients have a floor
-        on the links (``linked``: :func:`.pieces.floored`, the exact pieces' statements included, whose
+        on the links (``linked``: :func:`.floors.floored`, the exact pieces' statements included, whose
         floor bounds them until they are planned): their work at its least, and that floor, read off their
         layouts without planning them (one plan prices it)."""
         forward = {**self.options, "backward": False}

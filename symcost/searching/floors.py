@@ -17,7 +17,8 @@ links of ``a`` carry at least the least of three ways:
 * ``dOut``'s split over ``a`` moved to another dimension by an AllToAll, and each gradient whose layout is
   not split over ``a`` gathered over it afterwards (the dimension ``a`` moves to is one it keeps).
 
-Each move is over ``a`` alone, on the least block it can take (``a`` taken as the last axis of its
+Which statements of a program have such a floor is :func:`floored`'s answer (a search without the
+backward pass has none). Each move is over ``a`` alone, on the least block it can take (``a`` taken as the last axis of its
 dimension, where a move over ``a`` alone applies): a move over several axes, or of a larger block, spends
 no less on ``a``'s links. The moves are priced by the one pricing path (as steps of the
 statement's plan); the tests hold the floor under what every candidate the searches derive spends on each
@@ -37,12 +38,14 @@ count the other operand, whose layouts another statement may have made).
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 from .. import caching, dtypes
 from ..collectives import gradient, rule
 from ..env import Env
 from ..layout import Layout
+from ..notation import Apply, Declaration, Einsum, Program
 from ..pricing import numeric_cost, totals
 
 def backward_links(plan, output: str, targets: tuple) -> tuple[float, ...]:
@@ -221,3 +224,43 @@ def _cheapest(moves: list, mesh, sizes: tuple, figures: tuple) -> float:
         return 0.0
     env = Env.numeric(mesh)
     return min(float(totals([c], env, "none").t_comms) for c in costs)
+
+
+def readers(program: Program) -> dict:
+    """``{tensor: the statements that read it}`` (products and elementwise work, each once)."""
+    out: dict = {}
+    for st in program.statements:
+        if isinstance(st, (Einsum, Apply)):
+            for n in dict.fromkeys(t.name for t in st.operands):
+                out.setdefault(n, []).append(st)
+    return out
+
+
+def shared(program: Program) -> frozenset:
+    """Tensors that several statements read (their gradients add up, their layouts are reused)."""
+    return frozenset(n for n, rs in readers(program).items() if len(rs) > 1)
+
+
+def floored(space, subs: dict, *, backward: bool) -> dict:
+    """``{statement: (its result, the operands whose gradients end in their own layouts: parameters, the
+    program's inputs)}`` for the statements of ``subs`` whose gradients have a floor on the links
+    (this module's): a product of two tensors whose result's gradient arrives in the result's layout (the
+    result read by at most one statement, an einsum), at least one such operand; none without a backward
+    pass (``backward`` False)."""
+    if not backward:
+        return {}
+    prog = space.program
+    read, names = readers(prog), shared(prog)
+    made = Counter(st.result_name for st in prog.statements if isinstance(st, (Einsum, Apply)))
+    params = {t.name for st in prog.statements if isinstance(st, Declaration) and st.kind == "param"
+              for t in st.tensors}
+    out = {}
+    for at in subs:
+        st = prog.statements[at]
+        res, reads = st.result_name, {t.name for t in st.operands}
+        pinned = isinstance(st, Einsum) and len(st.operands) == 2 and res not in names | reads and made[res] == 1 \
+            and all(isinstance(r, Einsum) and len(r.operands) > 1 for r in read.get(res, ()))
+        fixed = tuple(t.name for t in st.operands if t.name in params or t.name not in made)
+        if pinned and fixed:
+            out[at] = (res, fixed)
+    return out

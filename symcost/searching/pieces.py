@@ -30,7 +30,6 @@ search's bound a bound.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, field, replace
 
@@ -41,7 +40,7 @@ from ..notation import Apply, Declaration, Einsum, Program, Ranking
 from ..pricing import totals
 from ..program import derive_program, derive_tied
 from . import alike
-from .floors import backward_links
+from .floors import backward_links, floored, shared
 from .pool import mapped
 from .space import GROUPS, Candidate, Space
 
@@ -81,21 +80,6 @@ def statements(space: Space) -> tuple[int, ...]:
                              f"{type(st).__name__.lower()} work "
                              f"({st}), which it does not split into pieces yet: search without --exact ranks them")
     return tuple(out)
-
-
-def readers(program: Program) -> dict:
-    """``{tensor: the statements that read it}`` (products and elementwise work, each once)."""
-    out: dict = {}
-    for st in program.statements:
-        if isinstance(st, (Einsum, Apply)):
-            for n in dict.fromkeys(t.name for t in st.operands):
-                out.setdefault(n, []).append(st)
-    return out
-
-
-def shared(program: Program) -> frozenset:
-    """Tensors that several statements read (their gradients add up, their layouts are reused)."""
-    return frozenset(n for n, rs in readers(program).items() if len(rs) > 1)
 
 
 def alone(space: Space, at: int) -> Space:
@@ -235,31 +219,6 @@ def exactly(space: Space, subs: dict, *, backward: bool) -> dict:
         st = prog.statements[at]
         touched = {t.name for t in st.operands} | {st.result_name}
         out[at] = True if not touched & names else floors.get(at, False)
-    return out
-
-
-def floored(space: Space, subs: dict, *, backward: bool) -> dict:
-    """``{statement: (its result, the operands whose gradients end in their own layouts: parameters, the
-    program's inputs)}`` for the statements of ``subs`` whose gradients have a floor on the links
-    (:mod:`.floors`): a product of two tensors whose result's gradient arrives in the result's layout (the
-    result read by at most one statement, an einsum), at least one such operand; none without a backward
-    pass (``backward`` False)."""
-    if not backward:
-        return {}
-    prog = space.program
-    read, names = readers(prog), shared(prog)
-    made = Counter(st.result_name for st in prog.statements if isinstance(st, (Einsum, Apply)))
-    params = {t.name for st in prog.statements if isinstance(st, Declaration) and st.kind == "param"
-              for t in st.tensors}
-    out = {}
-    for at in subs:
-        st = prog.statements[at]
-        res, reads = st.result_name, {t.name for t in st.operands}
-        pinned = isinstance(st, Einsum) and len(st.operands) == 2 and res not in names | reads and made[res] == 1 \
-            and all(isinstance(r, Einsum) and len(r.operands) > 1 for r in read.get(res, ()))
-        fixed = tuple(t.name for t in st.operands if t.name in params or t.name not in made)
-        if pinned and fixed:
-            out[at] = (res, fixed)
     return out
 
 

@@ -166,8 +166,8 @@ def test_every_candidate_the_layer_search_derives_spends_at_least_its_bound():
     derived = [got[0].candidate for got in bounded.until_proven(b, 10, key=key) if got]
     assert len(derived) == b.derived == 196
     _check_under(space, derived, options, b)
-    floored = pcs.floored(space, b.subs, backward=True)
-    assert {6, 7, 11} <= set(floored) and {at for at in b.subs if b.exact[at] is True} == {6, 7, 11}
+    spec = floors.floored(space, b.subs, backward=True)
+    assert {6, 7, 11} <= set(spec) and {at for at in b.subs if b.exact[at] is True} == {6, 7, 11}
     linked = set()
     for j, at in enumerate(b._at):
         for n, done in enumerate(b.done[j]):
