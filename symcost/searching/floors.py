@@ -18,9 +18,9 @@ links of ``a`` carry at least the least of three ways:
   not split over ``a`` gathered over it afterwards (the dimension ``a`` moves to is one it keeps).
 
 Which statements of a program have such a floor is :func:`floored`'s answer (a search without the
-backward pass has none). Each move is over ``a`` alone, on the least block it can take (``a`` taken as the last axis of its
-dimension, where a move over ``a`` alone applies): a move over several axes, or of a larger block, spends
-no less on ``a``'s links. The moves are priced by the one pricing path (as steps of the
+backward pass has none). Each move is over ``a`` alone, on the least block it can take (``a`` taken as
+the last axis of its dimension, where a move over ``a`` alone applies): a move over several axes, or of a
+larger block, spends no less on ``a``'s links. The moves are priced by the one pricing path (as steps of the
 statement's plan); the tests hold the floor under what every candidate the searches derive spends on each
 axis.
 
