@@ -151,6 +151,8 @@ class Bounds:
         """With several processes, the pieces of the statements with the fewest (:func:`_first`) planned
         ahead in them, every one the candidates take (those a walk from the least bound up plans most of);
         in one process, none. Returns the statements planned ahead."""
+        if workers(jobs, len(work)) < 2:
+            return ()
         ahead_of = {at: {self._alike(at, k) for k in ks} for at, ks in self.keyed.keys.items()}
         first = _first(ahead_of)
         ahead = [w for w in work if w[0] in first]

@@ -315,10 +315,17 @@ def _floor(sub: Space, options: dict, mesh, phases=("backward",)):
     communication."""
     axes = tuple(a.name for a in mesh.axes)
     prog = sub.program_for(Candidate(tuple((None, None) for _ in axes), axes))
-    try:
-        plan = derive_program(prog, {a: 1 for a in axes}, options.get("dims"), options.get("hw"), backward=True,
-                              moves=options.get("moves"), alternatives=False)
-    except SymcostError:
+    plan = None
+    # its tensors whole, on one device, no move is needed (the planner then searches no layouts): with none
+    # allowed first, with the search's own where a tensor is pinned to an axis (of size one here)
+    for moves in ((), options.get("moves")):
+        try:
+            plan = derive_program(prog, {a: 1 for a in axes}, options.get("dims"), options.get("hw"), backward=True,
+                                  moves=moves, alternatives=False)
+            break
+        except SymcostError:
+            continue
+    if plan is None:
         return None
     if plan.step_costs() is None:
         return None

@@ -91,6 +91,33 @@ def test_a_piece_spends_what_its_statement_spends_in_the_whole_plan():
     assert all(a <= b * (1 + 1e-12) for a, b in zip(summed, whole))
 
 
+@pytest.mark.parametrize("text", [
+    "rank B=65536, D=8192, F=32768\nparam W_in[D, F], W_out[F, D]\nH[B, F] = In[B, D] *_D W_in[D, F]\n"
+    "Out[B, D] = H[B, F] *_F W_out[F, D]\n",
+    # a parameter pinned to X: on one device it is still written over X (of size one), which no plan
+    # without moves reaches
+    "rank B=65536, D=8192, F=32768\nparam W_in[D_X, F], W_out[F, D]\nH[B, F] = In[B, D] *_D W_in[D_X, F]\n"
+    "Out[B, D] = H[B, F] *_F W_out[F, D]\n",
+])
+def test_a_statements_least_is_its_work_on_one_device_shared_evenly(text):
+    """Each statement's least (forward and backward): its local steps planned on one device (every axis of
+    size one), their compute and HBM time shared by every device, no communication; planned with no move
+    allowed (no layout searched) where the statement's tensors are whole, as the search's own moves plan it
+    to the bit."""
+    from symcost.env import Env
+    from symcost.pricing import totals
+    from symcost.program import derive_program
+    from symcost.searching.space import Candidate, Space
+    space = Space.of(text, "X=4,Y=2", "tpu-v5p")
+    options = dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True)
+    for at in pcs.statements(space):
+        sub = pcs.alone(space, at)
+        prog = sub.program_for(Candidate(((None, None), (None, None)), ("X", "Y")))
+        plan = derive_program(prog, {"X": 1, "Y": 1}, options["dims"], "tpu-v5p", backward=True, alternatives=False)
+        local = totals([c for c in plan.step_costs() if c.local], Env.numeric(plan.mesh), "none")
+        assert pcs.floor(sub, options, space.mesh) == (float(local.t_math) / 8, float(local.t_hbm) / 8, 0.0, 0.0)
+
+
 def test_a_piece_that_is_not_exact_is_planned_without_its_backward_pass():
     """A statement that reads a tensor other statements read keeps only its forward steps (its backward is
     the floor), so its plans are derived forward only: the same forward resources, to the bit, as its plans
