@@ -119,6 +119,7 @@ def links_at(sub, output: str, targets: tuple, mesh, sizes: tuple, figures):
     a few hundred splits of each tensor)."""
     base, laid = written(sub.program), _layer(sub)
     kept: dict = {}
+    reduced, taken_off = _kept(_reduced, mesh, sizes, figures), _kept(_taken_off, mesh, sizes, figures)
 
     def grad(name: str, per_axis: tuple) -> Layout:
         got = kept.get((name, per_axis))
@@ -132,8 +133,22 @@ def links_at(sub, output: str, targets: tuple, mesh, sizes: tuple, figures):
         if output not in base or not grads or figures is None:
             return (0.0,) * len(mesh.axes)
         dres = grad(output, split[output]) if output in split else gradient(base[output])
-        return _floor(dres, grads, mesh, sizes, figures)
+        return _floor(dres, grads, mesh, sizes, figures, reduced, taken_off)
     return at
+
+
+def _kept(fn, mesh, sizes: tuple, figures):
+    """``(layout, axis) -> fn(layout, axis, mesh, sizes, figures)``, its answers kept by layout and axis
+    alone for one statement's keys (which share the mesh, the sizes and the figures: tens of thousands of
+    keys, a few hundred layouts)."""
+    got: dict = {}
+
+    def answer(layout: Layout, a: str):
+        out = got.get((layout, a))
+        if out is None:
+            out = got[layout, a] = fn(layout, a, mesh, sizes, figures)
+        return out
+    return answer
 
 
 def links(layouts: dict, output: str, targets: tuple, mesh, sizes: tuple, figures) -> tuple[float, ...]:
@@ -146,9 +161,13 @@ def links(layouts: dict, output: str, targets: tuple, mesh, sizes: tuple, figure
     return _floor(gradient(out), grads, mesh, sizes, figures)
 
 
-def _floor(dres: Layout, grads: list, mesh, sizes: tuple, figures) -> tuple[float, ...]:
+def _floor(dres: Layout, grads: list, mesh, sizes: tuple, figures, reduced=None, taken_off=None) \
+        -> tuple[float, ...]:
     """Each axis's floor from the result's gradient ``dres`` and the gradients ``grads`` that must end in
-    their own layouts (see the module's text)."""
+    their own layouts (see the module's text); ``reduced``, ``taken_off``: :func:`_reduced` and
+    :func:`_taken_off` of a layout and an axis at these sizes and figures, where a caller keeps them."""
+    reduced = reduced or (lambda g, a: _reduced(g, a, mesh, sizes, figures))
+    taken_off = taken_off or (lambda d, a: _taken_off(d, a, mesh, sizes, figures))
     floor = [0.0] * len(mesh.axes)
     for i, ax in enumerate(mesh.axes):
         a = ax.name
@@ -156,12 +175,12 @@ def _floor(dres: Layout, grads: list, mesh, sizes: tuple, figures) -> tuple[floa
         summed = [g for g in grads if r is not None and r not in g.dims]
         if ax.size == 1 or not summed:
             continue
-        reduced = regathered = 0.0
+        least = regathered = 0.0
         for g in summed:
-            once, back = _reduced(g, a, mesh, sizes, figures)
-            reduced, regathered = reduced + once, regathered + back
-        gathered, moved = _taken_off(dres, a, mesh, sizes, figures)
-        floor[i] = min(reduced, gathered, moved + regathered)
+            once, back = reduced(g, a)
+            least, regathered = least + once, regathered + back
+        gathered, moved = taken_off(dres, a)
+        floor[i] = min(least, gathered, moved + regathered)
     return tuple(floor)
 
 
