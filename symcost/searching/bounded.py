@@ -48,13 +48,13 @@ objective is the step time under the book's overlap policy on the ideal machine 
 from __future__ import annotations
 
 import heapq
-import time
 
 import numpy as np
 
 from .. import progress as bars
 from ..errors import UsageError
 from ..pricing import policy
+from ..searches import Pace
 from . import alike
 from . import floors as fl
 from . import pieces as pcs
@@ -73,8 +73,6 @@ FROM = 1000
 #: too (548; 2.65-2.95 s against 3.0-3.4 s); on X=4,Y=2,Z=2 both take the same five statements, without
 #: the down projection the search took 85 s, not 56 s
 FIRST = 0.1
-#: pieces planned ahead before the search says how long the rest of them will take
-SAMPLE = 50
 #: how far a bound is taken down before it is compared: the pieces' sums add the same step times as the
 #: plan's totals in another order, so they may differ in their last bits
 ULPS = 1e-12
@@ -164,15 +162,11 @@ class Bounds:
                  f"{'s' if len(first) > 1 else ''} {', '.join(map(str, first))}"
                  f"{f'; {distinct:,} distinct but for their names' if distinct < len(ahead) else ''}) planned "
                  f"ahead on {procs} processes")
-        began, done = time.perf_counter(), [0]
+        pace = Pace("search", "pieces", len(ahead), what=" for them")
 
         def tick():
-            done[0] += 1
             bars.advance(1, "search: statements planned alone", total=len(ahead), unit=" pieces")
-            if done[0] == SAMPLE and len(ahead) > 2 * SAMPLE:
-                rate = SAMPLE / max(time.perf_counter() - began, 1e-9)
-                bars.say(f"search: about {(distinct - SAMPLE) / rate:,.0f} s more for them, at {rate:,.0f} a second "
-                         f"(the first {SAMPLE})")
+            pace()
         planned = pcs.all_pieces(self.space, {at: self.subs[at] for at in first}, self.options, tick, jobs=jobs,
                                  work=ahead, floors=self.floors)
         got = {(p.statement, p.splits): p.vector for ps in planned for p in ps}

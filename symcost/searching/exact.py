@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from .. import progress as bars
 from ..errors import UsageError
 from ..pricing import policy
+from ..searches import Pace
 from ..notation import Apply, Declaration, DimRef, Einsum, Program, TensorRef
 from . import alike, milp, pieces as pcs
 from .price import Priced, none_priced, planned, priced, replanner
@@ -41,8 +42,6 @@ from .space import GROUPS, Candidate, Space
 GAP = 1e-3
 #: seconds an exact search spends improving its bound after pricing its pieces
 SECONDS = 120.0
-#: pieces planned before the exact search says how long the rest will take
-SAMPLE = 50
 
 
 @dataclass(frozen=True)
@@ -131,15 +130,11 @@ def solve(space: Space, options: dict, *, gap: float = GAP, seconds: float = SEC
              f"tensors{f'; {distinct:,} distinct but for their names' if distinct < total else ''}) to plan, "
              f"then the program solved")
 
-    began, done = time.perf_counter(), [0]
+    pace = Pace("search --exact", "pieces", total)       # as the ordinary search: how long the rest will take
 
     def tick():
-        done[0] += 1
         bars.advance(1, "exact search: statements planned alone", total=total, unit=" pieces")
-        if done[0] == SAMPLE and total > 2 * SAMPLE:     # as the ordinary search: how long the rest will take
-            rate = SAMPLE / max(time.perf_counter() - began, 1e-9)
-            bars.say(f"search --exact: about {(distinct - SAMPLE) / rate:,.0f} s more at {rate:,.0f} pieces a second "
-                     f"(the first {SAMPLE})")
+        pace()
 
     by_statement = pcs.all_pieces(space, subs, options, tick, jobs=jobs)
     flat = [p for ps in by_statement for p in ps]

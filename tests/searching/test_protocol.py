@@ -90,10 +90,54 @@ def test_the_count_and_an_estimate_come_before_the_answer_for_each_search(monkey
     err = capsys.readouterr().err
     lines = [x for x in err.splitlines() if x.startswith(f"{name}: ")]
     assert re.fullmatch(rf"{name}: .*\b[\d,]+ .* to price.*", lines[0]), lines
-    assert re.fullmatch(rf"{name}: about \d+ s more at [\d,]+ {unit} a second \(the first 1\)", lines[1]), lines
+    assert re.fullmatch(rf"{name}: about \d+ s more at [\d,.]+ {unit} a second \(the first 2\)", lines[1]), lines
     with progress.showing(False):           # a library call says nothing
         make()
     assert capsys.readouterr().err == ""
+
+
+class _Clock:
+    """``time.perf_counter`` for :class:`searches.Pace`, moved on by hand."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _paced(monkeypatch, capsys, arrivals, total, **kw) -> list[str]:
+    """What a :class:`searches.Pace` of ``total`` items says when they come back at the times ``arrivals``
+    (seconds after it was made)."""
+    clock = _Clock()
+    monkeypatch.setattr(searches.time, "perf_counter", clock)
+    pace, start = searches.Pace("search", "pieces", total, **kw), clock.now
+    with progress.showing(True):
+        for t in arrivals:
+            clock.now = start + t
+            pace()
+    return [x for x in capsys.readouterr().err.splitlines() if "more" in x]
+
+
+def test_the_estimate_leaves_out_the_wait_for_the_first_item(monkeypatch, capsys):
+    """Worker processes start (12 s) before the first piece comes back; then one every 0.1 s. The estimate,
+    after 50 since the first, is the 749 left at 10 a second: 75 s, not the 4 min the rate of the first 51
+    counted from the start (51 in 17 s) would give."""
+    arrivals = [12.0 + 0.1 * k for k in range(60)]
+    assert _paced(monkeypatch, capsys, arrivals, 800) == [
+        "search: about 75 s more at 10 pieces a second (the first 51)"]
+    assert _paced(monkeypatch, capsys, arrivals, 800, left=lambda done: 2 * (800 - done), what=" for them") == [
+        "search: about 2 min more for them at 10 pieces a second (the first 51)"]
+
+
+def test_slow_items_are_estimated_after_a_few_seconds_and_a_small_stage_not_at_all(monkeypatch, capsys):
+    """Items of 2 s each: said once 5 s have passed since the first (the third after it), at 0.5 a second
+    (a rate under 10 with two digits); a stage of at most SAMPLE + 1 items says nothing."""
+    assert _paced(monkeypatch, capsys, [2.0 * k for k in range(1, 11)], 100) == [
+        "search: about 3 min more at 0.5 pieces a second (the first 4)"]
+    assert _paced(monkeypatch, capsys, [0.1 * k for k in range(51)], searches.SAMPLE + 1) == []
+    assert _paced(monkeypatch, capsys, [0.1 * k for k in range(51)], searches.SAMPLE + 2) == [
+        "search: about 0 s more at 10 pieces a second (the first 51)"]
 
 
 @pytest.mark.parametrize("which", SEARCHES)

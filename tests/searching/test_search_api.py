@@ -87,7 +87,7 @@ def test_the_count_and_an_estimate_come_before_the_answer(capsys):
         search(MLP, "X=4,Y=2", "B=65536", "tpu-v5p")
     err = capsys.readouterr().err
     assert "search: 81 candidates (81 assignments, symmetric duplicates collapsed) to price on 1 process" in err
-    assert re.search(r"search: about \d+ s more at [\d,]+ candidates a second \(the first \d+\)", err)
+    assert re.search(r"search: about \d+ s more at [\d,.]+ candidates a second \(the first \d+\)", err)
     with progress.showing(False):           # a library call says nothing
         search(MLP, "X=4,Y=2", "B=65536", "tpu-v5p")
     assert capsys.readouterr().err == ""
