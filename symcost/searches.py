@@ -39,7 +39,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterable, Protocol, Sequence
+from typing import Any, Generator, Iterable, Protocol, Sequence
 
 from . import caching, progress
 
@@ -50,15 +50,14 @@ SAMPLE, SAMPLE_SECONDS = 50, 5.0
 class Pace:
     """How long the rest of a long stage will take, said once (:func:`symcost.progress.say`): ``pace()`` as
     each item comes back; after :data:`SAMPLE` items since the first (or :data:`SAMPLE_SECONDS` since it, two
-    items at least), ``left(done)`` items at the rate they came since the first. The wait for the first is
+    items at least), the items left of ``total`` at the rate they came since the first. The wait for the first is
     left out: worker processes starting, the first item's cold caches, which the rest do not pay again (the
     LLaMA 3 70B layer's search on 64 v5p chips planned 4,856 pieces ahead on two processes in 17 s, where
     the rate of its first 50 counted from the start said 103 s). A stage of ``total`` items at most
     :data:`SAMPLE` + 1 says nothing. ``what``: said after "more" (" for them")."""
 
-    def __init__(self, name: str, unit: str, total: int, left: Callable[[int], int] | None = None, what: str = ""):
-        self.name, self.unit, self.what = name, unit, what
-        self.left = left or (lambda done: total - done)
+    def __init__(self, name: str, unit: str, total: int, what: str = ""):
+        self.name, self.unit, self.total, self.what = name, unit, total, what
         self.done, self.first, self.said = 0, 0.0, total <= SAMPLE + 1
 
     def __call__(self) -> None:
@@ -74,7 +73,7 @@ class Pace:
             self.said = True
             rate = since / max(spent, 1e-9)
             shown = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"      # a slow stage's rate with two digits
-            progress.say(f"{self.name}: about {duration(max(self.left(self.done), 0) / rate)} more{self.what} at "
+            progress.say(f"{self.name}: about {duration(max(self.total - self.done, 0) / rate)} more{self.what} at "
                          f"{shown} {self.unit} a second (the first {self.done:,})")
 
 

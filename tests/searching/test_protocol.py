@@ -126,7 +126,7 @@ def test_the_estimate_leaves_out_the_wait_for_the_first_item(monkeypatch, capsys
     arrivals = [12.0 + 0.1 * k for k in range(60)]
     assert _paced(monkeypatch, capsys, arrivals, 800) == [
         "search: about 75 s more at 10 pieces a second (the first 51)"]
-    assert _paced(monkeypatch, capsys, arrivals, 800, left=lambda done: 2 * (800 - done), what=" for them") == [
+    assert _paced(monkeypatch, capsys, arrivals, 1300, what=" for them") == [
         "search: about 2 min more for them at 10 pieces a second (the first 51)"]
 
 
