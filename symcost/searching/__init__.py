@@ -28,6 +28,7 @@ from .. import caching, searches
 from ..binding import parse_dims
 from ..errors import UsageError
 from ..notation import Program, Ranking, parse
+from ..printers.text import fmt_seconds
 from . import bounded
 from .pool import priced_all, workers
 from .price import Priced, none_priced, rounded
@@ -244,7 +245,21 @@ class _Bounded(_Stages):
         yield from bounded.until_proven(self.bounds, self.top, key=self.rank_key)
 
     def label(self, item) -> str:
-        return f"{self.bounds.planned:,} pieces planned"
+        """The pieces planned so far and, once there are as many as asked, how far the least bound left is
+        under the slowest of the best found (the top is proven where it reaches it: at 0.00 % the candidates
+        left are as fast, and rank by communication)."""
+        b, done = self.bounds, f"{self.bounds.planned:,} pieces planned"
+        if b.kth is None:
+            return done
+        best = "the best" if self.top == 1 else f"the {_nth(self.top)} best"
+        gap = max(b.kth - b.least, 0.0) / b.kth if b.kth > 0 else 0.0
+        return f"{done}; least bound left {gap:.2%} under {best} ({fmt_seconds(b.kth)})"
+
+
+def _nth(k: int) -> str:
+    """``k`` as an ordinal (2nd, 10th, 21st)."""
+    end = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{end}"
 
 
 def _free_axis(mesh, sizes: dict, vs: str):

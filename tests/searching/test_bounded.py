@@ -143,6 +143,33 @@ def test_its_bar_has_no_end(monkeypatch, capsys):
     assert not any("%" in b or "/210" in b for b in bars)
 
 
+def test_the_walk_keeps_the_least_bound_left_and_the_slowest_of_the_best_for_its_bar(monkeypatch):
+    """As it goes, the walk keeps the least step-time bound left and, once it has found as many as asked, the
+    slowest of them; when it stops, that bound ranks after the slowest (the proof). The bar says how far
+    under it the bound still is."""
+    import types
+
+    from symcost.searching import _Bounded
+    monkeypatch.setattr(bounded, "FROM", 1)
+    space = Space.of(MLP3, "X=2,Y=2", "tpu-v5p")
+    b = bounded.Bounds(space, dict(dims=dict(space.program.ranking), hw="tpu-v5p", backward=True))
+    key = (lambda p: (p.t_step, p.t_comms))
+    seen, found = [], []
+    for got in bounded.until_proven(b, 3, key):
+        seen.append((b.least, b.kth))
+        found.extend(got)
+    assert [k for _, k in seen[:2]] == [None, None] and all(k is not None for _, k in seen[2:])
+    assert b.kth == sorted(found, key=key)[2].t_step
+    assert all(least <= k * (1 + 1e-9) for least, k in seen[2:])          # each derived from under the third
+    assert b.least >= b.kth * (1 - 1e-9)                                   # the one left ranks after it
+    bar = types.SimpleNamespace(bounds=types.SimpleNamespace(planned=1234, least=1.5e-3, kth=2e-3), top=10)
+    assert _Bounded.label(bar, None) == "1,234 pieces planned; least bound left 25.00% under the 10th best (2 ms)"
+    bar.bounds.kth, bar.top = None, 1
+    assert _Bounded.label(bar, None) == "1,234 pieces planned"
+    bar.bounds.kth = 1.5e-3
+    assert _Bounded.label(bar, None) == "1,234 pieces planned; least bound left 0.00% under the best (1.5 ms)"
+
+
 def test_a_candidate_whose_statement_is_refused_alone_is_derived_not_dropped(monkeypatch):
     """Where the engine refuses a statement planned alone (no piece), the candidates that take that sharding
     have no bound: they are derived (first), so the top is still every candidate's."""
