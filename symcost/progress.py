@@ -34,12 +34,17 @@ def showing(on: bool = True):
         _close()
 
 
-def advance(n: int, what: str, *, total: int | None = None, unit: str = " layouts", label: str = "") -> None:
+def advance(n: int, what: str, *, total: int | None = None, unit: str = " layouts", label: str = "",
+            inner: bool = False) -> None:
     """``n`` more units of ``what`` done (e.g. moves a search looked at); ``total``: how many there will be
-    (a bar with an end); ``label``: what is running now, shown after the bar."""
+    (a bar with an end); ``label``: what is running now, shown after the bar. ``inner``: work that runs
+    inside a stage of its own bar (the route searches of a plan a search prices), shown only where no other
+    bar is open: it would close that bar, whose count would start again at its next item."""
     if not _state["on"]:
         return
     if _state["what"] != what:
+        if inner and _state["bar"] is not None:
+            return
         _close()
         try:
             from tqdm import tqdm

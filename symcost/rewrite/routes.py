@@ -195,7 +195,7 @@ class Frontier:
                     out = priced[i] or edges(i)
                     looked += len(out)
                     if len(settled) % 256 == 0:
-                        progress.advance(256, "searching layouts")
+                        progress.advance(256, "searching layouts", inner=True)
                     if limit is not None and looked > limit:
                         self.stopped = True
                         return False

@@ -2,6 +2,7 @@
 (symcost.searches): the same stages, the same count and estimate before and while pricing, and the same
 partial answer when stopped (Ctrl-C): what was priced until then, filtered and ranked, ``complete`` false,
 and exit status 130 from the command line."""
+import importlib.util
 import json
 import re
 
@@ -128,6 +129,25 @@ def test_the_estimate_leaves_out_the_wait_for_the_first_item(monkeypatch, capsys
         "search: about 75 s more at 10 pieces a second (the first 51)"]
     assert _paced(monkeypatch, capsys, arrivals, 1300, what=" for them") == [
         "search: about 2 min more for them at 10 pieces a second (the first 51)"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tqdm") is None, reason="progress bars need tqdm (the progress extra)")
+def test_a_route_search_inside_a_stage_does_not_start_its_bar_again(monkeypatch, capsys):
+    """The route searches of a plan a search prices report their layouts as inner work: shown only where no
+    bar is open (a long derivation alone), never closing the stage's bar, whose count would start again
+    (a bounded search's candidates counted 6, 3, 11, 11, 7, ... as its pieces' route searches took turns)."""
+    monkeypatch.setattr(progress, "DELAY", 0)
+    with progress.showing(True):
+        progress.advance(1, "pricing candidates", unit=" candidates")
+        progress.advance(256, "searching layouts", inner=True)
+        progress.advance(1, "pricing candidates", unit=" candidates")
+        assert progress._state["what"] == "pricing candidates" and progress._state["bar"].n == 2
+    with progress.showing(True):
+        progress.advance(256, "searching layouts", inner=True)     # no bar open: a derivation alone
+        assert progress._state["what"] == "searching layouts" and progress._state["bar"].n == 256
+        progress.advance(1, "pricing candidates", unit=" candidates")     # a stage's bar replaces it
+        assert progress._state["what"] == "pricing candidates"
+    capsys.readouterr()
 
 
 def test_slow_items_are_estimated_after_a_few_seconds_and_a_small_stage_not_at_all(monkeypatch, capsys):
