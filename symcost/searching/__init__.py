@@ -246,14 +246,17 @@ class _Bounded(_Stages):
 
     def label(self, item) -> str:
         """The pieces planned so far and, once there are as many as asked, how far the least bound left is
-        under the slowest of the best found (the top is proven where it reaches it: at 0.00 % the candidates
-        left are as fast, and rank by communication)."""
+        under the slowest of the best found (the top is proven where it is not); where the candidates left
+        may be as fast, how far their communication's bound is under its (they rank by it)."""
         b, done = self.bounds, f"{self.bounds.planned:,} pieces planned"
         if b.kth is None:
             return done
         best = "the best" if self.top == 1 else f"the {_nth(self.top)} best"
-        gap = max(b.kth - b.least, 0.0) / b.kth if b.kth > 0 else 0.0
-        return f"{done}; least bound left {gap:.2%} under {best} ({fmt_seconds(b.kth)})"
+        (low, comms), step, shown = b.least, rounded(b.kth.t_step), fmt_seconds(b.kth.t_step)
+        if low < step:
+            return f"{done}; least bound left {(step - low) / step:.2%} under {best} ({shown})"
+        under = max(b.kth.t_comms - comms, 0.0) / b.kth.t_comms if b.kth.t_comms > 0 else 0.0
+        return f"{done}; bound left as fast as {best} ({shown}), its communication {under:.2%} under"
 
 
 def _nth(k: int) -> str:

@@ -131,10 +131,11 @@ class Bounds:
         self.forms = {at: alike.form(self.subs[at]) for at in where}
         self.alike: dict = {}            # what a piece depends on, names aside (alike.key) -> its vector
         self.derived = self.planned = 0
-        # as the walk goes (:func:`until_proven`): the least step-time bound left, and the step time of the
-        # slowest of the best found (None until there are as many as asked): the top is proven when the first
-        # reaches the second
-        self.least, self.kth = 0.0, None
+        # as the walk goes (:func:`until_proven`): the least bounds left (:func:`order`: the step time's, then
+        # the communication's), and the slowest of the best found (None until there are as many as asked):
+        # the top is proven when the first rank after the second (:func:`beaten`)
+        self.least: tuple = (0.0, 0.0)
+        self.kth: Priced | None = None
         # each statement at its least whatever its sharding (its work shared evenly), and where its gradients
         # have a floor on the links, that floor at each sharding the candidates give it
         least = {at: pcs.floor(self.subs[at], options, space.mesh) for at in where}
@@ -285,7 +286,7 @@ def until_proven(bounds: Bounds, top: int, key):
     heap = bounds.order()
     while heap:
         ranked, i = heap[0]
-        bounds.least = ranked[0]
+        bounds.least = ranked
         if len(best) >= top and beaten(ranked, best[-1]):
             return                        # so is every one left
         now = order(*bounds.bounds(i))
@@ -297,5 +298,5 @@ def until_proven(bounds: Bounds, top: int, key):
         p = price(bounds.space, bounds.cands[i], **bounds.options)
         if p is not None and p.fits:
             best = sorted(best + [p], key=key)[:top]
-            bounds.kth = best[-1].t_step if len(best) >= top else None
+            bounds.kth = best[-1] if len(best) >= top else None
         yield () if p is None else (p,)

@@ -144,9 +144,10 @@ def test_its_bar_has_no_end(monkeypatch, capsys):
 
 
 def test_the_walk_keeps_the_least_bound_left_and_the_slowest_of_the_best_for_its_bar(monkeypatch):
-    """As it goes, the walk keeps the least step-time bound left and, once it has found as many as asked, the
-    slowest of them; when it stops, that bound ranks after the slowest (the proof). The bar says how far
-    under it the bound still is."""
+    """As it goes, the walk keeps the least bounds left and, once it has found as many as asked, the slowest
+    of them; when it stops, those bounds rank after the slowest (the proof). The bar says how far under it
+    the step-time bound still is, or, where it may be as fast, how far under its communication the bound
+    left is."""
     import types
 
     from symcost.searching import _Bounded
@@ -159,15 +160,20 @@ def test_the_walk_keeps_the_least_bound_left_and_the_slowest_of_the_best_for_its
         seen.append((b.least, b.kth))
         found.extend(got)
     assert [k for _, k in seen[:2]] == [None, None] and all(k is not None for _, k in seen[2:])
-    assert b.kth == sorted(found, key=key)[2].t_step
-    assert all(least <= k * (1 + 1e-9) for least, k in seen[2:])          # each derived from under the third
-    assert b.least >= b.kth * (1 - 1e-9)                                   # the one left ranks after it
-    bar = types.SimpleNamespace(bounds=types.SimpleNamespace(planned=1234, least=1.5e-3, kth=2e-3), top=10)
-    assert _Bounded.label(bar, None) == "1,234 pieces planned; least bound left 25.00% under the 10th best (2 ms)"
-    bar.bounds.kth, bar.top = None, 1
-    assert _Bounded.label(bar, None) == "1,234 pieces planned"
-    bar.bounds.kth = 1.5e-3
-    assert _Bounded.label(bar, None) == "1,234 pieces planned; least bound left 0.00% under the best (1.5 ms)"
+    assert b.kth == sorted(found, key=key)[2]
+    assert not any(bounded.beaten(least, k) for least, k in seen[2:])     # each derived was not ruled out
+    assert bounded.beaten(b.least, b.kth)                                 # the one left ranks after it
+
+    def label(least, t_step, t_comms, top):
+        kth = types.SimpleNamespace(t_step=t_step, t_comms=t_comms)
+        return _Bounded.label(types.SimpleNamespace(bounds=types.SimpleNamespace(planned=1234, least=least, kth=kth),
+                                                    top=top), None)
+    assert label((1.5e-3, 0.0), 2e-3, 1e-4, 10) == \
+        "1,234 pieces planned; least bound left 25.00% under the 10th best (2 ms)"
+    assert label((1.5e-3, 0.25e-3), 1.5e-3, 1e-3, 1) == \
+        "1,234 pieces planned; bound left as fast as the best (1.5 ms), its communication 75.00% under"
+    assert _Bounded.label(types.SimpleNamespace(bounds=types.SimpleNamespace(planned=1234, kth=None), top=3),
+                          None) == "1,234 pieces planned"
 
 
 def test_a_candidate_whose_statement_is_refused_alone_is_derived_not_dropped(monkeypatch):
